@@ -1,0 +1,318 @@
+"""YAML testbed file -> validated, defaulted, planned ``Testbed``.
+
+All user-facing checks live here so that a bad file fails before anything is
+built; every error names the file, the field and the fix.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+from importlib import resources
+from pathlib import Path
+
+import jsonschema
+import yaml
+
+from vnetbench.errors import TestbedFileError
+from vnetbench.testbed.model import (
+    CROSS_HOST, ENCAP_OVERHEAD, MIN_TENANT_MTU, SAME_HOST, SEGMENTATION_RANGE,
+    Host, Network, NetType, Nic, Pair, Testbed, Vm, Vnet, VSwitch, VSwitchKind,
+)
+
+DEFAULT_UNDERLAY = "198.18.0.0/24"
+DEFAULT_TENANT = "198.19.{}.0/24"          # vnet i (1-based) -> 198.19.i.0/24
+DEFAULT_SEGMENT_BASE = {NetType.VLAN: 100, NetType.VXLAN: 1000,
+                        NetType.GENEVE: 1000, NetType.GRE: 1000}
+
+
+def schema() -> dict:
+    """The published JSON Schema of testbed files."""
+    text = resources.files("vnetbench").joinpath("schemas/testbed.schema.json").read_text()
+    return json.loads(text)
+
+
+def load(path, online_cpus=None) -> Testbed:
+    """Load a testbed file; ``online_cpus`` (default: any) bounds the CPU sets."""
+    path = Path(path)
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise TestbedFileError(path, "", f"cannot read file ({exc.strerror})",
+                               "check the path") from None
+    return loads(text, source=str(path), online_cpus=online_cpus)
+
+
+def loads(text: str, source: str = "<string>", online_cpus=None) -> Testbed:
+    doc = _parse_yaml(text, source)
+    _validate(doc, source)
+    return _Builder(doc, source, online_cpus).build()
+
+
+def _parse_yaml(text, source):
+    try:
+        doc = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"line {mark.line + 1} column {mark.column + 1}" if mark else ""
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise TestbedFileError(source, where, f"invalid YAML ({problem})",
+                               "fix the syntax") from None
+    if doc is None:
+        raise TestbedFileError(source, "", "file is empty",
+                               "declare at least 'vswitch' and 'network: {type: ...}'")
+    return doc
+
+
+def _validate(doc, source):
+    validator = jsonschema.Draft202012Validator(
+        schema(), format_checker=jsonschema.Draft202012Validator.FORMAT_CHECKER)
+    error = jsonschema.exceptions.best_match(validator.iter_errors(doc))
+    if error is not None:
+        raise TestbedFileError(source, _json_path(error.absolute_path) or "(top level)",
+                               *_explain(error))
+
+
+def _json_path(parts) -> str:
+    out = ""
+    for part in parts:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out
+
+
+def _explain(error) -> tuple[str, str]:
+    """Turn a jsonschema error into (problem, fix)."""
+    kind, inst = error.validator, error.instance
+    if kind == "enum":
+        return (f"{inst!r} is not allowed",
+                "use one of: " + ", ".join(map(str, error.validator_value)))
+    if kind == "additionalProperties":
+        allowed = ", ".join(sorted(error.schema.get("properties", {})))
+        extra = sorted(set(inst) - set(error.schema.get("properties", {})))
+        return (f"unknown field {', '.join(map(repr, extra))}", f"allowed fields: {allowed}")
+    if kind == "required":
+        return (error.message, "add it")
+    if kind == "type":
+        return (f"{inst!r} is not of type {error.validator_value}",
+                f"give a {error.validator_value}")
+    if kind == "pattern":
+        if "$defs/name" in str(error.schema) or error.validator_value.startswith("^[a-z]"):
+            return (f"{inst!r} is not a valid name",
+                    "use lowercase letters, digits and '-', starting with a letter, at most 24 characters")
+        return (f"{inst!r} is not a CIDR", "write it as a.b.c.d/len, e.g. 198.19.1.0/24")
+    if kind in ("minimum", "maximum"):
+        return (error.message, f"use a value {'>=' if kind == 'minimum' else '<='} {error.validator_value}")
+    if kind == "oneOf" and isinstance(inst, str):
+        return (f"{inst!r} is not allowed",
+                "use one of: " + ", ".join(k.value for k in VSwitchKind))
+    return (error.message, "see schemas/testbed.schema.json")
+
+
+class _Builder:
+    """Applies defaults and cross-field checks to a schema-valid document."""
+
+    def __init__(self, doc, source, online_cpus):
+        self.doc, self.source = doc, source
+        self.online = tuple(sorted(online_cpus)) if online_cpus else None
+
+    def fail(self, where, problem, fix):
+        raise TestbedFileError(self.source, where, problem, fix)
+
+    def build(self) -> Testbed:
+        vswitch = self._vswitch()
+        network = self._network()
+        hosts = self._hosts(network)
+        vnets = self._vnets(network)
+        vms, pairs = self._vms(hosts, vnets)
+        name = self.doc.get("name") or f"{vswitch.kind.value}-{network.type.value}"
+        return Testbed(name=name, vswitch=vswitch, network=network, hosts=hosts,
+                       vnets=vnets, vms=vms, pairs=pairs, source=self.source)
+
+    def _vswitch(self) -> VSwitch:
+        raw = self.doc["vswitch"]
+        if isinstance(raw, str):
+            raw = {"kind": raw}
+        kind = VSwitchKind(raw["kind"])
+        datapath = raw.get("datapath", "auto")
+        if datapath != "auto" and kind is VSwitchKind.LINUXBRIDGE:
+            self.fail("vswitch.datapath", "linuxbridge has no datapath choice",
+                      "remove 'datapath' or use an OVS kind")
+        return VSwitch(kind=kind, datapath=datapath)
+
+    def _network(self) -> Network:
+        raw = self.doc["network"]
+        ntype = NetType(raw["type"])
+        underlay_mtu = raw.get("underlay_mtu", 1500)
+        room = underlay_mtu - ENCAP_OVERHEAD[ntype]
+        if room < MIN_TENANT_MTU:
+            self.fail("network.underlay_mtu",
+                      f"{underlay_mtu} leaves {room} bytes for {ntype} tenant packets "
+                      f"({ENCAP_OVERHEAD[ntype]} bytes of encapsulation), below {MIN_TENANT_MTU}",
+                      f"raise underlay_mtu to at least {MIN_TENANT_MTU + ENCAP_OVERHEAD[ntype]}")
+        tenant_mtu = raw.get("tenant_mtu", room)
+        if tenant_mtu > room:
+            self.fail("network.tenant_mtu",
+                      f"{tenant_mtu} does not fit in underlay_mtu {underlay_mtu} "
+                      f"with {ENCAP_OVERHEAD[ntype]} bytes of {ntype} encapsulation",
+                      f"use tenant_mtu <= {room} or raise underlay_mtu to "
+                      f">= {tenant_mtu + ENCAP_OVERHEAD[ntype]}")
+        cidr = self._cidr(raw.get("underlay_cidr", DEFAULT_UNDERLAY), "network.underlay_cidr")
+        return Network(type=ntype, underlay_mtu=underlay_mtu, tenant_mtu=tenant_mtu,
+                       underlay_cidr=cidr)
+
+    def _cidr(self, text, where):
+        try:
+            net = ipaddress.IPv4Network(text, strict=True)
+        except ValueError as exc:
+            self.fail(where, f"{text!r} is not a valid network ({exc})",
+                      "give the network address with no host bits set, e.g. 198.19.1.0/24")
+        if net.prefixlen > 30:
+            self.fail(where, f"{text} is too small", "use a prefix of /30 or shorter")
+        return net
+
+    def _cpus(self, cpus, where):
+        if self.online is not None:
+            missing = sorted(set(cpus) - set(self.online))
+            if missing:
+                self.fail(where, f"CPU {', '.join(map(str, missing))} is not online on this machine "
+                          f"(online: {', '.join(map(str, self.online))})",
+                          "pick CPUs from the online set")
+        return tuple(cpus)
+
+    def _hosts(self, network) -> tuple[Host, ...]:
+        raw = self.doc.get("hosts") or [{"name": "h1"}, {"name": "h2"}]
+        spread = self.online or (0, 1)
+        addrs = list(network.underlay_cidr.hosts())
+        if len(raw) > len(addrs):
+            self.fail("network.underlay_cidr", f"{network.underlay_cidr} has room for "
+                      f"{len(addrs)} hosts, {len(raw)} are declared", "use a larger underlay_cidr")
+        hosts = []
+        for i, h in enumerate(raw):
+            self._unique(h["name"], hosts, f"hosts[{i}].name")
+            cpus = self._cpus(h.get("cpus", [spread[i % len(spread)]]), f"hosts[{i}].cpus")
+            hosts.append(Host(name=h["name"], cpus=cpus, underlay_ip=addrs[i]))
+        return tuple(hosts)
+
+    def _unique(self, name, seen, where):
+        if any(x.name == name for x in seen):
+            self.fail(where, f"duplicate name {name!r}", "give every object of this kind its own name")
+
+    def _vnets(self, network) -> tuple[Vnet, ...]:
+        raw = self.doc.get("vnets") or [{"name": "vnet1"}]
+        ntype, vnets, used = network.type, [], {}
+        for i, v in enumerate(raw):
+            where = f"vnets[{i}]"
+            self._unique(v["name"], vnets, f"{where}.name")
+            cidr = self._cidr(v.get("cidr", DEFAULT_TENANT.format(i + 1)), f"{where}.cidr")
+            if cidr.overlaps(network.underlay_cidr):
+                self.fail(f"{where}.cidr", f"{cidr} overlaps the underlay network.underlay_cidr "
+                          f"{network.underlay_cidr}",
+                          "pick a tenant CIDR outside the underlay, e.g. 198.19.1.0/24")
+            segid = self._segid(v, i, ntype, used)
+            vnets.append(Vnet(name=v["name"], cidr=cidr, segmentation_id=segid))
+        return tuple(vnets)
+
+    def _segid(self, v, i, ntype, used):
+        where = f"vnets[{i}].segmentation_id"
+        if ntype is NetType.FLAT:
+            if "segmentation_id" in v:
+                self.fail(where, "flat networks carry no segmentation id",
+                          "remove it (each flat vnet gets its own physical network)")
+            return None
+        segid = v.get("segmentation_id", DEFAULT_SEGMENT_BASE[ntype] + i + 1)
+        lo, hi = SEGMENTATION_RANGE[ntype]
+        if not lo <= segid <= hi:
+            self.fail(where, f"{segid} is outside the {ntype} range {lo}..{hi}",
+                      f"use a value in {lo}..{hi}")
+        if segid in used:
+            self.fail(where, f"{segid} is already used by vnet {used[segid]!r}",
+                      "give every vnet its own segmentation id")
+        used[segid] = v["name"]
+        return segid
+
+    def _vms(self, hosts, vnets):
+        raw_vms = list(self.doc.get("vms") or [])
+        raw_pairs = self.doc.get("pairs")
+        if raw_pairs is None and not raw_vms:
+            raw_pairs = [{"placement": SAME_HOST}, {"placement": CROSS_HOST}]
+        specs, pairs = [], []
+        for i, vm in enumerate(raw_vms):
+            specs.append((f"vms[{i}]", vm))
+        for i, p in enumerate(raw_pairs or []):
+            pair, expanded = self._pair(p, i, hosts, vnets)
+            pairs.append(pair)
+            specs.extend(expanded)
+        alloc = _IpAllocator(vnets)
+        vms = []
+        for where, spec in specs:
+            self._unique(spec["name"], vms, f"{where}.name")
+            vms.append(self._vm(spec, where, len(vms), hosts, vnets, alloc))
+        return tuple(vms), tuple(pairs)
+
+    def _pair(self, p, i, hosts, vnets):
+        where = f"pairs[{i}]"
+        placement = p["placement"]
+        name = p.get("name") or ("same" if placement == SAME_HOST else "cross")
+        want = 1 if placement == SAME_HOST else 2
+        names = p.get("hosts") or [h.name for h in hosts[:want]]
+        if placement == CROSS_HOST and (len(names) != 2 or names[0] == names[1]):
+            self.fail(f"{where}.hosts", f"cross-host placement needs two different hosts, got {names}",
+                      "declare a second host or use placement same-host")
+        if placement == SAME_HOST and len(names) != 1:
+            self.fail(f"{where}.hosts", "same-host placement takes one host", "list one host")
+        pair_hosts = names * 2 if placement == SAME_HOST else names
+        vnet = p.get("vnet", vnets[0].name)
+        vms = [(f"{where} (VM {name}-{s})", {"name": f"{name}-{s}", "host": h, "vnets": [vnet]})
+               for s, h in zip("ab", pair_hosts)]
+        return Pair(name=name, placement=placement, vnet=vnet,
+                    vms=(f"{name}-a", f"{name}-b")), vms
+
+    def _vm(self, spec, where, index, hosts, vnets, alloc) -> Vm:
+        host = next((h for h in hosts if h.name == spec["host"]), None)
+        if host is None:
+            self.fail(f"{where}.host", f"host {spec['host']!r} is not declared",
+                      "use one of: " + ", ".join(h.name for h in hosts))
+        cpus = self._cpus(spec.get("cpus", host.cpus), f"{where}.cpus")
+        if not set(cpus) <= set(host.cpus):
+            self.fail(f"{where}.cpus", f"CPUs {list(cpus)} are not all in host {host.name!r}'s "
+                      f"CPU set {list(host.cpus)}", "pin the VM to CPUs of its host")
+        nics = []
+        for n, ref in enumerate(spec.get("vnets") or [vnets[0].name]):
+            ref = {"name": ref} if isinstance(ref, str) else ref
+            vnet = next((v for v in vnets if v.name == ref["name"]), None)
+            if vnet is None:
+                self.fail(f"{where}.vnets[{n}]", f"vnet {ref['name']!r} is not declared",
+                          "use one of: " + ", ".join(v.name for v in vnets))
+            ip = alloc.take(vnet, ref.get("ip"), lambda p, f: self.fail(f"{where}.vnets[{n}].ip", p, f))
+            nics.append(Nic(vnet=vnet.name, ip=ip, mac=_mac(index, n)))
+        return Vm(name=spec["name"], host=host.name, cpus=cpus, nics=tuple(nics))
+
+
+class _IpAllocator:
+    """Hands out tenant addresses per vnet: explicit ones first come, then in order."""
+
+    def __init__(self, vnets):
+        self.used = {v.name: set() for v in vnets}
+        self.free = {v.name: iter(v.cidr.hosts()) for v in vnets}
+
+    def take(self, vnet, explicit, fail):
+        used = self.used[vnet.name]
+        if explicit is not None:
+            ip = ipaddress.IPv4Address(explicit)
+            if ip not in vnet.cidr or ip in (vnet.cidr.network_address, vnet.cidr.broadcast_address):
+                fail(f"{ip} is not a host address of vnet {vnet.name!r} ({vnet.cidr})",
+                     "pick an address inside the vnet's CIDR")
+            if ip in used:
+                fail(f"{ip} is already taken on vnet {vnet.name!r}", "give every NIC its own address")
+        else:
+            ip = next((a for a in self.free[vnet.name] if a not in used), None)
+            if ip is None:
+                fail(f"vnet {vnet.name!r} ({vnet.cidr}) has no free address left",
+                     "use a larger CIDR")
+        used.add(ip)
+        return ip
+
+
+def _mac(vm_index: int, nic: int) -> str:
+    """Locally administered, unique per VM and NIC within a testbed."""
+    return "02:76:6e:{:02x}:{:02x}:{:02x}".format(vm_index >> 8 & 0xff, vm_index & 0xff, nic)

@@ -1,0 +1,164 @@
+"""The testbed as pure, frozen data: what to build, never how.
+
+Mininet's Topo/Net split: this module describes hosts, vnets and VMs; a backend
+(``vnetbench.testbed.netns``) realises them. Nothing here touches the system.
+"""
+
+from __future__ import annotations
+
+import enum
+import ipaddress
+from dataclasses import dataclass, field
+
+
+class VSwitchKind(str, enum.Enum):
+    LINUXBRIDGE = "linuxbridge"
+    OVS = "ovs"
+    OVS_OPENFLOW = "ovs-openflow"   # reactive OpenFlow controller (Floodlight/IVS-like)
+    OVN = "ovn"
+    VROUTER = "vrouter"             # Contrail-like L3, MPLS over GRE
+
+    def __str__(self):
+        return self.value
+
+
+class NetType(str, enum.Enum):
+    FLAT = "flat"
+    VLAN = "vlan"
+    VXLAN = "vxlan"
+    GRE = "gre"
+    GENEVE = "geneve"
+
+    def __str__(self):
+        return self.value
+
+    @property
+    def is_tunnel(self) -> bool:
+        return self in (NetType.VXLAN, NetType.GRE, NetType.GENEVE)
+
+
+# Bytes the encapsulation adds in front of the inner IP packet on an IPv4
+# underlay (REFERENCE §3): outer IP + UDP/GRE header + inner Ethernet.
+ENCAP_OVERHEAD = {
+    NetType.FLAT: 0,
+    NetType.VLAN: 0,      # the 802.1q tag grows the frame, not the IP MTU
+    NetType.VXLAN: 50,
+    NetType.GRE: 42,      # GRE with key
+    NetType.GENEVE: 50,   # no options
+}
+
+# Valid segmentation ids per type (flat networks have none).
+SEGMENTATION_RANGE = {
+    NetType.VLAN: (1, 4094),
+    NetType.VXLAN: (1, 2**24 - 1),
+    NetType.GENEVE: (1, 2**24 - 1),
+    NetType.GRE: (1, 2**32 - 1),
+}
+
+MIN_TENANT_MTU = 576     # the IPv4 datagram every host must accept (RFC 791)
+
+SAME_HOST = "same-host"
+CROSS_HOST = "cross-host"
+
+
+@dataclass(frozen=True)
+class VSwitch:
+    kind: VSwitchKind
+    datapath: str = "auto"   # ovs: "system" (kernel module), "netdev" (userspace), "auto"
+
+
+@dataclass(frozen=True)
+class Network:
+    type: NetType
+    underlay_mtu: int
+    tenant_mtu: int
+    underlay_cidr: ipaddress.IPv4Network
+
+    @property
+    def overhead(self) -> int:
+        return ENCAP_OVERHEAD[self.type]
+
+
+@dataclass(frozen=True)
+class Host:
+    """An emulated hypervisor: it runs one vSwitch instance on its CPU set."""
+    name: str
+    cpus: tuple[int, ...]
+    underlay_ip: ipaddress.IPv4Address
+
+
+@dataclass(frozen=True)
+class Vnet:
+    """A tenant network; CIDRs may overlap between vnets, segmentation ids may not."""
+    name: str
+    cidr: ipaddress.IPv4Network
+    segmentation_id: int | None
+
+
+@dataclass(frozen=True)
+class Nic:
+    vnet: str
+    ip: ipaddress.IPv4Address
+    mac: str
+
+
+@dataclass(frozen=True)
+class Vm:
+    """A guest pinned to ``cpus`` of its host; ``nics[i]`` is its eth<i>."""
+    name: str
+    host: str
+    cpus: tuple[int, ...]
+    nics: tuple[Nic, ...]
+
+    def nic(self, vnet: str) -> Nic:
+        for nic in self.nics:
+            if nic.vnet == vnet:
+                return nic
+        raise KeyError(f"VM {self.name!r} has no NIC on vnet {vnet!r}")
+
+
+@dataclass(frozen=True)
+class Pair:
+    """Two VMs on one vnet, placed on the same host or across hosts."""
+    name: str
+    placement: str
+    vnet: str
+    vms: tuple[str, str]
+
+
+@dataclass(frozen=True)
+class Testbed:
+    name: str
+    vswitch: VSwitch
+    network: Network
+    hosts: tuple[Host, ...]
+    vnets: tuple[Vnet, ...]
+    vms: tuple[Vm, ...]
+    pairs: tuple[Pair, ...] = ()
+    source: str = field(default="<memory>", compare=False)
+
+    def host(self, name: str) -> Host:
+        return _by_name(self.hosts, name, "host")
+
+    def vnet(self, name: str) -> Vnet:
+        return _by_name(self.vnets, name, "vnet")
+
+    def vm(self, name: str) -> Vm:
+        return _by_name(self.vms, name, "VM")
+
+    def pair(self, name: str) -> Pair:
+        return _by_name(self.pairs, name, "pair")
+
+    def vms_on(self, host: str) -> tuple[Vm, ...]:
+        return tuple(vm for vm in self.vms if vm.host == host)
+
+    def vnets_on(self, host: str) -> tuple[Vnet, ...]:
+        used = {nic.vnet for vm in self.vms_on(host) for nic in vm.nics}
+        return tuple(v for v in self.vnets if v.name in used)
+
+
+def _by_name(items, name, what):
+    for item in items:
+        if item.name == name:
+            return item
+    raise KeyError(f"no {what} named {name!r}")
