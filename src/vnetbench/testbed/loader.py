@@ -56,6 +56,9 @@ def _parse_yaml(text, source):
         mark = getattr(exc, "problem_mark", None)
         where = f"line {mark.line + 1} column {mark.column + 1}" if mark else ""
         problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        ctx = getattr(exc, "context_mark", None)
+        if ctx is not None and exc.context:   # the unclosed bracket is where the fix goes
+            problem += f" {exc.context} at line {ctx.line + 1} column {ctx.column + 1}"
         raise TestbedFileError(source, where, f"invalid YAML ({problem})",
                                "fix the syntax") from None
     if doc is None:
@@ -93,8 +96,15 @@ def _explain(error) -> tuple[str, str]:
     if kind == "required":
         return (error.message, "add it")
     if kind == "type":
+        article = "an" if str(error.validator_value)[0] in "aeiou" else "a"
         return (f"{inst!r} is not of type {error.validator_value}",
-                f"give a {error.validator_value}")
+                f"give {article} {error.validator_value}")
+    if kind == "format" and error.validator_value == "ipv4":
+        return (f"{inst!r} is not an IPv4 address", "write it as a.b.c.d, e.g. 198.19.1.10")
+    if kind == "uniqueItems":
+        return (f"{inst!r} lists an item twice", "list each item once")
+    if kind == "minItems":
+        return ("the list is empty", "give at least one item or remove the field for the default")
     if kind == "pattern":
         if "$defs/name" in str(error.schema) or error.validator_value.startswith("^[a-z]"):
             return (f"{inst!r} is not a valid name",
@@ -102,9 +112,13 @@ def _explain(error) -> tuple[str, str]:
         return (f"{inst!r} is not a CIDR", "write it as a.b.c.d/len, e.g. 198.19.1.0/24")
     if kind in ("minimum", "maximum"):
         return (error.message, f"use a value {'>=' if kind == 'minimum' else '<='} {error.validator_value}")
-    if kind == "oneOf" and isinstance(inst, str):
-        return (f"{inst!r} is not allowed",
-                "use one of: " + ", ".join(k.value for k in VSwitchKind))
+    if kind == "oneOf" and list(error.absolute_path)[:1] == ["vswitch"]:
+        kinds = ", ".join(k.value for k in VSwitchKind)
+        if isinstance(inst, str):
+            return (f"{inst!r} is not allowed", f"use one of: {kinds}")
+        return (f"{inst!r} is not a vSwitch", f"give a kind ({kinds}) or {{kind: ..., datapath: ...}}")
+    if kind == "oneOf":   # the only other oneOf: a VM's vnets entry
+        return (f"{inst!r} is not a vnet reference", "give a vnet name or {name: ..., ip: ...}")
     return (error.message, "see schemas/testbed.schema.json")
 
 
@@ -164,8 +178,11 @@ class _Builder:
         try:
             net = ipaddress.IPv4Network(text, strict=True)
         except ValueError as exc:
-            self.fail(where, f"{text!r} is not a valid network ({exc})",
-                      "give the network address with no host bits set, e.g. 198.19.1.0/24")
+            try:
+                fix = f"write {ipaddress.IPv4Network(text, strict=False)}"
+            except ValueError:
+                fix = "write it as a.b.c.d/len with octets 0..255, e.g. 198.19.1.0/24"
+            self.fail(where, f"{text!r} is not a valid network ({exc})", fix)
         if net.prefixlen > 30:
             self.fail(where, f"{text} is too small", "use a prefix of /30 or shorter")
         return net
@@ -200,6 +217,7 @@ class _Builder:
     def _vnets(self, network) -> tuple[Vnet, ...]:
         raw = self.doc.get("vnets") or [{"name": "vnet1"}]
         ntype, vnets, used = network.type, [], {}
+        explicit = {v["segmentation_id"] for v in raw if "segmentation_id" in v}
         for i, v in enumerate(raw):
             where = f"vnets[{i}]"
             self._unique(v["name"], vnets, f"{where}.name")
@@ -208,18 +226,23 @@ class _Builder:
                 self.fail(f"{where}.cidr", f"{cidr} overlaps the underlay network.underlay_cidr "
                           f"{network.underlay_cidr}",
                           "pick a tenant CIDR outside the underlay, e.g. 198.19.1.0/24")
-            segid = self._segid(v, i, ntype, used)
+            segid = self._segid(v, i, ntype, used, explicit)
             vnets.append(Vnet(name=v["name"], cidr=cidr, segmentation_id=segid))
         return tuple(vnets)
 
-    def _segid(self, v, i, ntype, used):
+    def _segid(self, v, i, ntype, used, explicit):
+        """Explicit id, else base + index, skipping ids other vnets claim explicitly."""
         where = f"vnets[{i}].segmentation_id"
         if ntype is NetType.FLAT:
             if "segmentation_id" in v:
                 self.fail(where, "flat networks carry no segmentation id",
                           "remove it (each flat vnet gets its own physical network)")
             return None
-        segid = v.get("segmentation_id", DEFAULT_SEGMENT_BASE[ntype] + i + 1)
+        segid = v.get("segmentation_id")
+        if segid is None:
+            segid = DEFAULT_SEGMENT_BASE[ntype] + i + 1
+            while segid in explicit or segid in used:
+                segid += 1
         lo, hi = SEGMENTATION_RANGE[ntype]
         if not lo <= segid <= hi:
             self.fail(where, f"{segid} is outside the {ntype} range {lo}..{hi}",
@@ -240,9 +263,10 @@ class _Builder:
             specs.append((f"vms[{i}]", vm))
         for i, p in enumerate(raw_pairs or []):
             pair, expanded = self._pair(p, i, hosts, vnets)
+            self._unique(pair.name, pairs, f"pairs[{i}].name")
             pairs.append(pair)
             specs.extend(expanded)
-        alloc = _IpAllocator(vnets)
+        alloc = _IpAllocator(vnets, [spec for _, spec in specs])
         vms = []
         for where, spec in specs:
             self._unique(spec["name"], vms, f"{where}.name")
@@ -260,8 +284,15 @@ class _Builder:
                       "declare a second host or use placement same-host")
         if placement == SAME_HOST and len(names) != 1:
             self.fail(f"{where}.hosts", "same-host placement takes one host", "list one host")
+        for name_ in names:
+            if not any(h.name == name_ for h in hosts):
+                self.fail(f"{where}.hosts", f"host {name_!r} is not declared",
+                          "use one of: " + ", ".join(h.name for h in hosts))
         pair_hosts = names * 2 if placement == SAME_HOST else names
         vnet = p.get("vnet", vnets[0].name)
+        if not any(v.name == vnet for v in vnets):
+            self.fail(f"{where}.vnet", f"vnet {vnet!r} is not declared",
+                      "use one of: " + ", ".join(v.name for v in vnets))
         vms = [(f"{where} (VM {name}-{s})", {"name": f"{name}-{s}", "host": h, "vnets": [vnet]})
                for s, h in zip("ab", pair_hosts)]
         return Pair(name=name, placement=placement, vnet=vnet,
@@ -274,8 +305,8 @@ class _Builder:
                       "use one of: " + ", ".join(h.name for h in hosts))
         cpus = self._cpus(spec.get("cpus", host.cpus), f"{where}.cpus")
         if not set(cpus) <= set(host.cpus):
-            self.fail(f"{where}.cpus", f"CPUs {list(cpus)} are not all in host {host.name!r}'s "
-                      f"CPU set {list(host.cpus)}", "pin the VM to CPUs of its host")
+            self.fail(f"{where}.cpus", f"CPUs {list(cpus)} are not all in the CPU set "
+                      f"{list(host.cpus)} of host {host.name!r}", "pin the VM to CPUs of its host")
         nics = []
         for n, ref in enumerate(spec.get("vnets") or [vnets[0].name]):
             ref = {"name": ref} if isinstance(ref, str) else ref
@@ -289,11 +320,20 @@ class _Builder:
 
 
 class _IpAllocator:
-    """Hands out tenant addresses per vnet: explicit ones first come, then in order."""
+    """Hands out tenant addresses per vnet: explicit ones first come, then in order.
 
-    def __init__(self, vnets):
+    Explicit addresses are reserved up front so that an automatic one given to
+    an earlier VM never steals an address a later VM asked for.
+    """
+
+    def __init__(self, vnets, specs=()):
         self.used = {v.name: set() for v in vnets}
         self.free = {v.name: iter(v.cidr.hosts()) for v in vnets}
+        self.reserved = {v.name: set() for v in vnets}
+        for spec in specs:
+            for ref in spec.get("vnets") or []:
+                if isinstance(ref, dict) and "ip" in ref and ref["name"] in self.reserved:
+                    self.reserved[ref["name"]].add(ipaddress.IPv4Address(ref["ip"]))
 
     def take(self, vnet, explicit, fail):
         used = self.used[vnet.name]
@@ -305,7 +345,8 @@ class _IpAllocator:
             if ip in used:
                 fail(f"{ip} is already taken on vnet {vnet.name!r}", "give every NIC its own address")
         else:
-            ip = next((a for a in self.free[vnet.name] if a not in used), None)
+            skip = used | self.reserved[vnet.name]
+            ip = next((a for a in self.free[vnet.name] if a not in skip), None)
             if ip is None:
                 fail(f"vnet {vnet.name!r} ({vnet.cidr}) has no free address left",
                      "use a larger CIDR")

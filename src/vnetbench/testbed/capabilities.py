@@ -1,0 +1,185 @@
+"""What this machine can build: probed, never assumed.
+
+Kernel link kinds are probed in a throwaway, unnamed network namespace owned by
+a forked child: it vanishes with the child, so probing can leave nothing behind.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+import shutil
+import subprocess
+from dataclasses import dataclass
+from functools import cached_property
+
+from vnetbench.errors import PrerequisiteError, UnsupportedError
+from vnetbench.testbed.model import NetType, Testbed, VSwitchKind
+
+CLONE_NEWNET = 0x40000000
+
+# program -> Debian package that ships it
+PACKAGES = {
+    "ip": "iproute2", "taskset": "util-linux", "ping": "iputils-ping",
+    "ethtool": "ethtool", "ovs-vswitchd": "openvswitch-switch",
+    "ovsdb-server": "openvswitch-switch", "ovsdb-tool": "openvswitch-switch",
+    "ovs-vsctl": "openvswitch-switch", "ovs-appctl": "openvswitch-common",
+}
+COMMON = ("ip", "taskset", "ping")
+NEEDS = {
+    VSwitchKind.LINUXBRIDGE: COMMON,
+    VSwitchKind.OVS: COMMON + ("ethtool", "ovs-vswitchd", "ovsdb-server", "ovsdb-tool",
+                               "ovs-vsctl", "ovs-appctl"),
+}
+
+# link kind probed -> (what it is, kernel option)
+LINK_KINDS = {
+    "veth": ("veth pairs", "CONFIG_VETH"),
+    "bridge": ("Linux bridges", "CONFIG_BRIDGE"),
+    "bridge-vlan-filtering": ("bridge VLAN filtering", "CONFIG_BRIDGE_VLAN_FILTERING"),
+    "vlan": ("802.1q VLAN devices", "CONFIG_VLAN_8021Q"),
+    "vxlan": ("VXLAN devices", "CONFIG_VXLAN"),
+    "gretap": ("gretap devices", "CONFIG_NET_IPGRE"),
+    "geneve": ("Geneve devices", "CONFIG_GENEVE"),
+}
+LB_NEEDS = {NetType.FLAT: (), NetType.VLAN: ("vlan",), NetType.VXLAN: ("vxlan",),
+            NetType.GRE: ("gretap",), NetType.GENEVE: ("geneve",)}
+IMPLEMENTED = (VSwitchKind.LINUXBRIDGE, VSwitchKind.OVS)
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    root: bool
+    binaries: dict          # program -> path or None
+    links: dict             # link kind -> None when supported, else the kernel's error
+    ovs_kernel: bool        # the openvswitch kernel datapath is present
+    ovs_version: str | None
+
+    @cached_property
+    def ovs_datapath(self) -> str:
+        return "system" if self.ovs_kernel else "netdev"
+
+    def missing_programs(self, kind: VSwitchKind) -> list[str]:
+        return [p for p in NEEDS.get(kind, COMMON) if not self.binaries.get(p)]
+
+    def why_not(self, kind: VSwitchKind, ntype: NetType, datapath="auto") -> str | None:
+        """None when the combination can be built here, else the missing feature."""
+        if kind not in IMPLEMENTED:
+            return f"vswitch {kind} is not implemented by the netns backend yet"
+        missing = self.missing_programs(kind)
+        if missing:
+            return (f"{missing[0]} not found on PATH (Debian package "
+                    f"{PACKAGES[missing[0]]}; 'make install' installs it)")
+        for link in ("veth", "bridge") + (LB_NEEDS[ntype] if kind is VSwitchKind.LINUXBRIDGE else ()):
+            if self.links.get(link):
+                what, option = LINK_KINDS[link]
+                return f"kernel lacks {what} ({option}): {self.links[link]}"
+        if kind is VSwitchKind.OVS and datapath == "system" and not self.ovs_kernel:
+            return ("OVS datapath 'system' needs the openvswitch kernel module, which this "
+                    "kernel lacks; use datapath 'netdev' or 'auto'")
+        return None
+
+    def require(self, testbed: Testbed) -> None:
+        """Refuse, in one line, what cannot be built here."""
+        if not self.root:
+            raise PrerequisiteError("building a testbed needs root (CAP_NET_ADMIN and "
+                                    "CAP_SYS_ADMIN for namespaces); run it as root or with sudo")
+        reason = self.why_not(testbed.vswitch.kind, testbed.network.type, testbed.vswitch.datapath)
+        if reason:
+            raise UnsupportedError(f"{testbed.source}: {testbed.vswitch.kind} + "
+                                   f"{testbed.network.type} cannot run here: {reason}")
+
+    def matrix(self):
+        """(vswitch, network type, reason-or-None) for every combination."""
+        return [(k, t, self.why_not(k, t)) for k in VSwitchKind for t in NetType]
+
+    def to_dict(self) -> dict:
+        return {"root": self.root, "binaries": self.binaries, "links": self.links,
+                "ovs_kernel_datapath": self.ovs_kernel, "ovs_version": self.ovs_version,
+                "matrix": [{"vswitch": k.value, "network": t.value, "supported": r is None,
+                            "reason": r} for k, t, r in self.matrix()]}
+
+
+def probe() -> Capabilities:
+    root = os.geteuid() == 0
+    binaries = {p: shutil.which(p) for p in PACKAGES}
+    kernel = _probe_kernel() if root else {
+        "links": {k: "not probed: needs root" for k in LINK_KINDS}, "ovs_kernel": False}
+    return Capabilities(root=root, binaries=binaries, links=kernel["links"],
+                        ovs_kernel=kernel["ovs_kernel"], ovs_version=_ovs_version(binaries))
+
+
+def _ovs_version(binaries):
+    if not binaries.get("ovs-vswitchd"):
+        return None
+    out = subprocess.run([binaries["ovs-vswitchd"], "--version"], capture_output=True, text=True)
+    return out.stdout.split()[-1] if out.returncode == 0 and out.stdout else None
+
+
+def _probe_kernel() -> dict:
+    """Fork; the child enters a fresh unnamed netns, tries each link kind, reports on a pipe."""
+    rfd, wfd = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # child: never returns
+        code = 0
+        try:
+            os.close(rfd)
+            os.write(wfd, json.dumps(_probe_in_fresh_netns()).encode())
+        except BaseException:
+            code = 1
+        finally:
+            os._exit(code)
+    os.close(wfd)
+    with os.fdopen(rfd) as r:
+        data = r.read()
+    os.waitpid(pid, 0)
+    if not data:
+        return {"links": {k: "probe failed" for k in LINK_KINDS}, "ovs_kernel": False}
+    return json.loads(data)
+
+
+def _probe_in_fresh_netns() -> dict:
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.unshare(CLONE_NEWNET) != 0:
+        err = os.strerror(ctypes.get_errno())
+        return {"links": {k: f"unshare failed: {err}" for k in LINK_KINDS}, "ovs_kernel": False}
+    from pyroute2 import IPRoute
+    specs = {
+        "veth": {"kind": "veth", "peer": "p1"},
+        "bridge": {"kind": "bridge"},
+        "bridge-vlan-filtering": {"kind": "bridge", "br_vlan_filtering": 1},
+        "vlan": {"kind": "vlan", "link": None, "vlan_id": 10},
+        "vxlan": {"kind": "vxlan", "vxlan_id": 10, "vxlan_port": 4789},
+        "gretap": {"kind": "gretap", "gre_local": "198.18.0.1", "gre_remote": "198.18.0.2"},
+        "geneve": {"kind": "geneve", "geneve_id": 10, "geneve_remote": "198.18.0.2"},
+    }
+    links = {}
+    with IPRoute() as ipr:
+        for kind, spec in specs.items():   # veth first: it is the lower device of vlan
+            if kind == "vlan" and links["veth"] is None:
+                spec = {**spec, "link": ipr.link_lookup(ifname="pveth")[0]}
+            try:
+                ipr.link("add", ifname=f"p{kind[:12]}", **spec)
+                links[kind] = None
+            except Exception as exc:
+                links[kind] = _reason(exc)
+    return {"links": links, "ovs_kernel": _ovs_genl_family()}
+
+
+def _reason(exc) -> str:
+    if len(exc.args) == 2 and isinstance(exc.args[0], int):   # NetlinkError(code, text)
+        return str(exc.args[1])
+    return (str(exc).splitlines() or [type(exc).__name__])[0][:120]
+
+
+def _ovs_genl_family() -> bool:
+    from pyroute2.netlink.generic import GenericNetlinkSocket
+    sock = GenericNetlinkSocket()
+    try:
+        sock.bind("ovs_datapath", None)
+        return True
+    except Exception:
+        return False
+    finally:
+        sock.close()

@@ -1,0 +1,1 @@
+"""The embedded backend: hosts and VMs as network namespaces on this machine."""

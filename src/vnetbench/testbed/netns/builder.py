@@ -1,0 +1,188 @@
+"""Realise a Testbed as namespaces: fabric, hosts (each with its vSwitch), VMs.
+
+The builder invents nothing: every name comes from ``Names``, every address from
+the Testbed. Each namespace and daemon is journaled before it is created; if
+bring-up fails or is interrupted, what was built is unwound before returning.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+from pyroute2 import NetNS, netns
+
+from vnetbench.errors import BuildError, VnetbenchError
+from vnetbench.state import Run, new_run_id, state_root
+from vnetbench.testbed import capabilities
+from vnetbench.testbed.codec import to_dict
+from vnetbench.testbed.model import NetType, Testbed, VSwitchKind
+from vnetbench.testbed.netns import linuxbridge, links, proc
+from vnetbench.testbed.netns.deployment import Deployment
+from vnetbench.testbed.netns.names import Names
+from vnetbench.testbed.netns.ovs import OvsHost
+from vnetbench.testbed.netns.teardown import teardown
+
+
+def up(testbed: Testbed, caps=None, progress=lambda msg: None) -> Deployment:
+    """Build ``testbed``; on any failure unwind it and raise BuildError."""
+    caps = caps or capabilities.probe()
+    caps.require(testbed)
+    run = Run(new_run_id(), state_root())
+    run.create()
+    run.write_meta(status="building", name=testbed.name, backend="netns", created=time.time(),
+                   builder_pid=os.getpid(), testbed=to_dict(testbed))
+    ctx = _Context(run, testbed, caps)
+    try:
+        ctx.build(progress)
+    except BaseException as exc:
+        errors = teardown(run)
+        left = f"; teardown also failed, run 'vnetbench cleanup --run {run.run_id}': {errors[0]}" \
+            if errors else ""
+        if isinstance(exc, (KeyboardInterrupt, SystemExit)):
+            raise
+        detail = str(exc) if isinstance(exc, VnetbenchError) else f"{type(exc).__name__}: {exc}"
+        raise BuildError(f"{testbed.source}: bring-up of run {run.run_id} failed and was "
+                         f"unwound: {detail}{left}") from exc
+    return Deployment(run, testbed)
+
+
+class _Context:
+    """What the per-vSwitch wiring modules need to know about this build."""
+
+    def __init__(self, run: Run, testbed: Testbed, caps):
+        self.run, self.testbed, self.caps = run, testbed, caps
+        self.names = Names(run.run_id)
+        self._vnet_i = {v.name: i for i, v in enumerate(testbed.vnets)}
+        self._host_i = {h.name: i for i, h in enumerate(testbed.hosts)}
+        self._vm_i = {m.name: i for i, m in enumerate(testbed.vms)}
+
+    def vnet_index(self, name): return self._vnet_i[name]
+    def host_index(self, name): return self._host_i[name]
+
+    def vm_ports(self, host: str, vnet: str) -> list[str]:
+        """Host-side veth names of the VM NICs on ``vnet`` at ``host``."""
+        return [self.names.vm_port(self._vm_i[vm.name], n)
+                for vm in self.testbed.vms_on(host)
+                for n, nic in enumerate(vm.nics) if nic.vnet == vnet]
+
+    def peers(self, host: str, vnet: str):
+        """Other hosts that carry ``vnet``: the tunnel endpoints / flood list."""
+        return [h for h in self.testbed.hosts
+                if h.name != host and any(v.name == vnet for v in self.testbed.vnets_on(h.name))]
+
+    # -- build steps ---------------------------------------------------------
+
+    def build(self, progress) -> None:
+        tb = self.testbed
+        t0 = time.monotonic()
+        progress(f"run {self.run.run_id}: {len(tb.hosts)} hosts, {len(tb.vms)} VMs, "
+                 f"{tb.vswitch.kind} over {tb.network.type}")
+        self._namespaces()
+        self._underlay()
+        self._vms()
+        progress(f"namespaces and links ready ({time.monotonic() - t0:.2f} s)")
+        self._vswitches()
+        progress(f"vSwitches ready ({time.monotonic() - t0:.2f} s)")
+        self.run.write_meta(status="up", up_seconds=time.monotonic() - t0,
+                            ovs_datapath=self.datapath if self.is_ovs else None,
+                            pinning={vm.name: list(vm.cpus) for vm in tb.vms},
+                            namespaces=self.all_namespaces())
+
+    @property
+    def is_ovs(self) -> bool:
+        return self.testbed.vswitch.kind is VSwitchKind.OVS
+
+    @property
+    def datapath(self) -> str:
+        dp = self.testbed.vswitch.datapath
+        return self.caps.ovs_datapath if dp == "auto" else dp
+
+    def all_namespaces(self) -> list[str]:
+        n = self.names
+        return ([n.fabric_ns] + [n.host_ns(h.name) for h in self.testbed.hosts]
+                + [n.vm_ns(v.name) for v in self.testbed.vms])
+
+    def _namespaces(self) -> None:
+        for name in self.all_namespaces():
+            self.run.record("netns", name=name)
+            netns.create(name)
+            with NetNS(name) as ns:
+                links.up(ns, "lo")
+
+    def _underlay(self) -> None:
+        """Fabric namespace: one bridge for the underlay, one per flat physnet."""
+        tb, n = self.testbed, self.names
+        umtu = tb.network.underlay_mtu
+        with NetNS(n.fabric_ns) as fab:
+            links.bridge(fab, n.fabric_bridge, umtu, n.alias("underlay fabric"))
+            flat = tb.network.type is NetType.FLAT
+            if flat:
+                for vi, vnet in enumerate(tb.vnets):
+                    links.bridge(fab, n.fabric_physnet_bridge(vi), tb.network.tenant_mtu,
+                                 n.alias(f"physnet of vnet={vnet.name}"))
+            for hi, host in enumerate(tb.hosts):
+                hns = n.host_ns(host.name)
+                links.veth(fab, n.fabric_uplink(hi), n.uplink, hns, umtu,
+                           n.alias(f"uplink of host={host.name}"))
+                links.up(fab, n.fabric_uplink(hi), master=n.fabric_bridge)
+                for vnet in (tb.vnets_on(host.name) if flat else ()):
+                    vi = self.vnet_index(vnet.name)
+                    links.veth(fab, n.fabric_physnet(hi, vi), n.physnet(vi), hns,
+                               tb.network.tenant_mtu, n.alias(f"physnet vnet={vnet.name} host={host.name}"))
+                    links.up(fab, n.fabric_physnet(hi, vi), master=n.fabric_physnet_bridge(vi))
+                with NetNS(hns) as ns:
+                    links.stamp(ns, n.uplink, n.alias(f"uplink of host={host.name}"))
+                    links.up(ns, n.uplink)
+                    for vnet in (tb.vnets_on(host.name) if flat else ()):
+                        vi = self.vnet_index(vnet.name)
+                        links.stamp(ns, n.physnet(vi), n.alias(f"physnet vnet={vnet.name}"))
+                        links.up(ns, n.physnet(vi))
+
+    def _vms(self) -> None:
+        tb, n = self.testbed, self.names
+        mtu = tb.network.tenant_mtu
+        for vm_i, vm in enumerate(tb.vms):
+            vns = n.vm_ns(vm.name)
+            with NetNS(n.host_ns(vm.host)) as hns, NetNS(vns) as ns:
+                for k, nic in enumerate(vm.nics):
+                    port = n.vm_port(vm_i, k)
+                    links.veth(hns, port, n.vm_nic(k), vns, mtu, n.alias(f"vm={vm.name} nic={k}"))
+                    links.up(hns, port)
+                    idx = links.index(ns, n.vm_nic(k))
+                    ns.link("set", index=idx, address=nic.mac,
+                            ifalias=n.alias(f"vm={vm.name} vnet={nic.vnet}"))
+                    links.address(ns, n.vm_nic(k), nic.ip, tb.vnet(nic.vnet).cidr.prefixlen)
+                    links.up(ns, n.vm_nic(k))
+
+    def _vswitches(self) -> None:
+        hosts = self.testbed.hosts
+        wire = self._ovs_host if self.is_ovs else lambda h: linuxbridge.wire_host(self, h)
+        with ThreadPoolExecutor(max_workers=min(8, len(hosts))) as pool:
+            for fut in [pool.submit(wire, h) for h in hosts]:
+                fut.result()
+
+    def _ovs_host(self, host) -> None:
+        ovs = OvsHost(self, host)
+        ovs.start()
+        if self.datapath == "netdev":
+            self._checksum_offload_off(host)
+        ovs.configure(self.datapath)
+
+    def _checksum_offload_off(self, host) -> None:
+        """The userspace datapath forwards packets whose checksum the kernel left to
+        'hardware': turn TX checksum offload off on every veth end it touches."""
+        tb, n = self.testbed, self.names
+        per_ns = {n.host_ns(host.name): [n.uplink], n.fabric_ns: []}
+        for vm_i, vm in enumerate(tb.vms):
+            if vm.host == host.name:
+                per_ns.setdefault(n.vm_ns(vm.name), []).extend(n.vm_nic(k) for k in range(len(vm.nics)))
+                per_ns[n.host_ns(host.name)].extend(n.vm_port(vm_i, k) for k in range(len(vm.nics)))
+        if tb.network.type is NetType.FLAT:
+            for vnet in tb.vnets_on(host.name):
+                per_ns[n.host_ns(host.name)].append(n.physnet(self.vnet_index(vnet.name)))
+        for ns, devs in per_ns.items():
+            for dev in devs:
+                proc.run(proc.in_netns(ns, ["ethtool", "-K", dev, "tx", "off"]),
+                         what=f"ethtool -K {dev} tx off")

@@ -1,0 +1,78 @@
+"""A built testbed: run commands in its VMs and hosts, report status, tear it down."""
+
+from __future__ import annotations
+
+import subprocess
+
+from pyroute2 import netns
+
+from vnetbench.state import Run, find_run
+from vnetbench.testbed.codec import from_dict
+from vnetbench.testbed.model import Testbed
+from vnetbench.testbed.netns import proc
+from vnetbench.testbed.netns.names import Names
+from vnetbench.testbed.netns.teardown import teardown
+
+
+class Deployment:
+    """What the netns backend built; everything it needs is in the run's state."""
+
+    def __init__(self, run: Run, testbed: Testbed):
+        self.run, self.testbed = run, testbed
+        self.names = Names(run.run_id)
+
+    @classmethod
+    def attach(cls, ref: str | None = None) -> "Deployment":
+        run = find_run(ref)
+        return cls(run, from_dict(run.meta()["testbed"]))
+
+    @property
+    def run_id(self) -> str:
+        return self.run.run_id
+
+    def ip(self, vm: str, vnet: str | None = None) -> str:
+        v = self.testbed.vm(vm)
+        return str(v.nic(vnet).ip if vnet else v.nics[0].ip)
+
+    def vm_argv(self, vm: str, argv) -> list[str]:
+        """argv run inside the VM, pinned to the VM's CPUs (as a pinned guest would be)."""
+        v = self.testbed.vm(vm)
+        return proc.in_netns(self.names.vm_ns(v.name), argv, v.cpus)
+
+    def host_argv(self, host: str, argv) -> list[str]:
+        h = self.testbed.host(host)
+        return proc.in_netns(self.names.host_ns(h.name), argv, h.cpus)
+
+    def exec(self, vm: str, argv, timeout: float | None = 60) -> subprocess.CompletedProcess:
+        return subprocess.run(self.vm_argv(vm, argv), capture_output=True, text=True,
+                              timeout=timeout, stdin=subprocess.DEVNULL)
+
+    def popen(self, vm: str, argv, **kwargs) -> subprocess.Popen:
+        """A background process in a VM, journaled so teardown stops it."""
+        p = subprocess.Popen(self.vm_argv(vm, argv), start_new_session=True, **kwargs)
+        self.run.record("process", pid=p.pid, starttime=proc.starttime(p.pid), vm=vm,
+                        argv=list(map(str, argv)))
+        return p
+
+    def status(self) -> dict:
+        meta = self.run.meta()
+        present = set(netns.listnetns())
+        tb = self.testbed
+        return {
+            "run_id": self.run_id, "name": tb.name, "status": meta.get("status"),
+            "vswitch": tb.vswitch.kind.value, "network": tb.network.type.value,
+            "ovs_datapath": meta.get("ovs_datapath"),
+            "underlay_mtu": tb.network.underlay_mtu, "tenant_mtu": tb.network.tenant_mtu,
+            "up_seconds": meta.get("up_seconds"),
+            "hosts": [{"name": h.name, "cpus": list(h.cpus), "underlay_ip": str(h.underlay_ip),
+                       "netns": self.names.host_ns(h.name),
+                       "present": self.names.host_ns(h.name) in present} for h in tb.hosts],
+            "vms": [{"name": v.name, "host": v.host, "cpus": list(v.cpus),
+                     "netns": self.names.vm_ns(v.name), "present": self.names.vm_ns(v.name) in present,
+                     "nics": [{"vnet": n.vnet, "ip": str(n.ip), "mac": n.mac} for n in v.nics]}
+                    for v in tb.vms],
+            "errors": meta.get("errors", []),
+        }
+
+    def down(self) -> list[str]:
+        return teardown(self.run)

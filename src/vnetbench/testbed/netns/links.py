@@ -1,0 +1,42 @@
+"""Netlink helpers over pyroute2, used inside one namespace at a time."""
+
+from __future__ import annotations
+
+from pyroute2 import NetNS
+
+
+def index(ns: NetNS, ifname: str) -> int:
+    found = ns.link_lookup(ifname=ifname)
+    if not found:
+        raise LookupError(f"interface {ifname} not found")
+    return found[0]
+
+
+def veth(ns: NetNS, name: str, peer: str, peer_ns: str, mtu: int, alias: str) -> None:
+    """A veth pair whose ends are born in their namespaces: nothing touches the root one."""
+    ns.link("add", ifname=name, kind="veth", mtu=mtu,
+            peer={"ifname": peer, "net_ns_fd": peer_ns, "mtu": mtu})
+    stamp(ns, name, alias)
+
+
+def stamp(ns: NetNS, ifname: str, alias: str) -> None:
+    ns.link("set", index=index(ns, ifname), ifalias=alias)
+
+
+def up(ns: NetNS, ifname: str, master: str | None = None, mtu: int | None = None) -> None:
+    attrs = {"state": "up"}
+    if master:
+        attrs["master"] = index(ns, master)
+    if mtu:
+        attrs["mtu"] = mtu
+    ns.link("set", index=index(ns, ifname), **attrs)
+
+
+def bridge(ns: NetNS, name: str, mtu: int, alias: str) -> None:
+    ns.link("add", ifname=name, kind="bridge", mtu=mtu, br_stp_state=0, br_forward_delay=0)
+    stamp(ns, name, alias)
+    up(ns, name)
+
+
+def address(ns: NetNS, ifname: str, ip, prefixlen: int) -> None:
+    ns.addr("add", index=index(ns, ifname), address=str(ip), prefixlen=prefixlen)

@@ -1,0 +1,51 @@
+"""Linux bridge the way neutron's linuxbridge agent wires it: one bridge per vnet,
+joined to the underlay by a flat physnet port, a VLAN subinterface or a VXLAN device."""
+
+from __future__ import annotations
+
+from pyroute2 import NetNS
+
+from vnetbench.testbed.model import NetType
+from vnetbench.testbed.netns import links
+
+VXLAN_PORT = 4789
+
+
+def wire_host(ctx, host) -> None:
+    tb, names = ctx.testbed, ctx.names
+    ntype, mtu = tb.network.type, tb.network.tenant_mtu
+    with NetNS(names.host_ns(host.name)) as ns:
+        links.address(ns, names.uplink, host.underlay_ip, tb.network.underlay_cidr.prefixlen)
+        for vnet in tb.vnets_on(host.name):
+            vi = ctx.vnet_index(vnet.name)
+            br = names.lb_bridge(vi)
+            links.bridge(ns, br, mtu, names.alias(f"vnet={vnet.name} bridge"))
+            links.up(ns, _segment_port(ctx, ns, host, vnet, vi), master=br)
+            for port in ctx.vm_ports(host.name, vnet.name):
+                links.up(ns, port, master=br)
+
+
+def _segment_port(ctx, ns, host, vnet, vi) -> str:
+    """The port that carries the vnet between hosts."""
+    tb, names = ctx.testbed, ctx.names
+    ntype = tb.network.type
+    alias = names.alias(f"vnet={vnet.name} segment")
+    if ntype is NetType.FLAT:
+        return names.physnet(vi)
+    if ntype is NetType.VLAN:
+        name = names.vlan_dev(vi)
+        ns.link("add", ifname=name, kind="vlan", link=links.index(ns, names.uplink),
+                vlan_id=vnet.segmentation_id, mtu=tb.network.tenant_mtu)
+        links.stamp(ns, name, alias)
+        return name
+    if ntype is NetType.VXLAN:
+        name = names.vxlan_dev(vi)
+        ns.link("add", ifname=name, kind="vxlan", vxlan_id=vnet.segmentation_id,
+                vxlan_local=str(host.underlay_ip), vxlan_port=VXLAN_PORT,
+                vxlan_learning=1, mtu=tb.network.tenant_mtu)
+        links.stamp(ns, name, alias)
+        idx = links.index(ns, name)
+        for peer in ctx.peers(host.name, vnet.name):   # head-end replication, no multicast
+            ns.fdb("append", ifindex=idx, lladdr="00:00:00:00:00:00", dst=str(peer.underlay_ip))
+        return name
+    raise AssertionError(f"linuxbridge cannot carry {ntype}; capabilities should have refused it")

@@ -1,0 +1,84 @@
+"""Names of everything the netns backend creates; each carries the run id.
+
+Interfaces live only inside the run's own namespaces, so names need to be
+unique per namespace, but they still carry the run id (and an ifalias/altname)
+so that anyone looking at one can tell which run owns it.
+"""
+
+from dataclasses import dataclass
+
+IFNAMSIZ = 15
+
+
+def _ifname(name: str) -> str:
+    if len(name) > IFNAMSIZ:
+        raise ValueError(f"interface name {name!r} exceeds {IFNAMSIZ} characters")
+    return name
+
+
+@dataclass(frozen=True)
+class Names:
+    rid: str
+
+    # namespaces
+    def host_ns(self, host: str) -> str:
+        return f"vnb-{self.rid}-h-{host}"
+
+    def vm_ns(self, vm: str) -> str:
+        return f"vnb-{self.rid}-v-{vm}"
+
+    @property
+    def fabric_ns(self) -> str:
+        return f"vnb-{self.rid}-fabric"
+
+    # interfaces (index arguments are positions in the testbed's tuples)
+    def vm_port(self, vm_i: int, nic: int) -> str:
+        return _ifname(f"tp{self.rid}-{vm_i}-{nic}")
+
+    @staticmethod
+    def vm_nic(nic: int) -> str:
+        return f"eth{nic}"
+
+    @property
+    def uplink(self) -> str:
+        return _ifname(f"up{self.rid}")
+
+    def fabric_uplink(self, host_i: int) -> str:
+        return _ifname(f"up{self.rid}-{host_i}")
+
+    def physnet(self, vnet_i: int) -> str:
+        return _ifname(f"ph{self.rid}-{vnet_i}")
+
+    def fabric_physnet(self, host_i: int, vnet_i: int) -> str:
+        return _ifname(f"ph{self.rid}-{host_i}-{vnet_i}")
+
+    @property
+    def fabric_bridge(self) -> str:
+        return _ifname(f"fb{self.rid}")
+
+    def fabric_physnet_bridge(self, vnet_i: int) -> str:
+        return _ifname(f"fb{self.rid}-{vnet_i}")
+
+    def lb_bridge(self, vnet_i: int) -> str:
+        return _ifname(f"br{self.rid}-{vnet_i}")
+
+    def vlan_dev(self, vnet_i: int) -> str:
+        return _ifname(f"vl{self.rid}-{vnet_i}")
+
+    def vxlan_dev(self, vnet_i: int) -> str:
+        return _ifname(f"vx{self.rid}-{vnet_i}")
+
+    @property
+    def ovs_int(self) -> str:
+        return _ifname(f"bi{self.rid}")
+
+    @property
+    def ovs_phy(self) -> str:
+        return _ifname(f"bp{self.rid}")
+
+    def tunnel_port(self, vnet_i: int, host_i: int) -> str:
+        return _ifname(f"tn{self.rid}-{vnet_i}-{host_i}")
+
+    def alias(self, what: str) -> str:
+        """ifalias stamped on every interface: who owns it and what it is."""
+        return f"vnetbench run={self.rid} {what}"

@@ -1,0 +1,99 @@
+"""Processes: run a command, start an owned daemon, stop an owned process.
+
+A process is stopped only when it is provably ours: its pid comes from a pidfile
+or journal entry of the run, and its command line still contains the run's
+own path (pid reuse guard). Nothing is ever matched by program name.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+from vnetbench.errors import BuildError
+
+
+def run(argv, timeout=15.0, env=None, what=None) -> str:
+    """Run argv to completion; a failure raises BuildError naming the command."""
+    try:
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout,
+                              env=env, stdin=subprocess.DEVNULL)
+    except subprocess.TimeoutExpired:
+        raise BuildError(f"{what or argv[0]}: timed out after {timeout:.0f} s "
+                         f"({' '.join(map(str, argv))})") from None
+    if done.returncode != 0:
+        detail = (done.stderr or done.stdout).strip().splitlines()
+        raise BuildError(f"{what or argv[0]}: exit {done.returncode}: "
+                         f"{detail[-1] if detail else 'no output'}")
+    return done.stdout
+
+
+def in_netns(ns: str, argv, cpus=None) -> list[str]:
+    """argv that runs inside namespace ``ns``, pinned to ``cpus`` when given."""
+    pin = ["taskset", "-c", ",".join(map(str, cpus))] if cpus else []
+    return ["ip", "netns", "exec", ns, *pin, *argv]
+
+
+def cmdline(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+    except OSError:
+        return ""
+
+
+def starttime(pid: int) -> int | None:
+    """Kernel start time of pid (clock ticks since boot): identifies a process across pid reuse."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return int(stat.rsplit(")", 1)[1].split()[19])
+
+
+def pids_with_arg(arg: str) -> list[int]:
+    """Processes whose argv contains exactly ``arg`` (an owned, run-unique path)."""
+    found = []
+    for entry in os.scandir("/proc"):
+        if entry.name.isdigit():
+            try:
+                argv = Path(entry.path, "cmdline").read_bytes().split(b"\0")
+            except OSError:
+                continue
+            if arg.encode() in argv:
+                found.append(int(entry.name))
+    return found
+
+
+def stop(pid: int, is_ours, grace=1.0) -> bool:
+    """SIGTERM, then SIGKILL after ``grace`` s; only while ``is_ours(pid)`` holds."""
+    if not is_ours(pid):
+        return False
+    for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, 2.0)):
+        try:
+            os.kill(pid, sig)
+        except ProcessLookupError:
+            return True
+        deadline = time.monotonic() + wait
+        while time.monotonic() < deadline:
+            if not _alive(pid):
+                return True
+            time.sleep(0.01)
+    return not _alive(pid)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            state = f.read().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    if state == "Z":
+        try:                      # our own child: reap it
+            os.waitpid(pid, os.WNOHANG)
+        except ChildProcessError:
+            pass
+        return False
+    return True
