@@ -11,6 +11,7 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 from dataclasses import dataclass
 from functools import cached_property
 
@@ -118,25 +119,15 @@ def _ovs_version(binaries):
 
 
 def _probe_kernel() -> dict:
-    """Fork; the child enters a fresh unnamed netns, tries each link kind, reports on a pipe."""
-    rfd, wfd = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # child: never returns
-        code = 0
-        try:
-            os.close(rfd)
-            os.write(wfd, json.dumps(_probe_in_fresh_netns()).encode())
-        except BaseException:
-            code = 1
-        finally:
-            os._exit(code)
-    os.close(wfd)
-    with os.fdopen(rfd) as r:
-        data = r.read()
-    os.waitpid(pid, 0)
-    if not data:
-        return {"links": {k: "probe failed" for k in LINK_KINDS}, "ovs_kernel": False}
-    return json.loads(data)
+    """Probe in a fresh interpreter (forking a threaded process can deadlock) that
+    moves itself into a new unnamed netns, tries each link kind and reports JSON."""
+    done = subprocess.run([sys.executable, "-m", "vnetbench.testbed.capabilities"],
+                          capture_output=True, text=True, timeout=30)
+    try:
+        return json.loads(done.stdout)
+    except json.JSONDecodeError:
+        detail = (done.stderr.strip().splitlines() or ["no output"])[-1]
+        return {"links": {k: f"probe failed: {detail}" for k in LINK_KINDS}, "ovs_kernel": False}
 
 
 def _probe_in_fresh_netns() -> dict:
@@ -183,3 +174,7 @@ def _ovs_genl_family() -> bool:
         return False
     finally:
         sock.close()
+
+
+if __name__ == "__main__":
+    print(json.dumps(_probe_in_fresh_netns()))

@@ -157,17 +157,25 @@ class _Context:
                     links.up(ns, n.vm_nic(k))
 
     def _vswitches(self) -> None:
+        """OVS hosts start their daemons in parallel (subprocesses only: pyroute2
+        forks to enter a namespace, which is unsafe from threads); netlink work
+        stays on this thread."""
         hosts = self.testbed.hosts
-        wire = self._ovs_host if self.is_ovs else lambda h: linuxbridge.wire_host(self, h)
+        if not self.is_ovs:
+            for host in hosts:
+                linuxbridge.wire_host(self, host)
+            return
+        ovs = [OvsHost(self, h) for h in hosts]
         with ThreadPoolExecutor(max_workers=min(8, len(hosts))) as pool:
-            for fut in [pool.submit(wire, h) for h in hosts]:
+            for fut in [pool.submit(self._ovs_host, o) for o in ovs]:
                 fut.result()
+        for o in ovs:
+            o.address_underlay()
 
-    def _ovs_host(self, host) -> None:
-        ovs = OvsHost(self, host)
+    def _ovs_host(self, ovs: OvsHost) -> None:
         ovs.start()
         if self.datapath == "netdev":
-            self._checksum_offload_off(host)
+            self._checksum_offload_off(ovs.host)
         ovs.configure(self.datapath)
 
     def _checksum_offload_off(self, host) -> None:

@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import pyroute2.config
 from pyroute2 import NetNS
+
+# pyroute2 forks a child to open a socket inside a namespace; give that child
+# default signal handlers so it never runs the CLI's SIGTERM handler.
+pyroute2.config.disable_mp_signal = True
 
 
 def index(ns: NetNS, ifname: str) -> int:

@@ -67,6 +67,9 @@ class OvsHost:
     def configure(self, datapath: str) -> None:
         """The whole host in one ovs-vsctl transaction."""
         self.vsctl(*self._transaction(datapath))
+
+    def address_underlay(self) -> None:
+        """Tunnel endpoints live on the OVS bridge's own port (userspace tunneling)."""
         if self.ctx.testbed.network.type.is_tunnel:
             names, net = self.ctx.names, self.ctx.testbed.network
             with NetNS(names.host_ns(self.host.name)) as ns:

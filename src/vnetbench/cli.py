@@ -1,0 +1,215 @@
+"""Command line: ``vnetbench testbed up|status|exec|down|capabilities|validate|schema``,
+``vnetbench cleanup`` and ``vnetbench demo``. Library code raises; only this exits."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import sys
+from pathlib import Path
+
+from vnetbench.errors import VnetbenchError
+
+
+def main(argv=None) -> int:
+    args = _parser().parse_args(argv)
+    signal.signal(signal.SIGTERM, _terminate)   # unwind a half-built testbed on SIGTERM too
+    try:
+        return args.func(args) or 0
+    except VnetbenchError as exc:
+        print(f"vnetbench: error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        print("vnetbench: interrupted", file=sys.stderr)
+        return 130
+
+
+def _terminate(signum, frame):
+    raise KeyboardInterrupt
+
+
+def _online_cpus():
+    return sorted(os.sched_getaffinity(0))
+
+
+def _progress(quiet):
+    return (lambda msg: None) if quiet else (lambda msg: print(msg, file=sys.stderr, flush=True))
+
+
+# -- testbed -----------------------------------------------------------------
+
+def cmd_up(args):
+    from vnetbench.testbed.loader import load
+    from vnetbench.testbed.netns import builder
+    testbed = load(args.file, online_cpus=_online_cpus())
+    dep = builder.up(testbed, progress=_progress(args.quiet))
+    st = dep.status()
+    if args.json:
+        print(json.dumps(st, indent=2))
+    else:
+        print(f"run {dep.run_id} up: {st['name']} ({st['vswitch']} over {st['network']}, "
+              f"tenant MTU {st['tenant_mtu']}) in {st['up_seconds']:.2f} s")
+        _print_vms(st)
+        print(f"exec: vnetbench testbed exec --run {dep.run_id} VM -- CMD ...   "
+              f"down: vnetbench testbed down --run {dep.run_id}")
+
+
+def _print_vms(st):
+    for vm in st["vms"]:
+        nics = ", ".join(f"eth{i} {n['ip']} ({n['vnet']})" for i, n in enumerate(vm["nics"]))
+        print(f"  {vm['name']:<12} on {vm['host']:<6} cpus {','.join(map(str, vm['cpus'])):<5} {nics}")
+
+
+def cmd_status(args):
+    from vnetbench.state import runs
+    from vnetbench.testbed.netns.deployment import Deployment
+    deps = [Deployment.attach(args.run)] if args.run else [Deployment.attach(r.run_id) for r in runs()]
+    sts = [d.status() for d in deps]
+    if args.json:
+        print(json.dumps(sts, indent=2))
+        return
+    if not sts:
+        print("no testbed is up")
+    for st in sts:
+        print(f"run {st['run_id']} [{st['status']}] {st['name']}: {st['vswitch']} over "
+              f"{st['network']}" + (f", datapath {st['ovs_datapath']}" if st["ovs_datapath"] else ""))
+        _print_vms(st)
+        for err in st["errors"]:
+            print(f"  teardown error: {err}")
+
+
+def cmd_exec(args):
+    from vnetbench.testbed.netns.deployment import Deployment
+    if not args.command:
+        raise VnetbenchError("exec: no command given; write it after '--', e.g. "
+                             "vnetbench testbed exec same-a -- ping -c 3 198.19.1.2")
+    dep = Deployment.attach(args.run)
+    try:
+        argv = dep.host_argv(args.vm, args.command) if args.host else dep.vm_argv(args.vm, args.command)
+    except KeyError:
+        what = "host" if args.host else "VM"
+        names = [x.name for x in (dep.testbed.hosts if args.host else dep.testbed.vms)]
+        raise VnetbenchError(f"run {dep.run_id}: no {what} named {args.vm!r}; "
+                             f"use one of: {', '.join(names)}") from None
+    os.execvp(argv[0], argv)
+
+
+def cmd_down(args):
+    from vnetbench.testbed.netns.deployment import Deployment
+    dep = Deployment.attach(args.run)
+    errors = dep.down()
+    if errors:
+        for err in errors:
+            print(f"vnetbench: teardown error: {err}", file=sys.stderr)
+        print(f"vnetbench: run {dep.run_id} only partly removed; retry with "
+              f"'vnetbench cleanup --run {dep.run_id}'", file=sys.stderr)
+        return 1
+    print(f"run {dep.run_id} down")
+
+
+def cmd_cleanup(args):
+    from vnetbench.state import find_run, runs
+    from vnetbench.testbed.netns.teardown import teardown
+    targets = [find_run(r) for r in args.run] if args.run else runs()
+    failed = 0
+    for run in targets:
+        errors = teardown(run)
+        failed += bool(errors)
+        print(f"run {run.run_id}: " + ("removed" if not errors else "; ".join(errors)))
+    if not targets:
+        print("nothing to clean up")
+    return 1 if failed else 0
+
+
+def cmd_capabilities(args):
+    from vnetbench.testbed.capabilities import probe
+    caps = probe()
+    if args.json:
+        print(json.dumps(caps.to_dict(), indent=2))
+        return
+    print(f"root: {'yes' if caps.root else 'no'}   OVS: {caps.ovs_version or 'not installed'}"
+          f" (datapath here: {caps.ovs_datapath})")
+    print("kernel: " + ", ".join(f"{k} {'yes' if v is None else 'no'}" for k, v in caps.links.items()))
+    print()
+    for kind, ntype, reason in caps.matrix():
+        print(f"  {kind.value:<13} {ntype.value:<7} {'supported' if reason is None else 'NO: ' + reason}")
+
+
+def cmd_validate(args):
+    from vnetbench.testbed.loader import load
+    tb = load(args.file, online_cpus=_online_cpus())
+    print(f"{args.file}: ok: {tb.name}: {tb.vswitch.kind} over {tb.network.type}, "
+          f"{len(tb.hosts)} hosts, {len(tb.vnets)} vnets, {len(tb.vms)} VMs, "
+          f"tenant MTU {tb.network.tenant_mtu}")
+
+
+def cmd_schema(args):
+    from vnetbench.testbed.loader import schema
+    print(json.dumps(schema(), indent=2))
+
+
+def cmd_demo(args):
+    from vnetbench import demo
+    from vnetbench.testbed.model import NetType, VSwitchKind
+    kinds = [VSwitchKind(k) for k in args.vswitch] if args.vswitch else demo.KINDS
+    types = [NetType(t) for t in args.network] if args.network else list(NetType)
+    report = demo.run(kinds, types, count=args.count, progress=_progress(args.quiet),
+                      online_cpus=_online_cpus())
+    print(demo.table(report))
+    path = demo.save(report, Path(args.results))
+    print(f"\nresults (JSON): {path}")
+    bad = [r for r in report["rows"] if r["supported"] and not r["reachable"]]
+    return 1 if bad else 0
+
+
+def _parser():
+    p = argparse.ArgumentParser(prog="vnetbench", description=__doc__.splitlines()[0])
+    sub = p.add_subparsers(required=True, metavar="COMMAND")
+    tb = sub.add_parser("testbed", help="embedded testbed lifecycle").add_subparsers(
+        required=True, metavar="ACTION")
+
+    s = tb.add_parser("up", help="build a testbed from a YAML file")
+    s.add_argument("file")
+    s.add_argument("--json", action="store_true")
+    s.add_argument("-q", "--quiet", action="store_true")
+    s.set_defaults(func=cmd_up)
+
+    for name, func, text in (("status", cmd_status, "show runs"), ("down", cmd_down, "tear a run down")):
+        s = tb.add_parser(name, help=text)
+        s.add_argument("--run", help="run id or testbed name (default: the only run)")
+        if name == "status":
+            s.add_argument("--json", action="store_true")
+        s.set_defaults(func=func)
+
+    s = tb.add_parser("exec", help="run a command in a VM (pinned to its CPUs)")
+    s.add_argument("--run")
+    s.add_argument("--host", action="store_true", help="VM names a host instead")
+    s.add_argument("vm")
+    s.add_argument("command", nargs=argparse.REMAINDER)
+    s.set_defaults(func=cmd_exec)
+
+    s = tb.add_parser("capabilities", help="which vSwitch x network type combinations work here")
+    s.add_argument("--json", action="store_true")
+    s.set_defaults(func=cmd_capabilities)
+
+    s = tb.add_parser("validate", help="check a testbed file without building it")
+    s.add_argument("file")
+    s.set_defaults(func=cmd_validate)
+
+    tb.add_parser("schema", help="print the testbed JSON Schema").set_defaults(func=cmd_schema)
+
+    for parent in (sub, tb):
+        s = parent.add_parser("cleanup", help="remove every object of vnetbench runs (also after a crash)")
+        s.add_argument("--run", action="append", help="only this run (repeatable)")
+        s.set_defaults(func=cmd_cleanup)
+
+    s = sub.add_parser("demo", help="reachability and RTT of VM pairs for every vSwitch x network type")
+    s.add_argument("--vswitch", action="append", choices=["linuxbridge", "ovs"])
+    s.add_argument("--network", action="append", choices=["flat", "vlan", "vxlan", "gre", "geneve"])
+    s.add_argument("--count", type=int, default=20, help="pings per direction")
+    s.add_argument("--results", default="results", help="directory for the JSON record")
+    s.add_argument("-q", "--quiet", action="store_true")
+    s.set_defaults(func=cmd_demo)
+    return p

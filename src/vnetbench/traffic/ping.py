@@ -1,0 +1,40 @@
+"""ICMP echo with iputils ping: per-reply RTT samples and the summary."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+_REPLY = re.compile(r"icmp_seq=(\d+) .*time=([\d.]+) ms")
+_SENT = re.compile(r"(\d+) packets transmitted, (\d+) received")
+_RTT = re.compile(r"= ([\d.]+)/([\d.]+)/([\d.]+)/([\d.]+) ms")
+
+
+@dataclass(frozen=True)
+class PingParams:
+    dest: str
+    count: int = 10
+    interval_s: float = 0.2        # below 0.2 s needs root (the testbed runs as root)
+    payload: int = 56
+    reply_timeout_s: float = 1.0
+
+
+def command(p: PingParams) -> list[str]:
+    return ["ping", "-n", "-c", str(p.count), "-i", f"{p.interval_s:g}", "-s", str(p.payload),
+            "-W", f"{p.reply_timeout_s:g}", p.dest]
+
+
+def parse(text: str) -> dict:
+    """RTT samples in ms (in sequence order), counts and loss %; RTT stats are None without replies."""
+    samples = [float(m.group(2)) for m in _REPLY.finditer(text)]
+    sent = _SENT.search(text)
+    if not sent:
+        raise ValueError("not ping output: no 'packets transmitted' summary")
+    tx, rx = int(sent.group(1)), int(sent.group(2))
+    rtt = _RTT.search(text)
+    stats = dict(zip(("rtt_min_ms", "rtt_avg_ms", "rtt_max_ms", "rtt_mdev_ms"),
+                     map(float, rtt.groups()))) if rtt else dict.fromkeys(
+        ("rtt_min_ms", "rtt_avg_ms", "rtt_max_ms", "rtt_mdev_ms"))
+    return {"transmitted": tx, "received": rx,
+            "loss_pct": 100.0 * (tx - rx) / tx if tx else 100.0,
+            **stats, "samples_ms": samples}
