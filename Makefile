@@ -1,0 +1,51 @@
+# vnetbench: `make demo` installs everything and runs the main job on the
+# embedded testbed; `make test` installs everything and runs the tests.
+# Both need root (apt-get, network namespaces) on Debian 12.
+
+PYTHON   ?= python3
+VENV     ?= .venv
+APT_PACKAGES := iproute2 iputils-ping util-linux procps ethtool iperf3 \
+                openvswitch-switch python3-venv python3-pip
+PYTEST_ARGS ?=
+
+.PHONY: install deps venv demo test unit functional capabilities cleanup clean
+
+install: deps venv
+
+deps:
+	@if [ "$$(id -u)" != 0 ]; then echo "make: needs root (apt-get, network namespaces); run: sudo make $(MAKECMDGOALS)" >&2; exit 2; fi
+	@missing=$$(for p in $(APT_PACKAGES); do dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q '^install ok installed' || echo $$p; done); \
+	if [ -n "$$missing" ]; then \
+	  echo "apt-get install $$missing"; \
+	  apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends $$missing; \
+	fi
+
+venv: $(VENV)/.installed
+
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(VENV)/bin/pip install -q --upgrade pip
+	$(VENV)/bin/pip install -q -e '.[test]'
+	touch $@
+
+demo: install
+	$(VENV)/bin/vnetbench testbed capabilities
+	$(VENV)/bin/vnetbench demo
+
+test: install
+	$(VENV)/bin/pytest -ra $(PYTEST_ARGS) tests
+
+unit: venv
+	$(VENV)/bin/pytest -ra tests/unit
+
+functional: install
+	$(VENV)/bin/pytest -ra tests/functional
+
+capabilities: venv
+	$(VENV)/bin/vnetbench testbed capabilities
+
+cleanup: venv
+	$(VENV)/bin/vnetbench cleanup
+
+clean:
+	rm -rf $(VENV) build *.egg-info src/*.egg-info .pytest_cache
