@@ -1,0 +1,110 @@
+"""Bring-up and teardown wall time of a two-host VXLAN testbed with one cross-host VM pair.
+
+'up' is builder.up(testbed) with caps=None, i.e. including the capability probe
+as the CLI does; the probe's share is timed separately. After every teardown
+the run's namespaces and run directory must be gone.
+
+    .venv/bin/python bench/bench_lifecycle.py [--repeat 10] [--vswitch ovs linuxbridge]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import (alive, daemon_pids, load_testbed, run_namespaces, show, stats,  # noqa: E402
+                     timed, write_json)
+
+from vnetbench.testbed import capabilities  # noqa: E402
+from vnetbench.testbed.netns import builder  # noqa: E402
+
+TARGET_UP_S, TARGET_DOWN_S = 2.0, 1.0
+TESTBED = "name: lifecycle-{kind}\nvswitch: {kind}\nnetwork: {{type: vxlan}}\n" \
+          "pairs: [{{placement: cross-host}}]\n"
+
+
+def timed_probe(log):
+    """capabilities.probe, recording how long each call took (builder.up calls it via the module)."""
+    real = capabilities.probe
+
+    def probe():
+        caps, secs = timed(real)
+        log.append(secs)
+        return caps
+    return real, probe
+
+
+def one_cycle(testbed, probe_log) -> dict:
+    n_probe = len(probe_log)
+    dep, up_s = timed(builder.up, testbed)
+    probe_s = probe_log[-1] if len(probe_log) > n_probe else None
+    rid, rundir, pids = dep.run_id, dep.run.dir, daemon_pids(dep)
+    errors, down_s = timed(dep.down)
+    left = run_namespaces(rid)
+    daemons_left = [f"{h}/{prog}={pid}" for (h, prog), pid in pids.items() if alive(pid)]
+    return {"run_id": rid, "up_s": up_s, "probe_s": probe_s, "build_s": up_s - (probe_s or 0),
+            "down_s": down_s, "teardown_errors": errors, "namespaces_left": left,
+            "daemons": len(pids), "daemons_left": daemons_left, "rundir_left": rundir.exists(),
+            "clean": not (errors or left or daemons_left or rundir.exists())}
+
+
+def bench(kind: str, repeat: int) -> dict:
+    testbed = load_testbed(TESTBED.format(kind=kind), source=f"<bench {kind}-vxlan>")
+    log, cycles = [], []
+    real, wrapper = timed_probe(log)
+    capabilities.probe = wrapper
+    try:
+        for i in range(repeat):
+            c = one_cycle(testbed, log)
+            cycles.append(c)
+            print(f"  {kind:<11} #{i + 1:>2}: up {c['up_s']:.3f} s (probe {c['probe_s']:.3f} s) "
+                  f"down {c['down_s']:.3f} s {'clean' if c['clean'] else 'LEFTOVERS'}", flush=True)
+    finally:
+        capabilities.probe = real
+    summary = {k: stats(c[k] for c in cycles) for k in ("up_s", "probe_s", "build_s", "down_s")}
+    return {"vswitch": kind, "network": "vxlan", "hosts": len(testbed.hosts), "vms": len(testbed.vms),
+            "target_up_s": TARGET_UP_S if kind == "ovs" else None,
+            "target_down_s": TARGET_DOWN_S if kind == "ovs" else None,
+            "summary": summary, "all_clean": all(c["clean"] for c in cycles), "cycles": cycles}
+
+
+def verdict(s, target):
+    if target is None:
+        return "(reference)"
+    ok = lambda v: "PASS" if v <= target else "FAIL"
+    return f"<= {target:g} s: median {ok(s['median'])}, max {ok(s['max'])}"
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--repeat", type=int, default=10)
+    ap.add_argument("--vswitch", nargs="+", default=["ovs", "linuxbridge"],
+                    choices=["ovs", "linuxbridge"])
+    args = ap.parse_args(argv)
+    results = []
+    for kind in args.vswitch:
+        print(f"{kind} + vxlan, 2 hosts, 1 cross-host pair, {args.repeat} cycles")
+        results.append(bench(kind, args.repeat))
+    print()
+    rows = []
+    for r in results:
+        s = r["summary"]
+        for phase, key, target in (("up (incl. probe)", "up_s", r["target_up_s"]),
+                                   ("  probe", "probe_s", None), ("  build", "build_s", None),
+                                   ("down", "down_s", r["target_down_s"])):
+            rows.append([f"{r['vswitch']}-vxlan", phase, s[key]["min"], s[key]["median"],
+                         s[key]["max"], verdict(s[key], target) if key in ("up_s", "down_s") else ""])
+    show(["testbed", "phase", "min s", "median s", "max s", "target"], rows,
+         title=f"Lifecycle wall time over {args.repeat} cycles")
+    show(["testbed", "cycles", "clean teardowns", "namespaces left", "daemons left"],
+         [[f"{r['vswitch']}-vxlan", len(r["cycles"]), sum(c["clean"] for c in r["cycles"]),
+           sum(len(c["namespaces_left"]) for c in r["cycles"]),
+           sum(len(c["daemons_left"]) for c in r["cycles"])] for r in results])
+    write_json("bench_lifecycle", {"repeat": args.repeat, "results": results})
+    return 0 if all(r["all_clean"] for r in results) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
