@@ -129,6 +129,24 @@ def check_bench_addr(ip) -> str:
 
 
 @contextmanager
+def probe_timer():
+    """Within the block, every capabilities.probe() call (builder.up makes one when caps is
+    None) appends its wall time to the yielded list."""
+    from vnetbench.testbed import capabilities
+    real, log = capabilities.probe, []
+
+    def probe():
+        caps, secs = timed(real)
+        log.append(secs)
+        return caps
+    capabilities.probe = probe
+    try:
+        yield log
+    finally:
+        capabilities.probe = real
+
+
+@contextmanager
 def deployed(testbed, caps=None):
     """A testbed that is up for the block and torn down after it, whatever happens."""
     from vnetbench.testbed.netns import builder

@@ -14,10 +14,9 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import (alive, daemon_pids, load_testbed, run_namespaces, show, stats,  # noqa: E402
-                     timed, write_json)
+from _common import (alive, daemon_pids, load_testbed, probe_timer, run_namespaces,  # noqa: E402
+                     show, stats, timed, write_json)
 
-from vnetbench.testbed import capabilities  # noqa: E402
 from vnetbench.testbed.netns import builder  # noqa: E402
 
 TARGET_UP_S, TARGET_DOWN_S = 2.0, 1.0
@@ -25,26 +24,15 @@ TESTBED = "name: lifecycle-{kind}\nvswitch: {kind}\nnetwork: {{type: vxlan}}\n" 
           "pairs: [{{placement: cross-host}}]\n"
 
 
-def timed_probe(log):
-    """capabilities.probe, recording how long each call took (builder.up calls it via the module)."""
-    real = capabilities.probe
-
-    def probe():
-        caps, secs = timed(real)
-        log.append(secs)
-        return caps
-    return real, probe
-
-
-def one_cycle(testbed, probe_log) -> dict:
-    n_probe = len(probe_log)
-    dep, up_s = timed(builder.up, testbed)
-    probe_s = probe_log[-1] if len(probe_log) > n_probe else None
+def one_cycle(testbed) -> dict:
+    with probe_timer() as probes:
+        dep, up_s = timed(builder.up, testbed)       # caps=None: probes, as the CLI does
+    probe_s = sum(probes)
     rid, rundir, pids = dep.run_id, dep.run.dir, daemon_pids(dep)
     errors, down_s = timed(dep.down)
     left = run_namespaces(rid)
     daemons_left = [f"{h}/{prog}={pid}" for (h, prog), pid in pids.items() if alive(pid)]
-    return {"run_id": rid, "up_s": up_s, "probe_s": probe_s, "build_s": up_s - (probe_s or 0),
+    return {"run_id": rid, "up_s": up_s, "probe_s": probe_s, "build_s": up_s - probe_s,
             "down_s": down_s, "teardown_errors": errors, "namespaces_left": left,
             "daemons": len(pids), "daemons_left": daemons_left, "rundir_left": rundir.exists(),
             "clean": not (errors or left or daemons_left or rundir.exists())}
@@ -52,17 +40,12 @@ def one_cycle(testbed, probe_log) -> dict:
 
 def bench(kind: str, repeat: int) -> dict:
     testbed = load_testbed(TESTBED.format(kind=kind), source=f"<bench {kind}-vxlan>")
-    log, cycles = [], []
-    real, wrapper = timed_probe(log)
-    capabilities.probe = wrapper
-    try:
-        for i in range(repeat):
-            c = one_cycle(testbed, log)
-            cycles.append(c)
-            print(f"  {kind:<11} #{i + 1:>2}: up {c['up_s']:.3f} s (probe {c['probe_s']:.3f} s) "
-                  f"down {c['down_s']:.3f} s {'clean' if c['clean'] else 'LEFTOVERS'}", flush=True)
-    finally:
-        capabilities.probe = real
+    cycles = []
+    for i in range(repeat):
+        c = one_cycle(testbed)
+        cycles.append(c)
+        print(f"  {kind:<11} #{i + 1:>2}: up {c['up_s']:.3f} s (probe {c['probe_s']:.3f} s) "
+              f"down {c['down_s']:.3f} s {'clean' if c['clean'] else 'LEFTOVERS'}", flush=True)
     summary = {k: stats(c[k] for c in cycles) for k in ("up_s", "probe_s", "build_s", "down_s")}
     return {"vswitch": kind, "network": "vxlan", "hosts": len(testbed.hosts), "vms": len(testbed.vms),
             "target_up_s": TARGET_UP_S if kind == "ovs" else None,

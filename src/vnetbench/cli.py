@@ -213,3 +213,7 @@ def _parser():
     s.add_argument("-q", "--quiet", action="store_true")
     s.set_defaults(func=cmd_demo)
     return p
+
+
+if __name__ == "__main__":
+    sys.exit(main())

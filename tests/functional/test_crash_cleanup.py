@@ -1,0 +1,106 @@
+"""SIGKILL the builder at random points of bring-up; ``vnetbench cleanup`` must then
+remove everything the run made and nothing else -- including a namespace and a
+bridge that look like ours but were made by the test."""
+
+import os
+import random
+import secrets
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from pyroute2 import IPRoute, NetNS, netns
+
+from leaks import processes_mentioning
+
+REPO = Path(__file__).resolve().parents[2]
+TESTBED = REPO / "examples" / "ovs-vxlan.yaml"
+SEED = int(os.environ.get("VNETBENCH_CHAOS_SEED", time.time_ns() % 100000))
+KILLS = 8
+
+
+def _vnetbench(*args, env):
+    return [sys.executable, "-m", "vnetbench.cli", *args]
+
+
+@pytest.fixture
+def decoys():
+    """A namespace and a root-namespace bridge named like a run's, but not owned."""
+    fake = secrets.token_hex(3)
+    ns_name, br_name = f"vnb-{fake}-h-h1", f"br{fake}-0"
+    netns.create(ns_name)
+    with NetNS(ns_name) as ns:
+        ns.link("add", ifname=f"br{fake}-0", kind="bridge")
+    with IPRoute() as ipr:
+        ipr.link("add", ifname=br_name, kind="bridge")
+    yield ns_name, br_name
+    with IPRoute() as ipr:
+        for idx in ipr.link_lookup(ifname=br_name):
+            ipr.link("del", index=idx)
+    if ns_name in netns.listnetns():
+        netns.remove(ns_name)
+
+
+def test_cleanup_after_sigkill_at_random_points(state_dir, decoys):
+    rng = random.Random(SEED)
+    env = {**os.environ, "VNETBENCH_STATE_DIR": str(state_dir), "PYTHONPATH": str(REPO / "src")}
+    delays = sorted(rng.uniform(0.0, 1.0) for _ in range(KILLS))   # after the run dir exists
+    for i, delay in enumerate(delays):
+        builder = subprocess.Popen(_vnetbench("testbed", "up", "-q", str(TESTBED), env=env),
+                                   env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        _wait_for_runs(state_dir, i + 1, builder)
+        time.sleep(delay)
+        builder.send_signal(signal.SIGKILL)
+        builder.wait()
+    run_ids = [p.name for p in state_dir.iterdir()]
+
+    done = subprocess.run(_vnetbench("cleanup", env=env), env=env, capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+
+    left = [n for n in netns.listnetns() for rid in run_ids if n.startswith(f"vnb-{rid}-")]
+    assert left == [], f"namespaces left (seed {SEED}, delays {delays})"
+    assert processes_mentioning(str(state_dir)) == [], f"processes left (seed {SEED})"
+    assert list(state_dir.iterdir()) == [], f"state left (seed {SEED})"
+    ns_name, br_name = decoys
+    assert ns_name in netns.listnetns(), "cleanup removed a namespace it did not create"
+    with NetNS(ns_name) as ns:
+        assert ns.link_lookup(ifname=br_name), "cleanup touched a bridge inside a foreign namespace"
+    with IPRoute() as ipr:
+        assert ipr.link_lookup(ifname=br_name), "cleanup removed a root-namespace bridge it did not create"
+
+
+def _wait_for_runs(state_dir, n, builder, timeout=20):
+    """Block until the n-th run directory exists: kill points then fall inside bring-up."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if state_dir.exists() and len(list(state_dir.iterdir())) >= n:
+            return
+        assert builder.poll() is None, "builder exited before creating its run"
+        time.sleep(0.005)
+    raise AssertionError(f"no run directory after {timeout} s")
+
+
+def test_failed_bring_up_unwinds(state_dir, caps, monkeypatch):
+    """A failure half-way (here: an OVS transaction rejected) leaves nothing behind."""
+    from vnetbench.errors import BuildError
+    from vnetbench.testbed.loader import load
+    from vnetbench.testbed.netns import builder, ovs
+    if caps.why_not(*_ovs_vxlan()):
+        pytest.skip(caps.why_not(*_ovs_vxlan()))
+    monkeypatch.setattr(ovs.OvsHost, "_transaction",
+                        lambda self, dp: ["--", "add-br", "x", "--", "add-br", "x"])
+    with pytest.raises(BuildError, match="failed and was unwound") as err:
+        builder.up(load(TESTBED), caps=caps)
+    run_id = str(err.value).split("bring-up of run ")[1].split()[0]
+    assert [n for n in netns.listnetns() if n.startswith(f"vnb-{run_id}-")] == []
+    assert processes_mentioning(str(state_dir)) == []
+    assert list(state_dir.iterdir()) == []
+
+
+def _ovs_vxlan():
+    from vnetbench.testbed.model import NetType, VSwitchKind
+    return VSwitchKind.OVS, NetType.VXLAN
