@@ -1,0 +1,49 @@
+"""Which combinations are refused, and how, for a given set of probed facts."""
+
+import pytest
+
+from vnetbench.errors import PrerequisiteError, UnsupportedError
+from vnetbench.testbed.capabilities import LINK_KINDS, PACKAGES, Capabilities
+from vnetbench.testbed.loader import loads
+from vnetbench.testbed.model import NetType, VSwitchKind
+
+
+def caps(root=True, missing=(), no_links=(), ovs_kernel=False):
+    return Capabilities(root=root,
+                        binaries={p: (None if p in missing else f"/usr/bin/{p}") for p in PACKAGES},
+                        links={k: ("Operation not supported" if k in no_links else None) for k in LINK_KINDS},
+                        ovs_kernel=ovs_kernel, ovs_version="3.1.0")
+
+
+def test_this_machine_class():
+    c = caps(no_links=("vlan", "gretap", "geneve", "bridge-vlan-filtering"))
+    supported = {(k, t) for k, t, r in c.matrix() if r is None}
+    assert supported == {(VSwitchKind.LINUXBRIDGE, NetType.FLAT), (VSwitchKind.LINUXBRIDGE, NetType.VXLAN)} | {
+        (VSwitchKind.OVS, t) for t in NetType}
+    assert "gretap" in c.why_not(VSwitchKind.LINUXBRIDGE, NetType.GRE)
+    assert "CONFIG_NET_IPGRE" in c.why_not(VSwitchKind.LINUXBRIDGE, NetType.GRE)
+    assert c.ovs_datapath == "netdev"
+
+
+def test_missing_program_names_the_package():
+    reason = caps(missing=("ovs-vswitchd",)).why_not(VSwitchKind.OVS, NetType.VXLAN)
+    assert reason.startswith("ovs-vswitchd not found") and "openvswitch-switch" in reason
+
+
+def test_planned_kinds_are_refused_not_crashed():
+    assert "not implemented" in caps().why_not(VSwitchKind.OVN, NetType.GENEVE)
+
+
+def test_system_datapath_needs_the_module():
+    assert "kernel module" in caps().why_not(VSwitchKind.OVS, NetType.VXLAN, datapath="system")
+    assert caps(ovs_kernel=True).why_not(VSwitchKind.OVS, NetType.VXLAN, datapath="system") is None
+
+
+def test_require_refuses_in_one_line():
+    tb = loads("vswitch: linuxbridge\nnetwork: {type: gre}\n", source="lb-gre.yaml")
+    with pytest.raises(UnsupportedError) as err:
+        caps(no_links=("gretap",)).require(tb)
+    assert str(err.value).startswith("lb-gre.yaml: linuxbridge + gre cannot run here: kernel lacks gretap")
+    assert "\n" not in str(err.value)
+    with pytest.raises(PrerequisiteError, match="needs root"):
+        caps(root=False).require(tb)
