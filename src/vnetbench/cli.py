@@ -24,6 +24,9 @@ def main(argv=None) -> int:
     except KeyboardInterrupt:
         print("vnetbench: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:          # output piped into head & co.
+        sys.stderr.close()
+        return 0
 
 
 def _terminate(signum, frame):

@@ -7,6 +7,7 @@ a forked child: it vanishes with the child, so probing can leave nothing behind.
 from __future__ import annotations
 
 import ctypes
+import hashlib
 import json
 import os
 import shutil
@@ -14,6 +15,7 @@ import subprocess
 import sys
 from dataclasses import dataclass
 from functools import cached_property
+from pathlib import Path
 
 from vnetbench.errors import PrerequisiteError, UnsupportedError
 from vnetbench.testbed.model import NetType, Testbed, VSwitchKind
@@ -105,7 +107,7 @@ class Capabilities:
 def probe() -> Capabilities:
     root = os.geteuid() == 0
     binaries = {p: shutil.which(p) for p in PACKAGES}
-    kernel = _probe_kernel() if root else {
+    kernel = _kernel_facts() if root else {
         "links": {k: "not probed: needs root" for k in LINK_KINDS}, "ovs_kernel": False}
     return Capabilities(root=root, binaries=binaries, links=kernel["links"],
                         ovs_kernel=kernel["ovs_kernel"], ovs_version=_ovs_version(binaries))
@@ -116,6 +118,33 @@ def _ovs_version(binaries):
         return None
     out = subprocess.run([binaries["ovs-vswitchd"], "--version"], capture_output=True, text=True)
     return out.stdout.split()[-1] if out.returncode == 0 and out.stdout else None
+
+
+def _kernel_facts() -> dict:
+    """Kernel features change only with a reboot or a module load: cache per both."""
+    key = hashlib.sha256(_read("/proc/sys/kernel/random/boot_id") + _read("/proc/modules")).hexdigest()[:16]
+    cache = Path(os.environ.get("VNETBENCH_CACHE_DIR", "/run/vnetbench-cache")) / f"kernel-{key}.json"
+    try:
+        return json.loads(cache.read_text())
+    except (OSError, json.JSONDecodeError):
+        pass
+    facts = _probe_kernel()
+    if not any(str(v).startswith("probe failed") for v in facts["links"].values()):
+        try:
+            cache.parent.mkdir(parents=True, exist_ok=True)
+            tmp = cache.with_suffix(f".{os.getpid()}.tmp")
+            tmp.write_text(json.dumps(facts))
+            os.replace(tmp, cache)
+        except OSError:
+            pass
+    return facts
+
+
+def _read(path) -> bytes:
+    try:
+        return Path(path).read_bytes()
+    except OSError:
+        return b""
 
 
 def _probe_kernel() -> dict:
