@@ -30,8 +30,9 @@ pairs:
 COMBOS = [(k, t) for k in (VSwitchKind.LINUXBRIDGE, VSwitchKind.OVS) for t in NetType]
 
 
-def _ping(dep, src, dst_ip, count=3):
-    out = dep.exec(src, ping.command(ping.PingParams(dest=dst_ip, count=count, interval_s=0.05)))
+def _ping(dep, src, dst_ip, count=3, payload=56, df=False):
+    argv = ping.command(ping.PingParams(dest=dst_ip, count=count, interval_s=0.05, payload=payload))
+    out = dep.exec(src, argv[:1] + ["-M", "do"] + argv[1:] if df else argv)
     return ping.parse(out.stdout)
 
 
@@ -66,6 +67,9 @@ def test_pairs_reach_and_vnets_are_isolated(deployment):
             assert res["received"] > 0, f"{pair.placement} {src} -> {dst}: {res}"
             # The peer answered from its own vnet: red and blue reuse the same IPs.
             assert _neighbour_mac(dep, src, dep.ip(dst)) == tb.vm(dst).nics[0].mac
+    full = tb.network.tenant_mtu - 28          # IPv4 + ICMP headers
+    assert _ping(dep, "rc-a", dep.ip("rc-b"), payload=full, df=True)["received"] > 0, \
+        f"a full tenant-MTU ({tb.network.tenant_mtu}) packet did not cross the {tb.network.type} underlay"
     for red in ("rs-a", "rc-b"):        # one red VM on each host
         res = _ping(dep, red, SPY_IP, count=3)
         assert res["received"] == 0, f"red VM {red} reached blue-only {SPY_IP}: {res}"
