@@ -84,6 +84,7 @@ def environment() -> dict:
             "kernel": platform.release(), "python": platform.python_version(),
             "cpus_online": online_cpus(), "ovs_version": ovs.split()[-1] if ovs else None,
             "git_commit": out(["git", "-C", str(REPO), "rev-parse", "HEAD"]),
+            "src_modified": (out(["git", "-C", str(REPO), "status", "--porcelain", "src"]) or "").splitlines(),
             "loadavg": os.getloadavg()}
 
 

@@ -10,7 +10,9 @@ the run's namespaces and run directory must be gone.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
+import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -22,6 +24,22 @@ from vnetbench.testbed.netns import builder  # noqa: E402
 TARGET_UP_S, TARGET_DOWN_S = 2.0, 1.0
 TESTBED = "name: lifecycle-{kind}\nvswitch: {kind}\nnetwork: {{type: vxlan}}\n" \
           "pairs: [{{placement: cross-host}}]\n"
+
+
+def cold_probe_s() -> float:
+    """One probe with an empty kernel-facts cache (VNETBENCH_CACHE_DIR, if src honours it):
+    what the first 'testbed up' after boot pays."""
+    from vnetbench.testbed import capabilities
+    old = os.environ.get("VNETBENCH_CACHE_DIR")
+    with tempfile.TemporaryDirectory(prefix="vnb-bench-cache-") as d:
+        os.environ["VNETBENCH_CACHE_DIR"] = d
+        try:
+            return timed(capabilities.probe)[1]
+        finally:
+            if old is None:
+                del os.environ["VNETBENCH_CACHE_DIR"]
+            else:
+                os.environ["VNETBENCH_CACHE_DIR"] = old
 
 
 def one_cycle(testbed) -> dict:
@@ -66,6 +84,8 @@ def main(argv=None) -> int:
     ap.add_argument("--vswitch", nargs="+", default=["ovs", "linuxbridge"],
                     choices=["ovs", "linuxbridge"])
     args = ap.parse_args(argv)
+    cold = [cold_probe_s() for _ in range(3)]
+    print(f"capability probe with an empty cache: {', '.join(f'{x:.3f}' for x in cold)} s")
     results = []
     for kind in args.vswitch:
         print(f"{kind} + vxlan, 2 hosts, 1 cross-host pair, {args.repeat} cycles")
@@ -80,12 +100,13 @@ def main(argv=None) -> int:
             rows.append([f"{r['vswitch']}-vxlan", phase, s[key]["min"], s[key]["median"],
                          s[key]["max"], verdict(s[key], target) if key in ("up_s", "down_s") else ""])
     show(["testbed", "phase", "min s", "median s", "max s", "target"], rows,
-         title=f"Lifecycle wall time over {args.repeat} cycles")
+         title=f"Lifecycle wall time over {args.repeat} cycles (probe with an empty cache: "
+               f"median {stats(cold)['median']:.3f} s of 3)")
     show(["testbed", "cycles", "clean teardowns", "namespaces left", "daemons left"],
          [[f"{r['vswitch']}-vxlan", len(r["cycles"]), sum(c["clean"] for c in r["cycles"]),
            sum(len(c["namespaces_left"]) for c in r["cycles"]),
            sum(len(c["daemons_left"]) for c in r["cycles"])] for r in results])
-    write_json("bench_lifecycle", {"repeat": args.repeat, "results": results})
+    write_json("bench_lifecycle", {"repeat": args.repeat, "cold_probe_s": cold, "results": results})
     return 0 if all(r["all_clean"] for r in results) else 1
 
 

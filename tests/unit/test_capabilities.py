@@ -47,3 +47,8 @@ def test_require_refuses_in_one_line():
     assert "\n" not in str(err.value)
     with pytest.raises(PrerequisiteError, match="needs root"):
         caps(root=False).require(tb)
+
+
+def test_linuxbridge_gre_names_the_kernel_feature_first_then_the_gap():
+    assert "gretap" in caps(no_links=("gretap",)).why_not(VSwitchKind.LINUXBRIDGE, NetType.GRE)
+    assert "not wired" in caps().why_not(VSwitchKind.LINUXBRIDGE, NetType.GENEVE)

@@ -48,6 +48,7 @@ LINK_KINDS = {
 }
 LB_NEEDS = {NetType.FLAT: (), NetType.VLAN: ("vlan",), NetType.VXLAN: ("vxlan",),
             NetType.GRE: ("gretap",), NetType.GENEVE: ("geneve",)}
+LB_NOT_WIRED = (NetType.GRE, NetType.GENEVE)   # point-to-point devices: not built yet
 IMPLEMENTED = (VSwitchKind.LINUXBRIDGE, VSwitchKind.OVS)
 
 
@@ -78,6 +79,9 @@ class Capabilities:
             if self.links.get(link):
                 what, option = LINK_KINDS[link]
                 return f"kernel lacks {what} ({option}): {self.links[link]}"
+        if kind is VSwitchKind.LINUXBRIDGE and ntype in LB_NOT_WIRED:
+            return (f"linuxbridge over {ntype} is not wired by the netns backend yet "
+                    f"(it needs a {LB_NEEDS[ntype][0]} device per remote host); use ovs")
         if kind is VSwitchKind.OVS and datapath == "system" and not self.ovs_kernel:
             return ("OVS datapath 'system' needs the openvswitch kernel module, which this "
                     "kernel lacks; use datapath 'netdev' or 'auto'")
