@@ -1,0 +1,1 @@
+"""Result records: one measured point with its labels, samples, spread and provenance."""

@@ -1,0 +1,59 @@
+"""What a number depends on: kernel, vSwitch version and datapath, MTUs,
+offloads, CPU pinning, tool versions. Collected from the live deployment."""
+
+from __future__ import annotations
+
+import platform
+import shutil
+import subprocess
+import time
+
+from vnetbench import __version__
+
+TOOLS = {"iperf3": ["iperf3", "--version"], "ping": ["ping", "-V"],
+         "ovs-vswitchd": ["ovs-vswitchd", "--version"], "tcpdump": ["tcpdump", "--version"]}
+
+
+def tool_versions() -> dict:
+    out = {}
+    for name, argv in TOOLS.items():
+        if not shutil.which(argv[0]):
+            out[name] = None
+            continue
+        done = subprocess.run(argv, capture_output=True, text=True)
+        text = (done.stdout or done.stderr).strip().splitlines()
+        out[name] = text[0] if text else None
+    return out
+
+
+def offloads(deployment, vm: str, nic: str = "eth0") -> dict:
+    """The offload features of a VM NIC that change what the datapath sees."""
+    done = deployment.exec(vm, ["ethtool", "-k", nic])
+    wanted = ("tx-checksumming", "rx-checksumming", "tcp-segmentation-offload",
+              "generic-segmentation-offload", "generic-receive-offload")
+    feats = {}
+    for line in done.stdout.splitlines():
+        key, _, value = line.partition(":")
+        if key.strip() in wanted:
+            feats[key.strip()] = value.split()[0] if value.split() else None
+    return feats
+
+
+def collect(deployment, vms=()) -> dict:
+    tb, meta = deployment.testbed, deployment.run.meta()
+    return {
+        "vnetbench": __version__,
+        "kernel": platform.release(),
+        "machine": platform.machine(),
+        "vswitch": tb.vswitch.kind.value,
+        "ovs_datapath": meta.get("ovs_datapath"),
+        "network": tb.network.type.value,
+        "underlay_mtu": tb.network.underlay_mtu,
+        "tenant_mtu": tb.network.tenant_mtu,
+        "pinning": {"hosts": {h.name: list(h.cpus) for h in tb.hosts},
+                    "vms": {v.name: list(v.cpus) for v in tb.vms}},
+        "offloads": {vm: offloads(deployment, vm) for vm in vms},
+        "tools": tool_versions(),
+        "run_id": deployment.run_id,
+        "collected": time.time(),
+    }
