@@ -54,6 +54,12 @@ class Deployment:
                         argv=list(map(str, argv)))
         return p
 
+    def ovs_appctl(self, host: str, *args, timeout: float = 10) -> str:
+        """ovs-appctl against this run's ovs-vswitchd of ``host``."""
+        ctl = self.run.dir / self.testbed.host(host).name / "ovs-vswitchd.ctl"
+        return proc.run(["ovs-appctl", "-t", str(ctl), *args], timeout=timeout,
+                        what=f"ovs-appctl on {host}")
+
     def status(self) -> dict:
         meta = self.run.meta()
         present = set(netns.listnetns())

@@ -1,0 +1,36 @@
+"""What every test family shares: labels, repetitions with CPU windows, records."""
+
+from __future__ import annotations
+
+from vnetbench import cpu
+from vnetbench.results import provenance
+from vnetbench.results.record import Result, now
+
+
+def labels(dep, pair, test: str, **params) -> dict:
+    tb = dep.testbed
+    return {"test": test, "run_id": dep.run_id, "testbed": tb.name,
+            "vswitch": tb.vswitch.kind.value, "network": tb.network.type.value,
+            "placement": pair.placement, "pair": pair.name, "params": params}
+
+
+def repeat(dep, times: int, measure) -> tuple[dict, list]:
+    """Call ``measure()`` (-> metrics dict, extra) ``times`` times, each inside a CPU
+    window; return metric -> list of values (cpu_pct included) and the extras."""
+    samples: dict = {}
+    extras = []
+    for _ in range(times):
+        with cpu.Window(dep) as window:
+            metrics, extra = measure()
+        metrics = {**metrics, "cpu_pct": window.total("vswitch"),
+                   "softirq_pct": window.total("softirq")}
+        for k, v in metrics.items():
+            samples.setdefault(k, []).append(v)
+        extras.append({**extra, "cpu": window.result})
+    return samples, extras
+
+
+def result(dep, pair, test, params, samples, extras, started) -> Result:
+    return Result(test=test, labels=labels(dep, pair, test, **params), samples=samples,
+                  provenance=provenance.collect(dep, pair.vms), started=started,
+                  finished=now(), extra={"repetitions": extras})

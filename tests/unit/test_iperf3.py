@@ -1,0 +1,177 @@
+"""The iperf3 executor against recorded iperf 3.12 -J outputs."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from vnetbench.traffic import iperf3
+from vnetbench.traffic.iperf3 import ClientParams, ServerParams
+
+DATA = Path(__file__).resolve().parents[1] / "data" / "iperf3"
+
+
+def load(name: str) -> dict:
+    return iperf3.parse((DATA / name).read_text())
+
+
+# -- argv ---------------------------------------------------------------------
+
+def test_server_command_one_off_json():
+    assert iperf3.server_command(ServerParams(bind="198.18.99.2")) == \
+        ["iperf3", "-s", "-B", "198.18.99.2", "-p", "5201", "-1", "-J"]
+    assert iperf3.server_command(ServerParams("198.18.99.2", port=5300, one_off=False)) == \
+        ["iperf3", "-s", "-B", "198.18.99.2", "-p", "5300", "-J"]
+
+
+def test_client_command_tcp_defaults():
+    argv = iperf3.client_command(ClientParams(dest="198.18.99.2", seconds=2))
+    assert argv == ["iperf3", "-c", "198.18.99.2", "-p", "5201", "-t", "2", "-J"]
+
+
+def test_client_command_tcp_all_options():
+    p = ClientParams("198.18.99.2", 5202, 5, "tcp", mss=1000, parallel=2, bitrate_bps=10**9,
+                     length=65536, omit_s=1, reverse=True)
+    assert iperf3.client_command(p) == [
+        "iperf3", "-c", "198.18.99.2", "-p", "5202", "-t", "5", "-b", "1000000000",
+        "-l", "65536", "-M", "1000", "-P", "2", "-O", "1", "-R", "-J"]
+
+
+def test_client_command_udp_unlimited_is_b0():
+    argv = iperf3.client_command(ClientParams("198.18.99.2", seconds=2, protocol="udp", parallel=5))
+    assert argv == ["iperf3", "-c", "198.18.99.2", "-p", "5201", "-t", "2", "-u", "-b", "0",
+                    "-P", "5", "-J"]
+
+
+def test_client_command_udp_rate_and_length():
+    argv = iperf3.client_command(ClientParams("198.18.99.2", seconds=2, protocol="udp",
+                                              bitrate_bps=500_000_000, length=64))
+    assert argv[7:] == ["-u", "-b", "500000000", "-l", "64", "-J"]
+
+
+def test_client_command_without_json():
+    assert "-J" not in iperf3.client_command(ClientParams("198.18.99.2", json=False))
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    ({"protocol": "sctp"}, "protocol"),
+    ({"seconds": 0}, "seconds"),
+    ({"parallel": 0}, "parallel"),
+    ({"omit_s": -1}, "omit_s"),
+    ({"mss": 68}, "below 88"),
+    ({"mss": 1000, "protocol": "udp"}, "TCP only"),
+    ({"bitrate_bps": -1}, "bitrate_bps"),
+    ({"length": 0}, "length"),
+])
+def test_client_params_are_checked(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        ClientParams("198.18.99.2", **kwargs)
+
+
+def test_params_are_frozen():
+    p = ClientParams("198.18.99.2")
+    with pytest.raises(AttributeError):
+        p.seconds = 3
+
+
+# -- parse: TCP ------------------------------------------------------------------
+
+def test_parse_tcp_single_stream_is_receiver_side():
+    r = load("tcp-1.json")
+    assert (r["protocol"], r["streams"], r["reverse"]) == ("tcp", 1, False)
+    assert r["bits_per_second"] == pytest.approx(17890820074.653507)      # end.sum_received
+    assert r["sent_bits_per_second"] == pytest.approx(17901527335.56263)  # end.sum_sent
+    assert (r["bytes"], r["seconds"], r["retransmits"]) == (4473094144, 2.000174, 91)
+    assert r["samples_gbps"] == pytest.approx([17.534785178, 18.268367324])
+    assert r["samples_side"] == "sender"
+    assert r["pmtu"] == 1500 and r["mss_requested"] is None
+    assert r["cpu_host_pct"] == pytest.approx(31.543, abs=1e-3)
+    assert r["cpu_remote_pct"] == pytest.approx(72.277, abs=1e-3)
+    assert "packets" not in r
+
+
+def test_parse_tcp_with_mss():
+    r = load("tcp-mss1000.json")
+    assert r["mss_requested"] == 1000
+    assert r["bits_per_second"] == pytest.approx(13972374260.611237)
+    assert r["retransmits"] == 231
+    assert len(r["samples_gbps"]) == 2
+
+
+def test_parse_tcp_mss_above_path_is_echoed_not_applied():
+    r = load("tcp-mss1468-mtu1450.json")
+    assert (r["mss_requested"], r["pmtu"]) == (1468, 1450)   # the wire carried mss 1410
+
+
+def test_parse_tcp_parallel_sums_streams():
+    r = load("tcp-p2.json")
+    raw = json.loads((DATA / "tcp-p2.json").read_text())
+    assert r["streams"] == 2
+    per_stream = sum(s["receiver"]["bytes"] for s in raw["end"]["streams"])
+    assert r["bytes"] == per_stream == 4189388424
+    assert r["bits_per_second"] == pytest.approx(16728095519.789652)
+    assert r["retransmits"] == 179
+    assert r["samples_gbps"] == pytest.approx([20.697158718, 12.816757833])
+
+
+def test_parse_tcp_omitted_intervals_are_left_out():
+    r = load("tcp-omit1.json")
+    raw = json.loads((DATA / "tcp-omit1.json").read_text())
+    assert len(raw["intervals"]) == 3 and raw["intervals"][0]["sum"]["omitted"] is True
+    assert r["samples_gbps"] == pytest.approx([13.367664601, 7.068564205])
+    assert r["bytes"] == 2551709696
+
+
+# -- parse: UDP ------------------------------------------------------------------
+
+def test_parse_udp_rate_limited():
+    r = load("udp-b500m.json")
+    assert (r["protocol"], r["streams"]) == ("udp", 1)
+    assert r["bits_per_second"] == pytest.approx(498617671.6151669)      # receiver
+    assert r["sent_bits_per_second"] == pytest.approx(499825358.47011423)
+    assert (r["packets"], r["lost_packets"], r["received_packets"]) == (86300, 204, 86096)
+    assert r["bytes"] == 86096 * 1448 == 124667008
+    assert r["lost_percent"] == pytest.approx(0.23638470451911936)
+    assert r["jitter_ms"] == pytest.approx(0.0033484853195137883)
+    assert r["pps"] == pytest.approx(86096 / 2.000202)
+    assert r["samples_gbps"] == pytest.approx([0.499712878, 0.499937884])
+    assert r["samples_pps"] == pytest.approx([43141 / 1.0000649690628052,
+                                              43159 / 1.0000319480895996])
+    assert r["pmtu"] is None and "retransmits" not in r
+
+
+def test_parse_udp_parallel_unlimited_sums_streams():
+    r = load("udp-p5-b0.json")
+    assert r["streams"] == 5
+    assert (r["packets"], r["lost_packets"]) == (318650, 126314)
+    assert r["lost_percent"] == pytest.approx(39.64035775929703)
+    assert r["bits_per_second"] == pytest.approx(1112814392.9347916)
+    assert r["sent_bits_per_second"] > r["bits_per_second"]
+    assert r["pps"] == pytest.approx((318650 - 126314) / 2.002149)
+    assert r["jitter_ms"] == pytest.approx(0.31386457109603316)
+    assert len(r["samples_gbps"]) == 2
+
+
+# -- parse: errors ---------------------------------------------------------------
+
+def test_parse_raises_iperf3_error_connection_refused():
+    with pytest.raises(ValueError, match="iperf3: unable to connect to server: Connection refused"):
+        load("error-refused.json")
+
+
+def test_parse_raises_iperf3_error_mss_below_88():
+    with pytest.raises(ValueError, match="unable to set TCP/SCTP MSS: Invalid argument"):
+        load("error-mss68.json")
+
+
+@pytest.mark.parametrize("text", ["", "iperf3: error - unable to connect", "[]", "{}"])
+def test_parse_rejects_other_output(text):
+    with pytest.raises(ValueError, match="not iperf3 JSON output"):
+        iperf3.parse(text)
+
+
+def test_parse_rejects_json_without_end_sums():
+    raw = json.loads((DATA / "tcp-1.json").read_text())
+    raw["end"] = {}
+    with pytest.raises(ValueError, match="sum_received"):
+        iperf3.parse(json.dumps(raw))
