@@ -1,0 +1,38 @@
+"""Result -> Rally ``add_output`` payloads (what ``rally task report`` draws)."""
+
+from __future__ import annotations
+
+METRICS_TITLE = "vnetbench metrics"     # the SLA reads this table
+
+
+def metrics_table(results, keys) -> dict:
+    """Additive StatsTable: '<placement> <point> <metric>' -> mean over repetitions."""
+    rows = []
+    for r in results:
+        point = r.labels.get("point", "")
+        for k in keys:
+            mean = r.metrics.get(k, {}).get("mean")
+            if mean is not None:
+                rows.append([" ".join(x for x in (r.labels["placement"], point, k) if x), mean])
+    return {"title": METRICS_TITLE, "chart_plugin": "StatsTable", "data": rows,
+            "description": "means over repetitions; CPU% = vSwitch processes of all hosts, 100% = one CPU"}
+
+
+def results_table(title, results, keys) -> dict:
+    """Complete Table: one row per measured point, mean ± 95% CI, CPU% beside."""
+    cols = ["placement", "point"] + [f"{k} (mean ± ci95)" for k in keys]
+    rows = []
+    for r in results:
+        cells = []
+        for k in keys:
+            m = r.metrics.get(k, {})
+            cells.append("-" if m.get("mean") is None else
+                         f"{m['mean']:.4g}" + (f" ± {m['ci95']:.2g}" if m.get("ci95") else ""))
+        rows.append([r.labels["placement"], r.labels.get("point", "")] + cells)
+    return {"title": title, "chart_plugin": "Table", "data": {"cols": cols, "rows": rows}}
+
+
+def lines(title, series: dict, label: str, axis_label: str) -> dict:
+    """Complete Lines: name -> [[x, y], ...]."""
+    return {"title": title, "chart_plugin": "Lines", "label": label, "axis_label": axis_label,
+            "data": [[name, pts] for name, pts in series.items()]}

@@ -1,0 +1,66 @@
+"""``vnetbench_testbed``: build the testbed before the scenario, tear it down after
+(also when the scenario fails). Workers get plain data and re-attach by run id."""
+
+from __future__ import annotations
+
+from rally import consts
+from rally.task import context
+
+from vnetbench.state import state_root
+
+PLACEMENTS = ("same-host", "cross-host")
+
+
+def testbed_yaml(vswitch: str, network: str, underlay_mtu: int | None, placements) -> str:
+    net = f"{{type: {network}" + (f", underlay_mtu: {underlay_mtu}" if underlay_mtu else "") + "}"
+    pairs = "\n".join(f"  - {{placement: {p}}}" for p in placements)
+    return f"vswitch: {vswitch}\nnetwork: {net}\npairs:\n{pairs}\n"
+
+
+@context.configure(name="vnetbench_testbed", platform="default", order=100)
+class VnetbenchTestbed(context.Context):
+    """An embedded testbed (network namespaces) from a file or from a configuration."""
+
+    CONFIG_SCHEMA = {
+        "type": "object",
+        "$schema": consts.JSON_SCHEMA,
+        "additionalProperties": False,
+        "properties": {
+            "file": {"type": "string", "description": "testbed YAML; overrides the keys below"},
+            "vswitch": {"enum": ["linuxbridge", "ovs"]},
+            "network": {"enum": ["flat", "vlan", "vxlan", "gre", "geneve"]},
+            "underlay_mtu": {"type": "integer", "minimum": 576, "maximum": 65535},
+            "placements": {"type": "array", "minItems": 1, "uniqueItems": True,
+                           "items": {"enum": list(PLACEMENTS)}},
+            "results": {"type": "string", "description": "JSON-lines file for result records"},
+        },
+    }
+    DEFAULT_CONFIG = {"vswitch": "ovs", "network": "vxlan", "placements": list(PLACEMENTS),
+                      "results": "results/records.jsonl"}
+
+    def setup(self):
+        import os
+
+        from vnetbench.testbed.loader import load, loads
+        from vnetbench.testbed.netns import builder
+        cfg = self.config
+        cpus = sorted(os.sched_getaffinity(0))
+        if cfg.get("file"):
+            tb = load(cfg["file"], online_cpus=cpus)
+        else:
+            tb = loads(testbed_yaml(cfg["vswitch"], cfg["network"], cfg.get("underlay_mtu"),
+                                    cfg["placements"]),
+                       source=f"<rally {cfg['vswitch']}-{cfg['network']}>", online_cpus=cpus)
+        dep = builder.up(tb)
+        self.context["vnetbench"] = {"run_id": dep.run_id, "state_dir": str(state_root()),
+                                     "results": cfg["results"], "testbed": tb.name}
+
+    def cleanup(self):
+        info = self.context.get("vnetbench")
+        if not info:
+            return
+        from vnetbench.testbed.netns.deployment import Deployment
+        errors = Deployment.attach(info["run_id"]).down()
+        if errors:
+            raise RuntimeError(f"teardown of run {info['run_id']} incomplete: {errors}; "
+                               f"run 'vnetbench cleanup --run {info['run_id']}'")

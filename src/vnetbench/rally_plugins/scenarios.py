@@ -1,0 +1,72 @@
+"""One thin scenario per test family: pick the pairs, call the battery, record, chart."""
+
+from __future__ import annotations
+
+import os
+
+from rally.task import scenario
+
+from vnetbench.rally_plugins import charts
+
+RTT_KEYS = ("rtt_mean_ms", "rtt_sd_ms", "rtt_p50_ms", "rtt_p99_ms", "loss_pct", "cpu_pct")
+
+
+class _Base(scenario.Scenario):
+    """Attach to the context's testbed; write every Result to the records file."""
+
+    def _deployment(self):
+        info = self.context["vnetbench"]
+        os.environ["VNETBENCH_STATE_DIR"] = info["state_dir"]
+        from vnetbench.testbed.netns.deployment import Deployment
+        return Deployment.attach(info["run_id"])
+
+    def _pairs(self, dep, placements):
+        pairs = [p for p in dep.testbed.pairs if not placements or p.placement in placements]
+        if not pairs:
+            raise ValueError(f"testbed {dep.testbed.name} has no pair with placement in {placements}")
+        return pairs
+
+    def _record(self, results):
+        from pathlib import Path
+
+        from vnetbench.results.record import ResultStore
+        store = ResultStore(Path(self.context["vnetbench"]["results"]))
+        for r in results:
+            store.append(r)
+
+
+@scenario.configure(name="VnetBench.icmp_rtt", platform="default")
+class IcmpRtt(_Base):
+    def run(self, mode="flood", count=100, interval_s=0.01, payload=56, gap_s=0.0,
+            flush_flows=True, repetitions=3, placements=None):
+        """ICMP RTT between a VM pair: 'deferred' single packets (slow path) or 'flood'.
+
+        :param mode: deferred | flood
+        :param count: echoes per repetition
+        :param interval_s: flood interval
+        :param payload: ICMP payload bytes
+        :param gap_s: deferred: wait before each echo (e.g. > flow idle timeout)
+        :param flush_flows: deferred: empty the OVS datapath flow cache before each echo
+        :param repetitions: repetitions per pair (mean, sd and 95% CI over them)
+        :param placements: same-host and/or cross-host (default: every pair of the testbed)
+        """
+        from vnetbench.battery import rtt
+        dep = self._deployment()
+        results = []
+        for pair in self._pairs(dep, placements):
+            r = rtt.run(dep, pair, mode, count, interval_s, payload, gap_s, flush_flows, repetitions)
+            results.append(r)
+        self._record(results)
+        self.add_output(additive=charts.metrics_table(results, RTT_KEYS),
+                        complete=charts.results_table(f"ICMP RTT ({mode})", results, RTT_KEYS))
+        dist = {r.labels["placement"]: _cdf([x for rep in r.extra["repetitions"]
+                                             for x in rep["rtt_samples_ms"]]) for r in results}
+        self.add_output(complete=charts.lines(f"RTT distribution ({mode})", dist,
+                                              "fraction of echoes", "RTT (ms)"))
+
+
+def _cdf(xs):
+    xs = sorted(xs)
+    n = len(xs)
+    step = max(1, n // 200)
+    return [[x, (i + 1) / n] for i, x in enumerate(xs) if i % step == 0 or i == n - 1]

@@ -1,0 +1,64 @@
+"""``vnetbench`` SLA: thresholds on measured values, read from the scenario's
+'vnetbench metrics' table (Rally's built-in SLAs only see durations and errors)."""
+
+from __future__ import annotations
+
+from rally import consts
+from rally.task import sla
+
+from vnetbench.rally_plugins.charts import METRICS_TITLE
+
+# criterion -> (metric name suffix, bound kind)
+CRITERIA = {
+    "max_loss_pct": ("loss_pct", max),
+    "min_gbps": ("gbps", min),
+    "max_rtt_ms": ("rtt_mean_ms", max),
+    "max_cpu_pct": ("cpu_pct", max),
+}
+
+
+@sla.configure(name="vnetbench")
+class VnetbenchThresholds(sla.SLA):
+    """Every measured value within its threshold (loss %, Gbit/s, RTT ms, CPU %)."""
+
+    CONFIG_SCHEMA = {
+        "type": "object",
+        "$schema": consts.JSON_SCHEMA,
+        "additionalProperties": False,
+        "minProperties": 1,
+        "properties": {k: {"type": "number", "minimum": 0} for k in CRITERIA},
+    }
+
+    def __init__(self, criterion_value):
+        super().__init__(criterion_value)
+        self.violations = []
+        self.checked = 0
+
+    def add_iteration(self, iteration):
+        for table in (iteration.get("output") or {}).get("additive", []):
+            if table.get("title") != METRICS_TITLE:
+                continue
+            for name, value in table["data"]:
+                self._check(name, value)
+        self.success = not self.violations
+        return self.success
+
+    def _check(self, name, value):
+        for criterion, (suffix, kind) in CRITERIA.items():
+            if criterion in self.criterion_value and name.endswith(" " + suffix):
+                self.checked += 1
+                bound = self.criterion_value[criterion]
+                ok = value <= bound if kind is max else value >= bound
+                if not ok:
+                    self.violations.append(f"{name} = {value:.4g} ({criterion} {bound:g})")
+
+    def merge(self, other):
+        self.violations += other.violations
+        self.checked += other.checked
+        self.success = not self.violations
+        return self.success
+
+    def details(self):
+        if self.violations:
+            return f"vnetbench thresholds violated: {'; '.join(self.violations[:5])} - {self.status()}"
+        return f"vnetbench thresholds met by {self.checked} measured values - {self.status()}"
