@@ -1,0 +1,55 @@
+"""Every shipped Rally task file renders and passes Rally's own syntax validation:
+plugin names exist (our plugins load by entry point), scenario arguments match the
+scenario's signature, context/runner/SLA configs match their schemas."""
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+pytest.importorskip("rally")
+from rally import api, exceptions                         # noqa: E402
+from rally.common.plugin import discover                  # noqa: E402
+from rally.task import engine, task_cfg                   # noqa: E402
+
+TASKS = sorted((Path(__file__).resolve().parents[2] / "rally-tasks").glob("*.yaml"))
+ARGS = [{}, {"vswitch": "linuxbridge", "network": "flat"}, {"vswitch": "ovs", "network": "geneve"}]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def plugins():
+    import rally.plugins
+    rally.plugins.load()
+    loaded = discover.import_modules_by_entry_point()
+    assert any(p["name"] == "vnetbench" for p in loaded), "vnetbench is not a rally_plugins entry point"
+
+
+def render(path, **args):
+    task = api._Task.__new__(api._Task)         # render_template needs no API state
+    return task.render_template(path.read_text(), template_dir=str(path.parent), **args)
+
+
+def validate(text):
+    config = task_cfg.TaskConfig(yaml.safe_load(text))
+    eng = engine.TaskEngine.__new__(engine.TaskEngine)   # syntax checks need no DB or env
+    eng.task = {"uuid": "syntax-check"}
+    eng._validate_config_syntax(config)
+    return config
+
+
+def test_there_are_task_files():
+    assert TASKS
+
+
+@pytest.mark.parametrize("path", TASKS, ids=[p.name for p in TASKS])
+@pytest.mark.parametrize("args", ARGS, ids=["defaults", "lb-flat", "ovs-geneve"])
+def test_task_renders_and_validates(path, args):
+    config = validate(render(path, **args))
+    names = {w["name"] for s in config.subtasks for w in s["workloads"]}
+    assert names and all(n.startswith("VnetBench.") for n in names)
+
+
+def test_validation_catches_a_wrong_argument():
+    text = render(TASKS[0]).replace("repetitions:", "repetitionz:", 1)
+    with pytest.raises(exceptions.InvalidTaskConfig):
+        validate(text)
