@@ -8,6 +8,8 @@ from rally.task import scenario
 
 from vnetbench.rally_plugins import charts
 
+TCP_KEYS = ("gbps", "retransmits", "mss_on_wire", "cpu_pct")
+UDP_KEYS = ("gbps", "pps", "loss_pct", "jitter_ms", "cpu_pct")
 RTT_KEYS = ("rtt_mean_ms", "rtt_sd_ms", "rtt_p50_ms", "rtt_p99_ms", "loss_pct", "cpu_pct")
 
 
@@ -63,6 +65,62 @@ class IcmpRtt(_Base):
                                              for x in rep["rtt_samples_ms"]]) for r in results}
         self.add_output(complete=charts.lines(f"RTT distribution ({mode})", dist,
                                               "fraction of echoes", "RTT (ms)"))
+
+
+@scenario.configure(name="VnetBench.tcp_stream", platform="default")
+class TcpStream(_Base):
+    def run(self, nominal_mss=(68, 1468, 8908), seconds=10, repetitions=3,
+            verify_on_wire=True, placements=None):
+        """Unidirectional TCP over an MSS sweep; the MSS used is checked on the wire.
+
+        :param nominal_mss: the seed's points; each is mapped onto what the path allows
+        :param seconds: iperf3 duration per repetition
+        :param repetitions: repetitions per point
+        :param verify_on_wire: capture the SYN/SYN-ACK MSS with tcpdump
+        :param placements: same-host and/or cross-host
+        """
+        from vnetbench.battery import tcp
+        dep = self._deployment()
+        results = [r for pair in self._pairs(dep, placements)
+                   for r in tcp.run(dep, pair, tuple(nominal_mss), seconds, repetitions,
+                                    verify_on_wire)]
+        self._record(results)
+        self.add_output(additive=charts.metrics_table(results, TCP_KEYS),
+                        complete=charts.results_table("TCP throughput by MSS", results, TCP_KEYS))
+        series = {}
+        for r in results:
+            series.setdefault(r.labels["placement"], []).append(
+                [r.labels["params"]["used"], r.metrics["gbps"]["mean"]])
+        self.add_output(complete=charts.lines("TCP Gbit/s vs MSS used", series, "Gbit/s", "MSS (bytes)"))
+
+
+@scenario.configure(name="VnetBench.udp_stream", platform="default")
+class UdpStream(_Base):
+    def run(self, sessions=(1, 5), seconds=60, bitrate_bps=None, length=None,
+            background_bps=None, repetitions=3, placements=None):
+        """Unidirectional UDP with p parallel sessions; loss measured at the receiver.
+
+        :param sessions: parallel session counts
+        :param seconds: duration per repetition (seed: 60)
+        :param bitrate_bps: offered rate per session, None = unlimited
+        :param length: datagram payload bytes (default: tenant MTU - 28)
+        :param background_bps: rate of a CBR background flow, None = none
+        :param repetitions: repetitions per point
+        :param placements: same-host and/or cross-host
+        """
+        from vnetbench.battery import udp
+        dep = self._deployment()
+        results = [r for pair in self._pairs(dep, placements)
+                   for r in udp.run(dep, pair, tuple(sessions), seconds, bitrate_bps, length,
+                                    background_bps, repetitions)]
+        self._record(results)
+        self.add_output(additive=charts.metrics_table(results, UDP_KEYS),
+                        complete=charts.results_table("UDP streams", results, UDP_KEYS))
+        series = {}
+        for r in results:
+            series.setdefault(r.labels["placement"], []).append(
+                [r.labels["params"]["sessions"], r.metrics["loss_pct"]["mean"]])
+        self.add_output(complete=charts.lines("UDP loss % vs sessions", series, "loss %", "sessions"))
 
 
 def _cdf(xs):
