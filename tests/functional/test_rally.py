@@ -1,0 +1,66 @@
+"""Each scenario through ``rally task start`` on the embedded testbed (short
+durations): Rally finds the plugins by entry point, the SLA passes, the HTML
+report has the charts, and the result records are complete and plausible."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("rally")
+
+REPO = Path(__file__).resolve().parents[2]
+RALLY = Path(sys.executable).parent / "rally"
+SHORT = {"repetitions": 2, "seconds": 1, "deferred_count": 3, "flood_count": 100,
+         "flood_interval_s": 0.005, "vswitch": "ovs", "network": "vxlan"}
+CHECKS = {   # test -> metric -> plausible range of every repetition's value
+    "icmp_rtt": {"rtt_mean_ms": (1e-4, 1000), "loss_pct": (0, 100)},
+    "tcp_stream": {"gbps": (1e-4, 400), "mss_on_wire": (88, 9000)},
+    "udp_stream": {"gbps": (1e-4, 400), "loss_pct": (0, 100), "pps": (1, 1e9)},
+}
+
+
+@pytest.fixture(scope="module")
+def rally(tmp_path_factory):
+    home = tmp_path_factory.mktemp("rally")
+    conf = home / "rally.conf"
+    conf.write_text(f"[database]\nconnection = sqlite:///{home / 'rally.sqlite'}\n")
+
+    def run(*args, check=True):
+        done = subprocess.run([str(RALLY), "--config-file", str(conf), *args], cwd=home,
+                              capture_output=True, text=True, timeout=900)
+        assert not check or done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+        return done
+    run("db", "create")
+    run("env", "create", "--name", "vnetbench")
+    return run
+
+
+@pytest.mark.parametrize("task", ["icmp-rtt", "tcp-mss", "udp-streams"])
+def test_task_runs_through_rally(rally, task, tmp_path, caps):
+    from vnetbench.testbed.model import NetType, VSwitchKind
+    if caps.why_not(VSwitchKind.OVS, NetType.VXLAN):
+        pytest.skip(caps.why_not(VSwitchKind.OVS, NetType.VXLAN))
+    records = tmp_path / "records.jsonl"
+    args = json.dumps({**SHORT, "results": str(records)})
+    out = rally("task", "start", str(REPO / "rally-tasks" / f"{task}.yaml"), "--task-args", args)
+    uuid = out.stdout.split("rally task report ")[1].split()[0]
+    report = tmp_path / "report.html"
+    rally("task", "report", uuid, "--out", str(report))
+    assert "vnetbench metrics" in report.read_text()
+    sla = json.loads(rally("task", "sla-check", uuid, "--json", check=False).stdout)
+    assert sla and all(c["status"] == "PASS" for c in sla), sla
+
+    recs = [json.loads(line) for line in records.read_text().splitlines()]
+    assert {r["labels"]["placement"] for r in recs} == {"same-host", "cross-host"}
+    for r in recs:
+        assert r["labels"]["vswitch"] == "ovs" and r["labels"]["network"] == "vxlan"
+        assert r["provenance"]["ovs_datapath"] and r["provenance"]["tenant_mtu"] == 1450
+        assert r["provenance"]["pinning"]["vms"] and r["provenance"]["tools"]["iperf3"]
+        assert len(r["samples"]["cpu_pct"]) == SHORT["repetitions"]
+        assert all(v >= 0 for v in r["samples"]["cpu_pct"])
+        for metric, (lo, hi) in CHECKS[r["test"]].items():
+            values = r["samples"][metric]
+            assert values and all(lo <= v <= hi for v in values), (r["labels"], metric, values)
