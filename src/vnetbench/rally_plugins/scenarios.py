@@ -10,6 +10,7 @@ from vnetbench.rally_plugins import charts
 
 TCP_KEYS = ("gbps", "retransmits", "mss_on_wire", "cpu_pct")
 UDP_KEYS = ("gbps", "pps", "loss_pct", "jitter_ms", "cpu_pct")
+BCAST_KEYS = ("loss_pct", "sent", "received", "achieved_pps", "cpu_pct")
 RTT_KEYS = ("rtt_mean_ms", "rtt_sd_ms", "rtt_p50_ms", "rtt_p99_ms", "loss_pct", "cpu_pct")
 
 
@@ -121,6 +122,26 @@ class UdpStream(_Base):
             series.setdefault(r.labels["placement"], []).append(
                 [r.labels["params"]["sessions"], r.metrics["loss_pct"]["mean"]])
         self.add_output(complete=charts.lines("UDP loss % vs sessions", series, "loss %", "sessions"))
+
+
+@scenario.configure(name="VnetBench.broadcast", platform="default")
+class Broadcast(_Base):
+    def run(self, kinds=("arp", "icmp"), rate_pps=1000, seconds=5, repetitions=3, placements=None):
+        """ARP requests / ICMP to the broadcast address at a set rate; loss counted at the peer.
+
+        :param kinds: arp and/or icmp
+        :param rate_pps: frames per second sent
+        :param seconds: duration per repetition
+        :param repetitions: repetitions per point
+        :param placements: same-host and/or cross-host
+        """
+        from vnetbench.battery import broadcast
+        dep = self._deployment()
+        results = [r for pair in self._pairs(dep, placements)
+                   for r in broadcast.run(dep, pair, tuple(kinds), rate_pps, seconds, repetitions)]
+        self._record(results)
+        self.add_output(additive=charts.metrics_table(results, BCAST_KEYS),
+                        complete=charts.results_table("Broadcast", results, BCAST_KEYS))
 
 
 def _cdf(xs):
