@@ -1,20 +1,22 @@
-# vnetbench: `make demo` installs everything and runs the main job on the
-# embedded testbed; `make test` installs everything and runs the tests.
+# vnetbench: `make demo` installs everything and runs the main job (the quick
+# overlay comparison through Rally) on the embedded testbed; `make test`
+# installs everything and runs the tests.
 # Both need root (apt-get, network namespaces) on Debian 12.
 
 PYTHON   ?= python3
 VENV     ?= .venv
-APT_PACKAGES := iproute2 iputils-ping util-linux procps ethtool iperf3 \
+APT_PACKAGES := iproute2 iputils-ping util-linux procps ethtool iperf3 tcpdump \
                 openvswitch-switch python3-venv python3-pip
 PYTEST_ARGS ?=
 
-.PHONY: install deps venv demo test unit functional capabilities cleanup clean
+.PHONY: install deps venv flowgen demo smoke test unit functional capabilities cleanup clean
 
-install: deps venv
+install: deps venv flowgen
 
 deps:
 	@if [ "$$(id -u)" != 0 ]; then echo "make: needs root (apt-get, network namespaces); run: sudo make $(MAKECMDGOALS)" >&2; exit 2; fi
 	@missing=$$(for p in $(APT_PACKAGES); do dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q '^install ok installed' || echo $$p; done); \
+	command -v go >/dev/null 2>&1 || missing="$$missing golang-go"; \
 	if [ -n "$$missing" ]; then \
 	  echo "apt-get install $$missing"; \
 	  apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends $$missing; \
@@ -28,8 +30,16 @@ $(VENV)/.installed: pyproject.toml
 	$(VENV)/bin/pip install -q -e '.[test]'
 	touch $@
 
+flowgen: $(VENV)/bin/vnetbench-flowgen
+
+$(VENV)/bin/vnetbench-flowgen: $(VENV)/.installed $(wildcard tools/flowgen/*.go) tools/flowgen/go.mod
+	sh tools/flowgen/build.sh $(VENV)/bin
+
 demo: install
 	$(VENV)/bin/vnetbench testbed capabilities
+	$(VENV)/bin/vnetbench compare --profile quick
+
+smoke: install
 	$(VENV)/bin/vnetbench demo
 
 test: install

@@ -167,6 +167,19 @@ def cmd_demo(args):
     return 1 if bad else 0
 
 
+def cmd_compare(args):
+    from vnetbench import compare
+    res = compare.run(args.profile, args.vswitch, args.network, Path(args.results))
+    print(compare.table(res["records"]))
+    print(f"wall time: {res['seconds']:.0f} s   Rally task: {res['uuid']}")
+    print(f"Rally HTML report:  {res['dir'] / 'rally-report.html'}")
+    print(f"result records:     {res['dir'] / 'records.jsonl'}")
+    print(f"this table:         {res['dir'] / 'table.txt'}")
+    for s in res["sla_failed"]:
+        print(f"SLA failed: {s.get('benchmark')} #{s.get('pos')}: {s.get('detail')}", file=sys.stderr)
+    return 1 if res["sla_failed"] else 0
+
+
 def _parser():
     p = argparse.ArgumentParser(prog="vnetbench", description=__doc__.splitlines()[0])
     sub = p.add_subparsers(required=True, metavar="COMMAND")
@@ -207,6 +220,13 @@ def _parser():
         s = parent.add_parser("cleanup", help="remove every object of vnetbench runs (also after a crash)")
         s.add_argument("--run", action="append", help="only this run (repeatable)")
         s.set_defaults(func=cmd_cleanup)
+
+    s = sub.add_parser("compare", help="the battery over vSwitch x network type through Rally")
+    s.add_argument("--profile", choices=["quick", "full"], default="quick")
+    s.add_argument("--vswitch", action="append", choices=["linuxbridge", "ovs"])
+    s.add_argument("--network", action="append", choices=["flat", "vlan", "vxlan", "gre", "geneve"])
+    s.add_argument("--results", default="results", help="directory for reports and records")
+    s.set_defaults(func=cmd_compare)
 
     s = sub.add_parser("demo", help="reachability and RTT of VM pairs for every vSwitch x network type")
     s.add_argument("--vswitch", action="append", choices=["linuxbridge", "ovs"])

@@ -33,14 +33,17 @@ class VnetbenchTestbed(context.Context):
             "placements": {"type": "array", "minItems": 1, "uniqueItems": True,
                            "items": {"enum": list(PLACEMENTS)}},
             "results": {"type": "string", "description": "JSON-lines file for result records"},
+            "skip_unsupported": {"type": "boolean",
+                                 "description": "record N/A (with the missing feature) instead of failing"},
         },
     }
     DEFAULT_CONFIG = {"vswitch": "ovs", "network": "vxlan", "placements": list(PLACEMENTS),
-                      "results": "results/records.jsonl"}
+                      "results": "results/records.jsonl", "skip_unsupported": True}
 
     def setup(self):
         import os
 
+        from vnetbench.testbed import capabilities
         from vnetbench.testbed.loader import load, loads
         from vnetbench.testbed.netns import builder
         cfg = self.config
@@ -51,13 +54,20 @@ class VnetbenchTestbed(context.Context):
             tb = loads(testbed_yaml(cfg["vswitch"], cfg["network"], cfg.get("underlay_mtu"),
                                     cfg["placements"]),
                        source=f"<rally {cfg['vswitch']}-{cfg['network']}>", online_cpus=cpus)
-        dep = builder.up(tb)
+        caps = capabilities.probe()
+        reason = caps.why_not(tb.vswitch.kind, tb.network.type, tb.vswitch.datapath)
+        if reason and caps.root and cfg["skip_unsupported"]:
+            self.context["vnetbench"] = {"unsupported": reason, "results": cfg["results"],
+                                         "vswitch": tb.vswitch.kind.value,
+                                         "network": tb.network.type.value}
+            return
+        dep = builder.up(tb, caps=caps)
         self.context["vnetbench"] = {"run_id": dep.run_id, "state_dir": str(state_root()),
                                      "results": cfg["results"], "testbed": tb.name}
 
     def cleanup(self):
         info = self.context.get("vnetbench")
-        if not info:
+        if not info or "run_id" not in info:
             return
         from vnetbench.testbed.netns.deployment import Deployment
         errors = Deployment.attach(info["run_id"]).down()

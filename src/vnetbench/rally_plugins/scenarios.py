@@ -18,10 +18,25 @@ class _Base(scenario.Scenario):
     """Attach to the context's testbed; write every Result to the records file."""
 
     def _deployment(self):
+        """The context's testbed, or None when this machine cannot build it (N/A)."""
         info = self.context["vnetbench"]
+        if info.get("unsupported"):
+            return None
         os.environ["VNETBENCH_STATE_DIR"] = info["state_dir"]
         from vnetbench.testbed.netns.deployment import Deployment
         return Deployment.attach(info["run_id"])
+
+    def _not_applicable(self, test):
+        """Record and show N/A with the missing feature: a measured outcome, not a skip."""
+        from vnetbench.results.record import Result, now
+        info = self.context["vnetbench"]
+        self._record([Result(test=test, labels={"test": test, "vswitch": info["vswitch"],
+                                                "network": info["network"], "placement": "-"},
+                             samples={}, started=now(), finished=now(),
+                             extra={"not_applicable": info["unsupported"]})])
+        self.add_output(complete={"title": f"{test}: N/A", "chart_plugin": "TextArea",
+                                  "data": [f"{info['vswitch']}/{info['network']} cannot run on "
+                                           f"this machine: {info['unsupported']}"]})
 
     def _pairs(self, dep, placements):
         pairs = [p for p in dep.testbed.pairs if not placements or p.placement in placements]
@@ -40,6 +55,8 @@ class _Base(scenario.Scenario):
 
 @scenario.configure(name="VnetBench.icmp_rtt", platform="default")
 class IcmpRtt(_Base):
+    TEST = "icmp_rtt"
+
     def run(self, mode="flood", count=100, interval_s=0.01, payload=56, gap_s=0.0,
             flush_flows=True, repetitions=3, placements=None):
         """ICMP RTT between a VM pair: 'deferred' single packets (slow path) or 'flood'.
@@ -55,6 +72,8 @@ class IcmpRtt(_Base):
         """
         from vnetbench.battery import rtt
         dep = self._deployment()
+        if dep is None:
+            return self._not_applicable(self.TEST)
         results = []
         for pair in self._pairs(dep, placements):
             r = rtt.run(dep, pair, mode, count, interval_s, payload, gap_s, flush_flows, repetitions)
@@ -70,6 +89,8 @@ class IcmpRtt(_Base):
 
 @scenario.configure(name="VnetBench.tcp_stream", platform="default")
 class TcpStream(_Base):
+    TEST = "tcp_stream"
+
     def run(self, nominal_mss=(68, 1468, 8908), seconds=10, repetitions=3,
             verify_on_wire=True, placements=None):
         """Unidirectional TCP over an MSS sweep; the MSS used is checked on the wire.
@@ -82,6 +103,8 @@ class TcpStream(_Base):
         """
         from vnetbench.battery import tcp
         dep = self._deployment()
+        if dep is None:
+            return self._not_applicable(self.TEST)
         results = [r for pair in self._pairs(dep, placements)
                    for r in tcp.run(dep, pair, tuple(nominal_mss), seconds, repetitions,
                                     verify_on_wire)]
@@ -97,6 +120,8 @@ class TcpStream(_Base):
 
 @scenario.configure(name="VnetBench.udp_stream", platform="default")
 class UdpStream(_Base):
+    TEST = "udp_stream"
+
     def run(self, sessions=(1, 5), seconds=60, bitrate_bps=None, length=None,
             background_bps=None, repetitions=3, placements=None):
         """Unidirectional UDP with p parallel sessions; loss measured at the receiver.
@@ -111,6 +136,8 @@ class UdpStream(_Base):
         """
         from vnetbench.battery import udp
         dep = self._deployment()
+        if dep is None:
+            return self._not_applicable(self.TEST)
         results = [r for pair in self._pairs(dep, placements)
                    for r in udp.run(dep, pair, tuple(sessions), seconds, bitrate_bps, length,
                                     background_bps, repetitions)]
@@ -126,6 +153,8 @@ class UdpStream(_Base):
 
 @scenario.configure(name="VnetBench.broadcast", platform="default")
 class Broadcast(_Base):
+    TEST = "broadcast"
+
     def run(self, kinds=("arp", "icmp"), rate_pps=1000, seconds=5, repetitions=3, placements=None):
         """ARP requests / ICMP to the broadcast address at a set rate; loss counted at the peer.
 
@@ -137,6 +166,8 @@ class Broadcast(_Base):
         """
         from vnetbench.battery import broadcast
         dep = self._deployment()
+        if dep is None:
+            return self._not_applicable(self.TEST)
         results = [r for pair in self._pairs(dep, placements)
                    for r in broadcast.run(dep, pair, tuple(kinds), rate_pps, seconds, repetitions)]
         self._record(results)
