@@ -14,12 +14,13 @@ pytest.importorskip("rally")
 REPO = Path(__file__).resolve().parents[2]
 RALLY = Path(sys.executable).parent / "rally"
 SHORT = {"repetitions": 2, "seconds": 1, "deferred_count": 3, "flood_count": 100,
-         "flood_interval_s": 0.005, "rate_pps": 200, "vswitch": "ovs", "network": "vxlan"}
+         "flood_interval_s": 0.005, "rate_pps": 200, "rates": [100, 1000], "vswitch": "ovs", "network": "vxlan"}
 CHECKS = {   # test -> metric -> plausible range of every repetition's value
     "icmp_rtt": {"rtt_mean_ms": (1e-4, 1000), "loss_pct": (0, 100)},
     "tcp_stream": {"gbps": (1e-4, 400), "mss_on_wire": (88, 9000)},
     "udp_stream": {"gbps": (1e-4, 400), "loss_pct": (0, 100), "pps": (1, 1e9)},
     "broadcast": {"loss_pct": (0, 100), "sent": (1, 1e9)},
+    "flow_setup": {"loss_pct": (0, 100), "achieved_rate": (1, 1e6), "connect_p50_ms": (1e-3, 1e4)},
 }
 
 
@@ -39,7 +40,7 @@ def rally(tmp_path_factory):
     return run
 
 
-@pytest.mark.parametrize("task", ["icmp-rtt", "tcp-mss", "udp-streams", "broadcast"])
+@pytest.mark.parametrize("task", ["icmp-rtt", "tcp-mss", "udp-streams", "broadcast", "flow-setup"])
 def test_task_runs_through_rally(rally, task, tmp_path, caps):
     from vnetbench.testbed.model import NetType, VSwitchKind
     if caps.why_not(VSwitchKind.OVS, NetType.VXLAN):

@@ -10,6 +10,7 @@ from vnetbench.rally_plugins import charts
 
 TCP_KEYS = ("gbps", "retransmits", "mss_on_wire", "cpu_pct")
 UDP_KEYS = ("gbps", "pps", "loss_pct", "jitter_ms", "cpu_pct")
+FLOW_KEYS = ("loss_pct", "achieved_rate", "connect_p50_ms", "connect_p99_ms", "dp_lost", "cpu_pct")
 BCAST_KEYS = ("loss_pct", "sent", "received", "achieved_pps", "cpu_pct")
 RTT_KEYS = ("rtt_mean_ms", "rtt_sd_ms", "rtt_p50_ms", "rtt_p99_ms", "loss_pct", "cpu_pct")
 
@@ -173,6 +174,37 @@ class Broadcast(_Base):
         self._record(results)
         self.add_output(additive=charts.metrics_table(results, BCAST_KEYS),
                         complete=charts.results_table("Broadcast", results, BCAST_KEYS))
+
+
+@scenario.configure(name="VnetBench.flow_setup", platform="default")
+class FlowSetup(_Base):
+    TEST = "flow_setup"
+
+    def run(self, rates=(10, 100, 1000, 10000), seconds=5, deadline_ms=1000, repetitions=3,
+            placements=None):
+        """New TCP connections per second, each a new 5-tuple; loss = failed or late.
+
+        :param rates: new connections per second to offer
+        :param seconds: duration per repetition
+        :param deadline_ms: a connection established later than this counts as lost
+        :param repetitions: repetitions per point
+        :param placements: same-host and/or cross-host
+        """
+        from vnetbench.battery import flowsetup
+        dep = self._deployment()
+        if dep is None:
+            return self._not_applicable(self.TEST)
+        results = [r for pair in self._pairs(dep, placements)
+                   for r in flowsetup.run(dep, pair, tuple(rates), seconds, deadline_ms, repetitions)]
+        self._record(results)
+        self.add_output(additive=charts.metrics_table(results, FLOW_KEYS),
+                        complete=charts.results_table("TCP flow setup", results, FLOW_KEYS))
+        series = {}
+        for r in results:
+            series.setdefault(r.labels["placement"], []).append(
+                [r.labels["params"]["rate"], r.metrics["loss_pct"]["mean"]])
+        self.add_output(complete=charts.lines("Flow-setup loss % vs new flows/s", series,
+                                              "loss %", "new connections per second"))
 
 
 def _cdf(xs):

@@ -1,0 +1,75 @@
+"""TCP flow-setup rate, "multiple TCP sessions with static MAC" (seed 003 row 5):
+new connections between the pair at 10 / 100 / 1,000 / 10,000 per second, each a
+new 5-tuple; loss = connections that failed or missed the deadline. Static ARP
+on both VMs keeps ARP out of it. For OVS, the datapath's missed/lost upcall
+counters over the window show the slow-path cost (lost upcalls are drops)."""
+
+from __future__ import annotations
+
+import re
+import select
+import subprocess
+
+from vnetbench.battery.broadcast import _static_arp
+from vnetbench.battery.common import repeat, result
+from vnetbench.results.record import now
+from vnetbench.testbed.model import VSwitchKind
+from vnetbench.traffic import flowgen
+
+_LOOKUPS = re.compile(r"lookups: hit:(\d+) missed:(\d+) lost:(\d+)")
+
+
+def run(dep, pair, rates=(10, 100, 1000, 10000), seconds=5, deadline_ms=1000, repetitions=3):
+    src, dst = pair.vms
+    _static_arp(dep, src, dst)
+    server = dep.popen(dst, flowgen.server_command(flowgen.ServerParams(listen=dep.ip(dst))),
+                       stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    out = []
+    try:
+        ready, _, _ = select.select([server.stdout], [], [], 10)
+        if not ready or "listening" not in server.stdout.readline():
+            raise RuntimeError(f"vnetbench-flowgen server in {dst} did not start")
+        for rate in rates:
+            started = now()
+            samples, extras = repeat(dep, repetitions,
+                                     lambda: _one(dep, src, dst, rate, seconds, deadline_ms))
+            params = {"rate": rate, "seconds": seconds, "deadline_ms": deadline_ms}
+            r = result(dep, pair, "flow_setup", params, samples, extras, started)
+            r.labels["point"] = f"{rate}/s"
+            out.append(r)
+    finally:
+        server.terminate()
+        server.communicate(timeout=10)
+    return out
+
+
+def _one(dep, src, dst, rate, seconds, deadline_ms):
+    before = _datapath(dep)
+    argv = flowgen.client_command(flowgen.ClientParams(target=dep.ip(dst), rate=rate,
+                                                       duration_s=seconds, deadline_ms=deadline_ms))
+    res = flowgen.parse(dep.exec(src, argv, timeout=seconds + 30).stdout)
+    after = _datapath(dep)
+    lat = res["latency_us"] or {}
+    metrics = {"loss_pct": res["loss_pct"], "achieved_rate": res["achieved_rate"],
+               "ok": res["ok"], "failed": res["failed"], "late": res["late"],
+               "connect_p50_ms": _ms(lat.get("p50")), "connect_p99_ms": _ms(lat.get("p99")),
+               "schedule_kept": 1.0 if res["schedule_kept"] else 0.0}
+    if before is not None and after is not None:
+        metrics["dp_missed"] = after[1] - before[1]
+        metrics["dp_lost"] = after[2] - before[2]
+    return metrics, {"errors": res["errors"]}
+
+
+def _ms(us):
+    return None if us is None else us / 1000.0
+
+
+def _datapath(dep):
+    """Sum of hit/missed/lost over the hosts' OVS datapaths (None for other vSwitches)."""
+    if dep.testbed.vswitch.kind is not VSwitchKind.OVS:
+        return None
+    total = [0, 0, 0]
+    for h in dep.testbed.hosts:
+        for m in _LOOKUPS.finditer(dep.ovs_appctl(h.name, "dpctl/show")):
+            total = [a + int(b) for a, b in zip(total, m.groups())]
+    return total
