@@ -1,0 +1,3 @@
+module vnetbench/flowgen
+
+go 1.19
