@@ -36,7 +36,7 @@ def rally(tmp_path_factory):
         assert not check or done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
         return done
     run("db", "create")
-    run("env", "create", "--name", "vnetbench")
+    run("env", "create", "--name", "vnetbench", "--no-use")
     return run
 
 
@@ -47,7 +47,8 @@ def test_task_runs_through_rally(rally, task, tmp_path, caps):
         pytest.skip(caps.why_not(VSwitchKind.OVS, NetType.VXLAN))
     records = tmp_path / "records.jsonl"
     args = json.dumps({**SHORT, "results": str(records)})
-    out = rally("task", "start", str(REPO / "rally-tasks" / f"{task}.yaml"), "--task-args", args)
+    out = rally("task", "start", "--env", "vnetbench", str(REPO / "rally-tasks" / f"{task}.yaml"),
+                "--task-args", args)
     uuid = out.stdout.split("rally task report ")[1].split()[0]
     report = tmp_path / "report.html"
     rally("task", "report", uuid, "--out", str(report))

@@ -56,11 +56,14 @@ class Rfc2544(_Base):
         if dep is None:
             return self._not_applicable(self.TEST)
         results = [r for pair in self._pairs(dep, placements)
-                   for r in rfc2544.run(dep, pair, frame_sizes, trial_s, resolution_pct,
-                                        max_trials, repetitions, tuple(measures),
-                                        tuple(loss_steps), latency_count, pdr_loss_pct,
-                                        ceiling_factor, settle_s, b2b_gap_s, b2b_max_load_pct,
-                                        b2b_resolution, jumbo)]
+                   for r in rfc2544.run(
+                       dep, pair, frame_sizes=frame_sizes, trial_s=trial_s,
+                       resolution_pct=resolution_pct, max_trials=max_trials,
+                       repetitions=repetitions, measures=tuple(measures),
+                       loss_steps=tuple(loss_steps), latency_count=latency_count,
+                       pdr_loss_pct=pdr_loss_pct, ceiling_factor=ceiling_factor,
+                       settle_s=settle_s, b2b_gap_s=b2b_gap_s, b2b_max_load_pct=b2b_max_load_pct,
+                       b2b_resolution=b2b_resolution, jumbo=jumbo)]
         self._record(results)
         by = {}
         for r in results:
@@ -141,9 +144,11 @@ class Fairness(_Base):
         if dep is None:
             return self._not_applicable(self.TEST)
         results = [r for pair in self._pairs(dep, placements)
-                   for r in fairness.run(dep, pair, [tuple(s) for s in settings], bottleneck_bps,
-                                         seconds, length, background_bps, repetitions, sources,
-                                         qdisc_latency_ms)]
+                   for r in fairness.run(
+                       dep, pair, settings=[tuple(s) for s in settings],
+                       bottleneck_bps=bottleneck_bps, seconds=seconds, length=length,
+                       background_bps=background_bps, repetitions=repetitions, sources=sources,
+                       qdisc_latency_ms=qdisc_latency_ms)]
         self._record(results)
         self.add_output(additive=charts.metrics_table(results, FAIRNESS_KEYS),
                         complete=charts.results_table(

@@ -14,12 +14,13 @@ CRITERIA = {
     "min_gbps": ("gbps", min),
     "max_rtt_ms": ("rtt_mean_ms", max),
     "max_cpu_pct": ("cpu_pct", max),
+    "min_jain": ("jain_index", min),
 }
 
 
 @sla.configure(name="vnetbench")
 class VnetbenchThresholds(sla.SLA):
-    """Every measured value within its threshold (loss %, Gbit/s, RTT ms, CPU %)."""
+    """Every measured value within its threshold (loss %, Gbit/s, RTT ms, CPU %, Jain's index)."""
 
     CONFIG_SCHEMA = {
         "type": "object",

@@ -1,0 +1,528 @@
+"""RFC 2544 on the virtual path (REFERENCE §2, seed 002): throughput (NDR, and the
+FD.io-style PDR at 0.5 % loss) by binary search, latency at the throughput rate,
+the frame-loss curve, and back-to-back bursts -- per frame size, CPU% beside each point.
+
+What is measured, honestly:
+
+* **Frame size is the INNER (tenant) Ethernet frame including FCS**, as the VM sends
+  it: 14 Ethernet + 20 IPv4 + 8 UDP + payload + 4 FCS, so the iperf3 UDP payload
+  (``-l``) is ``frame - 46``. The outer (encapsulated) frame on the underlay is larger
+  by the tunnel overhead (VXLAN/Geneve 50, GRE 42). Records say ``frame_size_kind:
+  'inner'``. Sizes the tenant MTU cannot carry unfragmented (frame > tenant MTU + 18)
+  are skipped and listed; a jumbo point (the largest frame the tenant MTU carries) is
+  added when the tenant MTU exceeds 1500. iperf3's smallest UDP block is 16 bytes
+  (frame 62), so every standard size fits.
+* **Offered rate -> iperf3 ``-b``**: iperf3 paces by *UDP payload* bits (verified on
+  iperf 3.12: ``-l 18 -b 800000`` sends 5,554 datagrams/s = 800000 / (18 * 8)), so a
+  rate of F frames/s is ``-b F * (frame - 46) * 8``. Rates are in frames/s
+  throughout; Gbit/s figures are inner frame bits incl. FCS (``fps * frame * 8``).
+  iperf3 paces to an *average* rate with a 1 ms timer, not with a constant inter-frame
+  gap, so a "rate" is a train of micro-bursts -- milder than a hardware tester's CBR
+  at low rates, similar at high rates.
+* **Loss** is iperf3's receiver count (sequence-number gaps, ``lost_packets``):
+  end to end, i.e. drops anywhere between the sending and the receiving socket
+  (sender VM qdisc/veth, vSwitch, tunnel, receiver backlog and socket buffer) --
+  the "device under test" is the whole virtual path, both VM stacks included.
+  Datagrams lost at the very tail of a trial are not seen by sequence gaps.
+* **Throughput search**: first one unpaced trial (``-b 0``); its *receive* rate is
+  the ceiling and the search's upper bound (times ``ceiling_factor``). Then a binary
+  search (``search()``, a pure function) for the highest rate with zero lost frames
+  (NDR, RFC 1242 throughput) and, reusing those trials, for the highest rate with
+  loss <= ``pdr_loss_pct`` (PDR). Each search is bounded by ``max_trials`` trials and
+  stops at ``resolution_pct`` of the ceiling. On a CPU-starved box the paced NDR can
+  exceed the unpaced receive rate (an unpaced sender steals the receiver's CPU);
+  ``ndr_at_ceiling`` flags a search whose upper bound passed.
+* **Trial sequence**: RFC 2544 sends learning frames, waits 2 s, runs the trial, waits
+  2 s, settles >= 5 s. Here: two ICMP echoes as learning frames (ARP and the
+  vSwitch's flow for the pair), then the trial (``trial_s``; RFC: 60), then
+  ``settle_s`` (RFC: 5). The quick profile uses 1-2 s trials and no settle.
+* **Latency** is ICMP echo RTT (iputils ping, ``latency_count`` echoes of the frame
+  size under test) sent *during* a trial at the NDR rate -- round trip, not the RFC's
+  one-way tagged-frame latency; avg and p99 are reported with the stream's own loss.
+* **Frame loss curve**: loss at ``loss_steps`` % of the ceiling (default 10..100 in
+  10 % steps; RFC: from 100 % down until two successive lossless steps).
+* **Back-to-back is an approximation.** iperf3 cannot send frames with the minimum
+  inter-frame gap: there is no wire rate on a veth and iperf3 has no such mode. The
+  closest honest approximation used here is iperf3's burst mode ``-b RATE/N``: N
+  datagrams written in a tight ``sendto()`` loop (back to back *at the sender's
+  syscall speed*, reported as ``sender_fps``, the unpaced sender rate of the ceiling
+  trial), one burst every gap (at least ``b2b_gap_s``, stretched so the mean rate stays
+  <= ``b2b_max_load_pct`` % of the ceiling: only the burst, not the load, may lose).
+  The search finds the longest burst N with zero loss over every burst of a
+  ``trial_s`` trial (trial_s / gap bursts, standing in for the RFC's repetition of the
+  trial). iperf3 caps N at 1,000 frames: ``burst_at_max`` says the true figure may be
+  larger. Records carry ``back_to_back_kind: 'iperf3-syscall-burst'``.
+* **CPU%** is the vSwitch CPU (all hosts, 100 % = one CPU; and softirq) over the trial
+  that produced each point: the NDR trial for throughput, the latency trial, each
+  loss-curve trial, the longest lossless burst trial.
+"""
+
+from __future__ import annotations
+
+import math
+import subprocess
+import time
+from dataclasses import dataclass, replace
+
+from vnetbench import cpu
+from vnetbench.battery.common import result
+from vnetbench.battery.session import iperf3_server
+from vnetbench.results.record import now
+from vnetbench.results.stats import percentiles
+from vnetbench.traffic import iperf3, ping
+
+DEFAULT_FRAME_SIZES = (64, 128, 256, 512, 1024, 1280, 1518)
+FRAME_OVERHEAD = 46          # inner Ethernet 14 + IPv4 20 + UDP 8 + FCS 4 (payload = frame - 46)
+L2_OVER_IP = 18              # Ethernet header 14 + FCS 4: largest frame = tenant MTU + 18
+IPERF3_MIN_PAYLOAD = 16      # iperf3 3.12: "block size invalid (minimum = 16 bytes)"
+IPERF3_MAX_BURST = 1000      # iperf3 3.12: "invalid burst count (maximum = 1000)"
+STANDARD_MAX_FRAME = 1518
+LOSS_STEPS = tuple(range(10, 101, 10))
+MEASURES = ("throughput", "latency", "frame_loss", "back_to_back")
+
+
+# -- frame sizes and rates (pure) ------------------------------------------------------
+
+def payload_of(frame: int) -> int:
+    """UDP payload bytes of an inner Ethernet frame of ``frame`` bytes incl. FCS."""
+    return frame - FRAME_OVERHEAD
+
+
+def max_frame(tenant_mtu: int) -> int:
+    """Largest inner frame (incl. FCS) the tenant MTU carries unfragmented."""
+    return tenant_mtu + L2_OVER_IP
+
+
+def plan_frames(tenant_mtu: int, sizes=None, jumbo: bool = True) -> tuple[list, list]:
+    """(frame sizes to measure, sizes skipped because the tenant MTU cannot carry them).
+
+    The jumbo point, when the tenant MTU allows one, is the largest frame it carries."""
+    top = max_frame(tenant_mtu)
+    wanted = sorted(set(sizes or DEFAULT_FRAME_SIZES))
+    too_small = [s for s in wanted if payload_of(s) < IPERF3_MIN_PAYLOAD]
+    if too_small:
+        raise ValueError(f"frame sizes {too_small}: iperf3's smallest UDP payload is "
+                         f"{IPERF3_MIN_PAYLOAD} B, i.e. frames >= {IPERF3_MIN_PAYLOAD + FRAME_OVERHEAD}")
+    use = [s for s in wanted if s <= top]
+    skipped = [s for s in wanted if s > top]
+    if jumbo and sizes is None and top > STANDARD_MAX_FRAME:
+        use.append(top)
+    return use, skipped
+
+
+def bitrate_bps(fps: float, frame: int) -> int:
+    """iperf3 ``-b`` for ``fps`` frames/s: iperf3 counts UDP payload bits."""
+    return max(1, round(fps * payload_of(frame) * 8))
+
+
+def frame_gbps(fps: float, frame: int) -> float:
+    """Inner frame bits incl. FCS per second, in Gbit/s."""
+    return fps * frame * 8 / 1e9
+
+
+# -- the binary search (pure) ----------------------------------------------------------
+
+@dataclass(frozen=True)
+class Search:
+    rate: float | None       # highest rate found with loss <= target (None: not even lo)
+    upper: float | None      # lowest failing rate above it (None: hi passed)
+    trials: tuple            # ((rate, loss_pct), ...) measured by this search, in order
+    converged: bool          # the bracket [rate or lo, upper] is within the resolution
+
+
+def search(trial, lo: float, hi: float, resolution: float, max_trials: int,
+           target_loss: float = 0.0, known=None) -> Search:
+    """Highest rate in [lo, hi] whose ``trial(rate) -> loss %`` is <= ``target_loss``.
+
+    RFC 2544 binary search: try ``hi`` first; if it loses, bisect between the best
+    passing and the lowest failing rate until they are ``resolution`` apart or
+    ``max_trials`` trials were run (never more). ``known`` (rate -> loss %) are earlier
+    trials that narrow the bracket for free, e.g. the NDR trials when searching the PDR.
+    If nothing passes, ``lo`` itself is tried last (budget permitting); a failing
+    ``lo`` gives ``rate=None``. Assumes loss grows with rate; a non-monotonic answer
+    just narrows toward the lowest failing rate above the best passing one.
+    """
+    if not 0 < lo <= hi:
+        raise ValueError(f"need 0 < lo <= hi, got lo={lo} hi={hi}")
+    if resolution <= 0:
+        raise ValueError(f"resolution must be > 0, not {resolution}")
+    if max_trials < 1:
+        raise ValueError(f"max_trials must be >= 1, not {max_trials}")
+    seen = dict(known or {})
+    trials = []
+
+    def ok(loss):
+        return loss is not None and loss <= target_loss
+
+    def measure(rate):
+        if rate not in seen:
+            seen[rate] = trial(rate)
+            trials.append((rate, seen[rate]))
+        return seen[rate]
+
+    inside = {r: loss for r, loss in seen.items() if lo <= r <= hi}
+    best = max((r for r, loss in inside.items() if ok(loss)), default=None)
+    top = min((r for r, loss in inside.items() if not ok(loss) and (best is None or r > best)),
+              default=None)
+    if top is None:
+        if best != hi and not ok(measure(hi)):
+            top = hi
+        else:
+            return Search(hi, None, tuple(trials), True)
+    floor = lo if best is None else best
+    while len(trials) < max_trials and top - floor > resolution:
+        mid = (floor + top) / 2
+        if ok(measure(mid)):
+            best = floor = mid
+        else:
+            top = mid
+    if best is None and lo not in seen and len(trials) < max_trials:
+        if ok(measure(lo)):
+            best = lo
+    lo_failed = lo in seen and not ok(seen[lo])
+    converged = top - floor <= resolution and (best is not None or lo_failed)
+    return Search(best, top, tuple(trials), converged)
+
+
+# -- repetitions with one CPU window per point -----------------------------------------
+
+def collect(times: int, measure) -> tuple[dict, list]:
+    """Like ``common.repeat`` but ``measure()`` -> (metrics incl. cpu_pct/softirq_pct,
+    extra incl. 'cpu') measures CPU itself, over exactly the trial behind the point."""
+    samples: dict = {}
+    extras = []
+    for _ in range(times):
+        metrics, extra = measure()
+        for k, v in metrics.items():
+            samples.setdefault(k, []).append(v)
+        extras.append(extra)
+    return samples, extras
+
+
+# -- trials (impure) -------------------------------------------------------------------
+
+def udp_trial(dep, src, dst, payload, bps, seconds, burst=None, port=iperf3.DEFAULT_PORT,
+              learn=True, settle_s=0.0, during=None, attempts=2) -> dict:
+    """One iperf3 UDP trial at ``bps`` payload bits/s (0 = unpaced), CPU over the client.
+
+    ``burst``: iperf3 ``-b bps/burst``. ``during(dep)`` runs while the stream flows
+    (the latency probe) and its return value is passed back as ``during``. An iperf3
+    failure (e.g. its control connection starved under overload) is retried once
+    (``attempts``), so one hiccup does not void a long search; ``retried`` says so."""
+    argv = iperf3.client_command(iperf3.ClientParams(
+        dest=dep.ip(dst), port=port, seconds=seconds, protocol="udp",
+        bitrate_bps=bps or None, length=payload))
+    if burst:
+        argv = with_burst(argv, burst)
+    for attempt in range(1, attempts + 1):
+        if learn:
+            _learn(dep, src, dst)
+        probe = None
+        with iperf3_server(dep, dst, port):
+            with cpu.Window(dep) as window:
+                if during is None:
+                    out = dep.exec(src, argv, timeout=seconds + 30).stdout
+                else:
+                    client = dep.popen(src, argv, stdout=subprocess.PIPE,
+                                       stderr=subprocess.DEVNULL, text=True)
+                    try:
+                        probe = during(dep)
+                        out, _ = client.communicate(timeout=seconds + 30)
+                    finally:
+                        if client.poll() is None:
+                            client.kill()
+                            client.communicate()
+        try:
+            res = iperf3.parse(out)
+            break
+        except ValueError:
+            if attempt == attempts:
+                raise
+    if settle_s:
+        time.sleep(settle_s)
+    packets, lost = res["packets"], max(0, res["lost_packets"])
+    return {"bitrate_bps": bps, "burst": burst, "packets": packets, "lost_packets": lost,
+            "loss_pct": 100.0 * lost / packets if packets else 100.0,
+            "rx_fps": res["pps"],
+            "tx_fps": res["sent_bits_per_second"] / (payload * 8),
+            "seconds": res["seconds"], "retried": attempt > 1,
+            "cpu_pct": window.total("vswitch"), "softirq_pct": window.total("softirq"),
+            "cpu": window.result, "during": probe}
+
+
+def with_burst(argv, burst: int) -> list:
+    """iperf3 argv with ``-b RATE`` turned into ``-b RATE/burst`` (iperf3 burst mode)."""
+    if not 1 <= burst <= IPERF3_MAX_BURST:
+        raise ValueError(f"burst {burst}: iperf3 takes 1..{IPERF3_MAX_BURST}")
+    argv = list(argv)
+    i = argv.index("-b") + 1
+    argv[i] = f"{argv[i]}/{burst}"
+    return argv
+
+
+def _learn(dep, src, dst):
+    """Learning frames: two echoes so ARP and the vSwitch's flows exist before a trial."""
+    dep.exec(src, ping.command(ping.PingParams(dest=dep.ip(dst), count=2, interval_s=0.05,
+                                               reply_timeout_s=1)), timeout=10)
+
+
+# -- the test --------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Config:
+    trial_s: int = 2                 # RFC 2544: 60
+    resolution_pct: float = 2.0      # search stops when the bracket is this % of the ceiling
+    max_trials: int = 10             # per search (NDR, PDR, back-to-back)
+    pdr_loss_pct: float = 0.5
+    ceiling_factor: float = 1.0      # search upper bound = ceiling * this
+    settle_s: float = 0.0            # after every trial; RFC 2544: >= 5
+    loss_steps: tuple = LOSS_STEPS   # % of the ceiling
+    latency_count: int = 100
+    latency_interval_s: float = 0.01
+    b2b_gap_s: float = 0.1           # least time between bursts
+    b2b_max_load_pct: float = 25.0   # mean rate of a burst trial, % of the ceiling
+    b2b_resolution: int = 10         # frames
+
+    def __post_init__(self):
+        if self.trial_s != int(self.trial_s) or self.trial_s < 1:
+            raise ValueError(f"trial_s must be a whole number of seconds >= 1 (iperf3 -t), "
+                             f"not {self.trial_s}")
+        if not 0 < self.resolution_pct < 100:
+            raise ValueError(f"resolution_pct must be in (0, 100), not {self.resolution_pct}")
+        if any(not 0 < s <= 1000 for s in self.loss_steps):
+            raise ValueError(f"loss_steps are % of the ceiling in (0, 1000]: {self.loss_steps}")
+
+
+def run(dep, pair, frame_sizes=None, trial_s=2, resolution_pct=2.0, max_trials=10,
+        repetitions=1, measures=MEASURES, loss_steps=LOSS_STEPS, latency_count=100,
+        pdr_loss_pct=0.5, ceiling_factor=1.0, settle_s=0.0, b2b_gap_s=0.1,
+        b2b_max_load_pct=25.0, b2b_resolution=10, jumbo=True) -> list:
+    """RFC 2544 per frame size for one pair; see the module docstring for the method.
+
+    ``frame_sizes``: inner frames incl. FCS (default 64..1518, plus jumbo if the tenant
+    MTU allows); ``measures``: any of throughput, latency, frame_loss, back_to_back
+    (latency needs throughput). ``repetitions`` repeats every search / point.
+    """
+    unknown = set(measures) - set(MEASURES)
+    if unknown:
+        raise ValueError(f"rfc2544: unknown measures {sorted(unknown)}; use {', '.join(MEASURES)}")
+    cfg = Config(trial_s=trial_s, resolution_pct=resolution_pct, max_trials=max_trials,
+                 pdr_loss_pct=pdr_loss_pct, ceiling_factor=ceiling_factor, settle_s=settle_s,
+                 loss_steps=tuple(loss_steps), latency_count=latency_count, b2b_gap_s=b2b_gap_s,
+                 b2b_max_load_pct=b2b_max_load_pct, b2b_resolution=b2b_resolution)
+    cfg = replace(cfg, trial_s=int(cfg.trial_s))
+    frames, skipped = plan_frames(dep.testbed.network.tenant_mtu,
+                                  tuple(frame_sizes) if frame_sizes else None, jumbo)
+    out = []
+    for frame in frames:
+        out += _one_size(dep, pair, frame, cfg, repetitions, measures, skipped)
+    return out
+
+
+def _params(dep, frame, cfg, **more):
+    return {"frame_size": frame, "frame_size_kind": "inner", "udp_payload": payload_of(frame),
+            "frame_overhead": FRAME_OVERHEAD, "tenant_mtu": dep.testbed.network.tenant_mtu,
+            "trial_s": cfg.trial_s, "settle_s": cfg.settle_s, **more}
+
+
+def _one_size(dep, pair, frame, cfg, repetitions, measures, skipped):
+    src, dst = pair.vms
+    payload = payload_of(frame)
+    out = []
+
+    def trial(fps, **kw):
+        return udp_trial(dep, src, dst, payload, bitrate_bps(fps, frame), cfg.trial_s,
+                         settle_s=cfg.settle_s, **kw)
+
+    def ceiling_trial():
+        return udp_trial(dep, src, dst, payload, 0, cfg.trial_s, settle_s=cfg.settle_s)
+
+    # throughput: the unpaced ceiling, then NDR and PDR (each repetition a full search)
+    started = now()
+    if "throughput" in measures or "latency" in measures:
+        samples, extras = collect(repetitions, lambda: _throughput(trial, ceiling_trial, frame, cfg))
+        if "throughput" in measures:
+            params = _params(dep, frame, cfg, resolution_pct=cfg.resolution_pct,
+                             max_trials=cfg.max_trials, pdr_loss_pct=cfg.pdr_loss_pct,
+                             ceiling_factor=cfg.ceiling_factor,
+                             rate_to_iperf3="-b = fps * (frame - 46) * 8 (UDP payload bits)")
+            r = result(dep, pair, "rfc2544_throughput", params, samples, extras, started)
+            r.labels["point"] = f"{frame}B throughput"
+            r.extra["skipped_frame_sizes"] = skipped
+            out.append(r)
+    else:
+        ceilings = [ceiling_trial() for _ in range(repetitions)]
+        samples = {"ceiling_fps": [c["rx_fps"] for c in ceilings],
+                   "sender_fps": [c["tx_fps"] for c in ceilings], "ndr_fps": [None]}
+    ceiling_fps = _mean(samples["ceiling_fps"])
+    sender_fps = _mean(samples["sender_fps"])
+    ndr_fps = _mean(samples["ndr_fps"])
+
+    if "latency" in measures:
+        started = now()
+        if not ndr_fps:
+            out.append(_note(dep, pair, "rfc2544_latency", _params(dep, frame, cfg), frame,
+                             "latency", "no zero-loss rate found: latency not measured", started))
+        else:
+            seconds = max(cfg.trial_s, math.ceil(cfg.latency_count * cfg.latency_interval_s + 1))
+            samples, extras = collect(
+                repetitions, lambda: _latency(dep, src, dst, frame, ndr_fps, seconds, cfg))
+            params = _params(dep, frame, cfg, rate_fps=ndr_fps, latency_count=cfg.latency_count,
+                             latency_interval_s=cfg.latency_interval_s, stream_s=seconds,
+                             latency_kind="icmp-echo-rtt-during-ndr-stream")
+            r = result(dep, pair, "rfc2544_latency", params, samples, extras, started)
+            r.labels["point"] = f"{frame}B latency"
+            out.append(r)
+
+    if "frame_loss" in measures and ceiling_fps:
+        for pct in cfg.loss_steps:
+            started = now()
+            rate = ceiling_fps * pct / 100
+
+            def loss_point():
+                res = trial(rate)
+                return ({"offered_fps": round(rate), "rx_fps": res["rx_fps"],
+                         "frame_loss_pct": res["loss_pct"], "cpu_pct": res["cpu_pct"],
+                         "softirq_pct": res["softirq_pct"]},
+                        {"trial": _brief(res), "cpu": res["cpu"]})
+            samples, extras = collect(repetitions, loss_point)
+            params = _params(dep, frame, cfg, load_pct=pct, ceiling_fps=ceiling_fps)
+            r = result(dep, pair, "rfc2544_frame_loss", params, samples, extras, started)
+            r.labels["point"] = f"{frame}B loss {pct:g}%"
+            out.append(r)
+
+    if "back_to_back" in measures and ceiling_fps:
+        started = now()
+        samples, extras = collect(
+            repetitions, lambda: _back_to_back(trial, ceiling_fps, sender_fps, cfg))
+        params = _params(dep, frame, cfg, back_to_back_kind="iperf3-syscall-burst",
+                         min_burst_gap_s=cfg.b2b_gap_s, max_load_pct=cfg.b2b_max_load_pct,
+                         max_burst=IPERF3_MAX_BURST, resolution_frames=cfg.b2b_resolution,
+                         note="bursts are back to back at the sender's sendto() speed "
+                              "(sender_fps), not at a minimum inter-frame gap; one burst per "
+                              "gap, the gap stretched so the mean rate stays <= max_load_pct "
+                              "of the ceiling; pass = zero loss over all bursts of a trial")
+        r = result(dep, pair, "rfc2544_back_to_back", params, samples, extras, started)
+        r.labels["point"] = f"{frame}B back-to-back"
+        out.append(r)
+    return out
+
+
+def _throughput(trial, ceiling_trial, frame, cfg):
+    """One repetition: ceiling trial, NDR search, PDR search primed with the NDR trials."""
+    log = []
+    ceiling = ceiling_trial()
+    log.append({"kind": "ceiling", "rate_fps": None, **_brief(ceiling)})
+    top = max(2.0, ceiling["rx_fps"] * cfg.ceiling_factor)
+    step = top * cfg.resolution_pct / 100
+    by_rate = {}
+
+    def logged(kind):
+        def f(fps):
+            res = trial(round(fps))
+            by_rate[fps] = res
+            log.append({"kind": kind, "rate_fps": round(fps), **_brief(res)})
+            return res["loss_pct"]
+        return f
+    ndr = search(logged("ndr"), step, top, step, cfg.max_trials, 0.0)
+    pdr = search(logged("pdr"), step, top, step, cfg.max_trials, cfg.pdr_loss_pct,
+                 known=dict(ndr.trials))
+    at_ndr = by_rate.get(ndr.rate)
+    at_pdr = by_rate.get(pdr.rate)
+
+    def fps(s):
+        return None if s.rate is None else round(s.rate)
+    metrics = {
+        "ceiling_fps": ceiling["rx_fps"], "sender_fps": ceiling["tx_fps"],
+        "ndr_fps": fps(ndr), "pdr_fps": fps(pdr),
+        "ndr_gbps": None if ndr.rate is None else frame_gbps(fps(ndr), frame),
+        "pdr_gbps": None if pdr.rate is None else frame_gbps(fps(pdr), frame),
+        "ndr_pct_of_ceiling": (100.0 * ndr.rate / ceiling["rx_fps"]
+                               if ndr.rate is not None and ceiling["rx_fps"] else None),
+        "pdr_loss_pct": at_pdr["loss_pct"] if at_pdr else None,
+        "trials": 1 + len(ndr.trials) + len(pdr.trials),
+        "cpu_pct": at_ndr["cpu_pct"] if at_ndr else None,
+        "softirq_pct": at_ndr["softirq_pct"] if at_ndr else None,
+        "pdr_cpu_pct": at_pdr["cpu_pct"] if at_pdr else None,
+    }
+    extra = {"trials": log, "search_upper_fps": top, "resolution_fps": step,
+             "ndr_converged": ndr.converged, "pdr_converged": pdr.converged,
+             "ndr_at_ceiling": ndr.rate == top, "ndr_upper_fps": ndr.upper,
+             "pdr_upper_fps": pdr.upper, "cpu": at_ndr["cpu"] if at_ndr else None}
+    return metrics, extra
+
+
+def _latency(dep, src, dst, frame, rate, seconds, cfg):
+    """ICMP echoes of the frame size under test while a stream runs at ``rate`` frames/s."""
+    payload = payload_of(frame)
+    probe_s = cfg.latency_count * cfg.latency_interval_s
+
+    def probe(dep_):
+        time.sleep(0.3)                       # the stream is flowing
+        p = ping.PingParams(dest=dep_.ip(dst), count=cfg.latency_count,
+                            interval_s=cfg.latency_interval_s, payload=payload, reply_timeout_s=1)
+        return ping.parse(dep_.exec(src, ping.command(p), timeout=probe_s + 30).stdout)
+    res = udp_trial(dep, src, dst, payload, bitrate_bps(rate, frame), seconds,
+                    settle_s=cfg.settle_s, during=probe)
+    rtt = res["during"]
+    xs = rtt["samples_ms"]
+    pct = percentiles(xs, (50, 99))
+    return ({"rtt_avg_ms": rtt["rtt_avg_ms"], "rtt_min_ms": rtt["rtt_min_ms"],
+             "rtt_max_ms": rtt["rtt_max_ms"], "rtt_p50_ms": pct["p50"], "rtt_p99_ms": pct["p99"],
+             "echo_loss_pct": rtt["loss_pct"], "rate_fps": round(rate), "loss_pct": res["loss_pct"],
+             "cpu_pct": res["cpu_pct"], "softirq_pct": res["softirq_pct"]},
+            {"rtt_samples_ms": xs, "stream": _brief(res), "cpu": res["cpu"]})
+
+
+def burst_gap_s(burst: int, ceiling_fps: float, min_gap_s: float, max_load_pct: float) -> float:
+    """Seconds between bursts: at least ``min_gap_s``, and long enough that the mean rate
+    (burst / gap) stays <= ``max_load_pct`` % of the ceiling, so only the burst can lose."""
+    return max(min_gap_s, burst / (ceiling_fps * max_load_pct / 100))
+
+
+def _back_to_back(trial, ceiling_fps, sender_fps, cfg):
+    """One repetition: binary search of the longest zero-loss burst (1..1000 frames)."""
+    log = []
+    by_n = {}
+
+    def clamp(n):
+        return max(1, min(IPERF3_MAX_BURST, round(n)))
+
+    def burst_trial(n):
+        n = clamp(n)
+        gap = burst_gap_s(n, ceiling_fps, cfg.b2b_gap_s, cfg.b2b_max_load_pct)
+        res = trial(n / gap, burst=n)
+        by_n[n] = res
+        log.append({"burst": n, "gap_s": gap, **_brief(res)})
+        return res["loss_pct"]
+    found = search(burst_trial, 1, IPERF3_MAX_BURST, cfg.b2b_resolution, cfg.max_trials)
+    n = None if found.rate is None else clamp(found.rate)
+    at = by_n.get(n)
+    return ({"burst_frames": n, "burst_at_max": float(n == IPERF3_MAX_BURST),
+             "sender_fps": sender_fps, "trials": len(found.trials),
+             "cpu_pct": at["cpu_pct"] if at else None,
+             "softirq_pct": at["softirq_pct"] if at else None},
+            {"trials": log, "converged": found.converged,
+             "upper_burst": None if found.upper is None else clamp(found.upper),
+             "cpu": at["cpu"] if at else None})
+
+
+def _brief(res) -> dict:
+    return {k: res[k] for k in ("bitrate_bps", "burst", "packets", "lost_packets", "loss_pct",
+                                "rx_fps", "tx_fps", "cpu_pct", "softirq_pct", "retried")}
+
+
+def _mean(xs):
+    xs = [x for x in xs if x is not None]
+    return sum(xs) / len(xs) if xs else None
+
+
+def _note(dep, pair, test, params, frame, kind, note, started):
+    from vnetbench.results import provenance
+    from vnetbench.results.record import Result
+    from vnetbench.battery.common import labels
+    r = Result(test=test, labels=labels(dep, pair, test, **params), samples={},
+               provenance=provenance.collect(dep, pair.vms), started=started, finished=now(),
+               extra={"note": note})
+    r.labels["point"] = f"{frame}B {kind}"
+    return r
