@@ -38,7 +38,7 @@ class Rally:
             lines = []
             for line in p.stdout:
                 lines.append(line)
-                if any(k in line for k in ("Task ", "ITERATION", "Load duration", "Subtask")):
+                if line.startswith("vnetbench:") or "rally task report" in line:
                     print(line.rstrip(), file=sys.stderr, flush=True)
             p.wait()
             out, code = "".join(lines), p.returncode

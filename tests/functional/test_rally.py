@@ -13,7 +13,8 @@ pytest.importorskip("rally")
 
 REPO = Path(__file__).resolve().parents[2]
 RALLY = Path(sys.executable).parent / "rally"
-SHORT = {"repetitions": 2, "seconds": 1, "deferred_count": 3, "flood_count": 100,
+SHORT = {"repetitions": 2, "seconds": 1, "deferred_count": 3, "flood_count": 100, "sweep_count": 20,
+         "payloads": [64, 1400, 4096],
          "flood_interval_s": 0.005, "rate_pps": 200, "rates": [100, 1000], "vswitch": "ovs", "network": "vxlan"}
 CHECKS = {   # test -> metric -> plausible range of every repetition's value
     "icmp_rtt": {"rtt_mean_ms": (1e-4, 1000), "loss_pct": (0, 100)},
@@ -52,12 +53,16 @@ def test_task_runs_through_rally(rally, task, tmp_path, caps):
     uuid = out.stdout.split("rally task report ")[1].split()[0]
     report = tmp_path / "report.html"
     rally("task", "report", uuid, "--out", str(report))
-    assert "vnetbench metrics" in report.read_text()
+    html = report.read_text()
+    assert "vnetbench metrics" in html and "vSwitch CPU % per point" in html
     sla = json.loads(rally("task", "sla-check", uuid, "--json", check=False).stdout)
     assert sla and all(c["status"] == "PASS" for c in sla), sla
 
     recs = [json.loads(line) for line in records.read_text().splitlines()]
     assert {r["labels"]["placement"] for r in recs} == {"same-host", "cross-host"}
+    if task == "icmp-rtt":      # the payload sweep keeps what the 1450 tenant MTU carries
+        points = {r["labels"].get("point") for r in recs}
+        assert {"64 B", "1400 B"} <= points and "4096 B" not in points
     for r in recs:
         assert r["labels"]["vswitch"] == "ovs" and r["labels"]["network"] == "vxlan"
         assert r["provenance"]["ovs_datapath"] and r["provenance"]["tenant_mtu"] == 1450

@@ -36,3 +36,19 @@ def lines(title, series: dict, label: str, axis_label: str) -> dict:
     """Complete Lines: name -> [[x, y], ...]."""
     return {"title": title, "chart_plugin": "Lines", "label": label, "axis_label": axis_label,
             "data": [[name, pts] for name, pts in series.items()]}
+
+
+def cpu(results) -> tuple[dict, dict]:
+    """Host-side vSwitch CPU% of every point: stacked (processes + softirq) and as a table."""
+    parts = (("vswitch_proc_pct", "vSwitch processes"), ("softirq_pct", "softirq of host CPUs"))
+    mean = lambda r, k: r.metrics.get(k, {}).get("mean") or 0.0
+    area = {"title": "vSwitch CPU % per point (100% = one CPU)", "chart_plugin": "StackedArea",
+            "label": "CPU %", "axis_label": "point (see the CPU table for names)",
+            "data": [[name, [[i, mean(r, k)] for i, r in enumerate(results)]] for k, name in parts]}
+    rows = [[i, r.labels.get("placement", ""), r.labels.get("point", ""),
+             f"{mean(r, 'cpu_pct'):.1f}"] + [f"{mean(r, k):.1f}" for k, _ in parts]
+            for i, r in enumerate(results)]
+    table = {"title": "vSwitch CPU % (host side, mean over repetitions)", "chart_plugin": "Table",
+             "data": {"cols": ["#", "placement", "point", "cpu_pct"] + [n for _, n in parts],
+                      "rows": rows}}
+    return area, table

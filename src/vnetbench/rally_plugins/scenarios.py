@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 
 from rally.task import scenario
 
@@ -52,6 +53,11 @@ class _Base(scenario.Scenario):
         store = ResultStore(Path(self.context["vnetbench"]["results"]))
         for r in results:
             store.append(r)
+        for r in results:
+            print("vnetbench: " + _summary(r), file=sys.stderr, flush=True)
+        if any("cpu_pct" in r.samples for r in results):
+            for chart in charts.cpu([r for r in results if "cpu_pct" in r.samples]):
+                self.add_output(complete=chart)
 
 
 @scenario.configure(name="VnetBench.icmp_rtt", platform="default")
@@ -59,7 +65,7 @@ class IcmpRtt(_Base):
     TEST = "icmp_rtt"
 
     def run(self, mode="flood", count=100, interval_s=0.01, payload=56, gap_s=0.0,
-            flush_flows=True, repetitions=3, placements=None):
+            flush_flows=True, repetitions=3, placements=None, payloads=None):
         """ICMP RTT between a VM pair: 'deferred' single packets (slow path) or 'flood'.
 
         :param mode: deferred | flood
@@ -70,19 +76,32 @@ class IcmpRtt(_Base):
         :param flush_flows: deferred: empty the OVS datapath flow cache before each echo
         :param repetitions: repetitions per pair (mean, sd and 95% CI over them)
         :param placements: same-host and/or cross-host (default: every pair of the testbed)
+        :param payloads: RTT-vs-payload sweep (000_...): these ICMP payload sizes instead
+            of ``payload`` (sizes the tenant MTU cannot carry unfragmented are left out)
         """
         from vnetbench.battery import rtt
         dep = self._deployment()
         if dep is None:
             return self._not_applicable(self.TEST)
         results = []
+        top = dep.testbed.network.tenant_mtu - 28
+        sizes = [p for p in payloads if p <= top] if payloads else [payload]
         for pair in self._pairs(dep, placements):
-            r = rtt.run(dep, pair, mode, count, interval_s, payload, gap_s, flush_flows, repetitions)
-            results.append(r)
+            for size in sizes:
+                r = rtt.run(dep, pair, mode, count, interval_s, size, gap_s, flush_flows, repetitions)
+                r.labels["point"] = f"{size} B" if payloads else ""
+                results.append(r)
         self._record(results)
+        if payloads:
+            series = {}
+            for r in results:
+                series.setdefault(r.labels["placement"], []).append(
+                    [r.labels["params"]["payload"], r.metrics["rtt_mean_ms"]["mean"]])
+            self.add_output(complete=charts.lines("RTT vs ICMP payload", series, "RTT (ms)",
+                                                  "ICMP payload (bytes)"))
         self.add_output(additive=charts.metrics_table(results, RTT_KEYS),
                         complete=charts.results_table(f"ICMP RTT ({mode})", results, RTT_KEYS))
-        dist = {r.labels["placement"]: _cdf([x for rep in r.extra["repetitions"]
+        dist = {f"{r.labels['placement']} {r.labels['point']}".strip(): _cdf([x for rep in r.extra["repetitions"]
                                              for x in rep["rtt_samples_ms"]]) for r in results}
         self.add_output(complete=charts.lines(f"RTT distribution ({mode})", dist,
                                               "fraction of echoes", "RTT (ms)"))
@@ -205,6 +224,20 @@ class FlowSetup(_Base):
                 [r.labels["params"]["rate"], r.metrics["loss_pct"]["mean"]])
         self.add_output(complete=charts.lines("Flow-setup loss % vs new flows/s", series,
                                               "loss %", "new connections per second"))
+
+
+def _summary(r) -> str:
+    """One progress line per measured point: what, where, the headline value, CPU%."""
+    from vnetbench.compare import HEADLINE
+    lab = r.labels
+    where = f"{lab.get('vswitch')}/{lab.get('network')} {r.test} {lab.get('placement')} {lab.get('point', '')}"
+    if "not_applicable" in r.extra:
+        return f"{where}: N/A ({r.extra['not_applicable']})"
+    key = next((k for k in HEADLINE.get(r.test, ()) if k in r.samples), None)
+    mean = lambda k: r.metrics.get(k, {}).get("mean")
+    value = f"{key} {mean(key):.4g}" if key and mean(key) is not None else "no value"
+    cpu = f", CPU {mean('cpu_pct'):.0f}%" if mean("cpu_pct") is not None else ""
+    return f"{where.strip()}: {value}{cpu}"
 
 
 def _cdf(xs):
