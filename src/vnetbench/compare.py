@@ -20,7 +20,7 @@ HEADLINE = {"icmp_rtt": ("rtt_mean_ms",), "tcp_stream": ("gbps",), "udp_stream":
             "broadcast": ("loss_pct",), "flow_setup": ("loss_pct",),
             "rfc2544_throughput": ("ndr_fps",), "rfc2544_latency": ("rtt_avg_ms",),
             "rfc2544_frame_loss": ("frame_loss_pct",), "rfc2544_back_to_back": ("burst_frames",),
-            "fairness": ("jain_index",)}
+            "udp_fairness": ("jain_index",)}
 
 
 class Rally:
@@ -97,7 +97,9 @@ def table(records) -> str:
                f" [{metric}]", r.labels["placement"])
         rows += [row] if row not in rows else []
         m, c = r.metrics.get(metric, {}), r.metrics.get("cpu_pct", {})
+        used = r.labels.get("params", {}).get("used") if r.test == "tcp_stream" else None
         cells[(row, col)] = ("-" if m.get("mean") is None else f"{m['mean']:.3g}") + \
+            (f" @{used}" if used and used != r.labels["params"].get("nominal") else "") + \
             ("" if c.get("mean") is None else f" ({c['mean']:.0f}%)")
     head = ["test [metric]", "placement"] + cols
     body = [[row[0], row[1]] + [cells.get((row, c), cells.get(("*", c), "")) for c in cols]

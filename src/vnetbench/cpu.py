@@ -122,3 +122,9 @@ class Window:
 
     def total(self, key="vswitch") -> float:
         return sum(h[key] for h in self.result.values())
+
+    def metrics(self) -> dict:
+        """The record's CPU fields: cpu_pct is the host-side data plane, vSwitch processes
+        plus softirq of the hosts' CPUs; both parts are kept too."""
+        procs, softirq = self.total("vswitch"), self.total("softirq")
+        return {"cpu_pct": procs + softirq, "vswitch_proc_pct": procs, "softirq_pct": softirq}

@@ -26,9 +26,7 @@ def repeat(dep, times: int, measure) -> tuple[dict, list]:
     for _ in range(times):
         with cpu.Window(dep) as window:
             metrics, extra = measure()
-        procs, softirq = window.total("vswitch"), window.total("softirq")
-        metrics = {**metrics, "cpu_pct": procs + softirq,
-                   "vswitch_proc_pct": procs, "softirq_pct": softirq}
+        metrics = {**metrics, **window.metrics()}
         for k, v in metrics.items():
             samples.setdefault(k, []).append(v)
         extras.append({**extra, "cpu": window.result})

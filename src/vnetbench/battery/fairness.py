@@ -264,5 +264,5 @@ def _one(dep, dst, srcs, rates, seconds, length, background_bps, bg_src, host, p
                           **{k: (after[k] or 0) - (before[k] or 0)
                              for k in ("packets", "bytes", "drops", "overlimits")}}
         metrics["qdisc_drops"] = extra["qdisc"]["drops"]
-    metrics.update(cpu_pct=window.total("vswitch"), softirq_pct=window.total("softirq"))
+    metrics.update(window.metrics())
     return metrics, extra

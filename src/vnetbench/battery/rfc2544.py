@@ -246,7 +246,7 @@ def udp_trial(dep, src, dst, payload, bps, seconds, burst=None, port=iperf3.DEFA
             "rx_fps": res["pps"],
             "tx_fps": res["sent_bits_per_second"] / (payload * 8),
             "seconds": res["seconds"], "retried": attempt > 1,
-            "cpu_pct": window.total("vswitch"), "softirq_pct": window.total("softirq"),
+            **window.metrics(),
             "cpu": window.result, "during": probe}
 
 

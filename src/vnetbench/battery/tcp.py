@@ -31,7 +31,7 @@ def run(dep, pair, nominal_mss=mss.SEED_MSS, seconds=10, repetitions=3, verify_o
         samples, extras = repeat(dep, repetitions, measure)
         params = {**plan, "seconds": seconds}
         r = result(dep, pair, "tcp_stream", params, samples, extras, started)
-        r.labels["point"] = f"mss {plan['nominal']}" + (f"->{plan['used']}" if plan["reason"] else "")
+        r.labels["point"] = f"mss {plan['nominal']}"     # the MSS used is in params (and the table)
         r.extra["wire"] = wire
         out.append(r)
     return out
