@@ -38,6 +38,15 @@ def lines(title, series: dict, label: str, axis_label: str) -> dict:
             "data": [[name, pts] for name, pts in series.items()]}
 
 
+def series(results, param: str, metric: str) -> dict:
+    """placement -> [[labels.params[param], mean of metric], ...] for a Lines chart."""
+    out: dict = {}
+    for r in results:
+        out.setdefault(r.labels["placement"], []).append(
+            [r.labels["params"][param], r.metrics[metric]["mean"]])
+    return out
+
+
 def cpu(results) -> tuple[dict, dict]:
     """Host-side vSwitch CPU% of every point: stacked (processes + softirq) and as a table."""
     parts = (("vswitch_proc_pct", "vSwitch processes"), ("softirq_pct", "softirq of host CPUs"))

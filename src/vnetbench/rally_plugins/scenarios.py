@@ -60,6 +60,21 @@ class _Base(scenario.Scenario):
                 self.add_output(complete=chart)
 
 
+    def _battery(self, placements, run_pair, keys, title):
+        """Run ``run_pair(dep, pair) -> [Result]`` on every selected pair, record the
+        results and publish the metrics table (read by the SLA) and the results table.
+        None when the testbed is N/A here (already recorded as such)."""
+        dep = self._deployment()
+        if dep is None:
+            self._not_applicable(self.TEST)
+            return None
+        results = [r for pair in self._pairs(dep, placements) for r in run_pair(dep, pair)]
+        self._record(results)
+        self.add_output(additive=charts.metrics_table(results, keys),
+                        complete=charts.results_table(title, results, keys))
+        return results
+
+
 @scenario.configure(name="VnetBench.icmp_rtt", platform="default")
 class IcmpRtt(_Base):
     TEST = "icmp_rtt"
@@ -80,27 +95,21 @@ class IcmpRtt(_Base):
             of ``payload`` (sizes the tenant MTU cannot carry unfragmented are left out)
         """
         from vnetbench.battery import rtt
-        dep = self._deployment()
-        if dep is None:
-            return self._not_applicable(self.TEST)
-        results = []
-        top = dep.testbed.network.tenant_mtu - 28
-        sizes = [p for p in payloads if p <= top] if payloads else [payload]
-        for pair in self._pairs(dep, placements):
-            for size in sizes:
+
+        def run_pair(dep, pair):
+            top = dep.testbed.network.tenant_mtu - 28
+            out = []
+            for size in ([p for p in payloads if p <= top] if payloads else [payload]):
                 r = rtt.run(dep, pair, mode, count, interval_s, size, gap_s, flush_flows, repetitions)
                 r.labels["point"] = f"{size} B" if payloads else ""
-                results.append(r)
-        self._record(results)
+                out.append(r)
+            return out
+        results = self._battery(placements, run_pair, RTT_KEYS, f"ICMP RTT ({mode})")
+        if not results:
+            return
         if payloads:
-            series = {}
-            for r in results:
-                series.setdefault(r.labels["placement"], []).append(
-                    [r.labels["params"]["payload"], r.metrics["rtt_mean_ms"]["mean"]])
-            self.add_output(complete=charts.lines("RTT vs ICMP payload", series, "RTT (ms)",
-                                                  "ICMP payload (bytes)"))
-        self.add_output(additive=charts.metrics_table(results, RTT_KEYS),
-                        complete=charts.results_table(f"ICMP RTT ({mode})", results, RTT_KEYS))
+            self.add_output(complete=charts.lines("RTT vs ICMP payload", charts.series(
+                results, "payload", "rtt_mean_ms"), "RTT (ms)", "ICMP payload (bytes)"))
         dist = {f"{r.labels['placement']} {r.labels['point']}".strip(): _cdf([x for rep in r.extra["repetitions"]
                                              for x in rep["rtt_samples_ms"]]) for r in results}
         self.add_output(complete=charts.lines(f"RTT distribution ({mode})", dist,
@@ -122,20 +131,12 @@ class TcpStream(_Base):
         :param placements: same-host and/or cross-host
         """
         from vnetbench.battery import tcp
-        dep = self._deployment()
-        if dep is None:
-            return self._not_applicable(self.TEST)
-        results = [r for pair in self._pairs(dep, placements)
-                   for r in tcp.run(dep, pair, tuple(nominal_mss), seconds, repetitions,
-                                    verify_on_wire)]
-        self._record(results)
-        self.add_output(additive=charts.metrics_table(results, TCP_KEYS),
-                        complete=charts.results_table("TCP throughput by MSS", results, TCP_KEYS))
-        series = {}
-        for r in results:
-            series.setdefault(r.labels["placement"], []).append(
-                [r.labels["params"]["used"], r.metrics["gbps"]["mean"]])
-        self.add_output(complete=charts.lines("TCP Gbit/s vs MSS used", series, "Gbit/s", "MSS (bytes)"))
+        results = self._battery(placements, lambda dep, pair: tcp.run(
+            dep, pair, tuple(nominal_mss), seconds, repetitions, verify_on_wire),
+            TCP_KEYS, "TCP throughput by MSS")
+        if results:
+            self.add_output(complete=charts.lines("TCP Gbit/s vs MSS used", charts.series(
+                results, "used", "gbps"), "Gbit/s", "MSS (bytes)"))
 
 
 @scenario.configure(name="VnetBench.udp_stream", platform="default")
@@ -155,20 +156,12 @@ class UdpStream(_Base):
         :param placements: same-host and/or cross-host
         """
         from vnetbench.battery import udp
-        dep = self._deployment()
-        if dep is None:
-            return self._not_applicable(self.TEST)
-        results = [r for pair in self._pairs(dep, placements)
-                   for r in udp.run(dep, pair, tuple(sessions), seconds, bitrate_bps, length,
-                                    background_bps, repetitions)]
-        self._record(results)
-        self.add_output(additive=charts.metrics_table(results, UDP_KEYS),
-                        complete=charts.results_table("UDP streams", results, UDP_KEYS))
-        series = {}
-        for r in results:
-            series.setdefault(r.labels["placement"], []).append(
-                [r.labels["params"]["sessions"], r.metrics["loss_pct"]["mean"]])
-        self.add_output(complete=charts.lines("UDP loss % vs sessions", series, "loss %", "sessions"))
+        results = self._battery(placements, lambda dep, pair: udp.run(
+            dep, pair, tuple(sessions), seconds, bitrate_bps, length, background_bps, repetitions),
+            UDP_KEYS, "UDP streams")
+        if results:
+            self.add_output(complete=charts.lines("UDP loss % vs sessions", charts.series(
+                results, "sessions", "loss_pct"), "loss %", "sessions"))
 
 
 @scenario.configure(name="VnetBench.broadcast", platform="default")
@@ -185,14 +178,8 @@ class Broadcast(_Base):
         :param placements: same-host and/or cross-host
         """
         from vnetbench.battery import broadcast
-        dep = self._deployment()
-        if dep is None:
-            return self._not_applicable(self.TEST)
-        results = [r for pair in self._pairs(dep, placements)
-                   for r in broadcast.run(dep, pair, tuple(kinds), rate_pps, seconds, repetitions)]
-        self._record(results)
-        self.add_output(additive=charts.metrics_table(results, BCAST_KEYS),
-                        complete=charts.results_table("Broadcast", results, BCAST_KEYS))
+        self._battery(placements, lambda dep, pair: broadcast.run(
+            dep, pair, tuple(kinds), rate_pps, seconds, repetitions), BCAST_KEYS, "Broadcast")
 
 
 @scenario.configure(name="VnetBench.flow_setup", platform="default")
@@ -210,20 +197,11 @@ class FlowSetup(_Base):
         :param placements: same-host and/or cross-host
         """
         from vnetbench.battery import flowsetup
-        dep = self._deployment()
-        if dep is None:
-            return self._not_applicable(self.TEST)
-        results = [r for pair in self._pairs(dep, placements)
-                   for r in flowsetup.run(dep, pair, tuple(rates), seconds, deadline_ms, repetitions)]
-        self._record(results)
-        self.add_output(additive=charts.metrics_table(results, FLOW_KEYS),
-                        complete=charts.results_table("TCP flow setup", results, FLOW_KEYS))
-        series = {}
-        for r in results:
-            series.setdefault(r.labels["placement"], []).append(
-                [r.labels["params"]["rate"], r.metrics["loss_pct"]["mean"]])
-        self.add_output(complete=charts.lines("Flow-setup loss % vs new flows/s", series,
-                                              "loss %", "new connections per second"))
+        results = self._battery(placements, lambda dep, pair: flowsetup.run(
+            dep, pair, tuple(rates), seconds, deadline_ms, repetitions), FLOW_KEYS, "TCP flow setup")
+        if results:
+            self.add_output(complete=charts.lines("Flow-setup loss % vs new flows/s", charts.series(
+                results, "rate", "loss_pct"), "loss %", "new connections per second"))
 
 
 def _summary(r) -> str:

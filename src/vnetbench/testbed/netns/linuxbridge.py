@@ -13,7 +13,7 @@ VXLAN_PORT = 4789
 
 def wire_host(ctx, host) -> None:
     tb, names = ctx.testbed, ctx.names
-    ntype, mtu = tb.network.type, tb.network.tenant_mtu
+    mtu = tb.network.tenant_mtu
     with NetNS(names.host_ns(host.name)) as ns:
         links.address(ns, names.uplink, host.underlay_ip, tb.network.underlay_cidr.prefixlen)
         for vnet in tb.vnets_on(host.name):
