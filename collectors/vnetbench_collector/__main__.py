@@ -1,0 +1,118 @@
+"""vnetbench-collector CLI: serve the vSwitch CPU metrics over HTTP for Prometheus.
+
+    vnetbench-collector --host compute-1 --vswitch ovs --listen 127.0.0.1:9477
+"""
+
+from __future__ import annotations
+
+import argparse
+import errno
+import socket
+import sys
+from pathlib import Path
+
+from prometheus_client import CollectorRegistry, start_http_server
+
+from . import __version__
+from .collector import VSwitchCollector
+
+DEFAULT_LISTEN = "127.0.0.1:9477"
+PROG = "vnetbench-collector"
+
+
+def listen_address(text: str) -> tuple[str, int]:
+    """"HOST:PORT" or "[IPV6]:PORT" -> (host, port)."""
+    host, sep, port = text.rpartition(":")
+    host = host.strip("[]")
+    if not sep or not host or not port.isdigit() or not 0 <= int(port) <= 65535:
+        raise argparse.ArgumentTypeError(f"expected HOST:PORT, got {text!r}")
+    return host, int(port)
+
+
+def cpu_list(text: str) -> frozenset[int]:
+    """"0-3,6" -> {0, 1, 2, 3, 6}."""
+    out = set()
+    try:
+        for part in filter(None, text.split(",")):
+            lo, _, hi = part.partition("-")
+            out.update(range(int(lo), int(hi or lo) + 1))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a CPU list like 0-3,6, got {text!r}") from None
+    return frozenset(out)
+
+
+def pidfile_filter(paths: list[Path]):
+    """A pid filter that re-reads the pidfiles at every scrape (daemons may restart)."""
+    def allowed(pid: int) -> bool:
+        pids = set()
+        for path in paths:
+            try:
+                pids.add(int(path.read_text().split()[0]))
+            except (OSError, ValueError, IndexError):
+                continue
+        return pid in pids
+    return allowed
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog=PROG, description="Prometheus exporter of vSwitch CPU "
+                                "time (per component and thread class) and softirq time per CPU.")
+    p.add_argument("--host", default=socket.gethostname(),
+                   help="value of the host label (default: this machine's hostname)")
+    p.add_argument("--vswitch", default="ovs", help="value of the vswitch label (default: ovs)")
+    p.add_argument("--listen", type=listen_address, default=DEFAULT_LISTEN, metavar="HOST:PORT",
+                   help=f"address to serve /metrics on (default: {DEFAULT_LISTEN})")
+    p.add_argument("--proc", type=Path, default=Path("/proc"), help="/proc root (default: /proc)")
+    p.add_argument("--process", action="append", default=[], metavar="NAME",
+                   help="also export processes with this executable name (repeatable)")
+    p.add_argument("--pid", action="append", type=int, default=[],
+                   help="also export this pid (repeatable)")
+    p.add_argument("--pidfile", action="append", type=Path, default=[],
+                   help="export only processes whose pid is in one of these files, re-read "
+                   "at every scrape (repeatable; for one emulated host of the testbed)")
+    p.add_argument("--cpus", type=cpu_list, default=None, metavar="LIST",
+                   help="softirq metrics for these CPUs only, e.g. 0-3,6 (default: all)")
+    p.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    return p
+
+
+def build_registry(args) -> CollectorRegistry:
+    registry = CollectorRegistry()
+    registry.register(VSwitchCollector(
+        host=args.host, vswitch=args.vswitch, proc=args.proc,
+        pid_filter=pidfile_filter(args.pidfile) if args.pidfile else None,
+        extra_names=args.process, extra_pids=args.pid, cpus=args.cpus))
+    return registry
+
+
+def fail(message: str):
+    print(f"{PROG}: {message}", file=sys.stderr)
+    raise SystemExit(2)
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parser().parse_args(argv)
+    if not (args.proc / "stat").is_file():
+        fail(f"{args.proc}/stat not found; point --proc at a mounted procfs")
+    host, port = args.listen
+    shown = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+    registry = build_registry(args)
+    try:
+        server, thread = start_http_server(port, addr=host, registry=registry)
+    except OSError as e:
+        if e.errno == errno.EADDRINUSE:
+            fail(f"cannot listen on {shown}: address already in use; "
+                 f"pick another with --listen HOST:PORT")
+        fail(f"cannot listen on {shown}: {e.strerror or e}; pick another with --listen HOST:PORT")
+    port = server.server_port                       # the real one when --listen ...:0
+    shown = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+    print(f"{PROG}: serving http://{shown}/metrics (host={args.host}, vswitch={args.vswitch})",
+          file=sys.stderr)
+    try:
+        thread.join()
+    except KeyboardInterrupt:
+        pass
+
+
+if __name__ == "__main__":
+    main()

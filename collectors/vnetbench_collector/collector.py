@@ -1,0 +1,121 @@
+"""prometheus_client custom collector: vSwitch CPU per component and thread class,
+and softirq time/counts per CPU, read from /proc at every scrape.
+
+No double counting: softirq time is only in ``vnetbench_softirq_cpu_seconds_total``;
+ksoftirqd (a kernel thread, never matched by name) is not a vSwitch component,
+and a process's own utime+stime never contains softirq time.
+"""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from typing import Callable, Iterable
+
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+
+from . import procfs
+
+CPU_SECONDS = "vnetbench_vswitch_cpu_seconds"
+PROCESSES = "vnetbench_vswitch_processes"
+SOFTIRQ_SECONDS = "vnetbench_softirq_cpu_seconds"
+SOFTIRQS = "vnetbench_softirqs"
+
+
+class VSwitchCollector:
+    """Register in a registry of your own: ``CollectorRegistry().register(VSwitchCollector(...))``.
+
+    host, vswitch: values of the ``host`` and ``vswitch`` labels (e.g. "compute-1", "ovs").
+    proc: the /proc root to read.
+    pid_filter: if given, a process found by name is exported only if
+        ``pid_filter(pid)`` is true (e.g. the pids of one emulated host's pidfiles);
+        called at every scrape.
+    names: executable names to look for; extra_names are added to them.
+    extra_pids: pids always exported (component = their exe/comm name).
+    cpus: if given, the softirq families cover only these CPUs.
+    """
+
+    def __init__(self, host: str, vswitch: str, proc: Path | str = Path("/proc"),
+                 pid_filter: Callable[[int], bool] | None = None,
+                 names: Iterable[str] = procfs.VSWITCH_PROCESSES,
+                 extra_names: Iterable[str] = (), extra_pids: Iterable[int] = (),
+                 cpus: Iterable[int] | None = None, hz: int | None = None):
+        self.host, self.vswitch, self.proc = host, vswitch, Path(proc)
+        self.pid_filter = pid_filter
+        self.names = tuple(dict.fromkeys((*names, *extra_names)))
+        self.extra_pids = tuple(extra_pids)
+        self.cpus = None if cpus is None else frozenset(cpus)
+        self.hz = hz or procfs.clk_tck()
+        self._lock = threading.Lock()
+        # Threads that exit keep their last seen time in their class, so a class's
+        # counter does not go down while its process lives.
+        self._last: dict = {}       # (pid, pstart) -> {(tid, tstart): (component, class, s)}
+        self._retired: dict = {}    # (pid, pstart) -> {(component, class): seconds}
+
+    def _families(self):
+        return (
+            CounterMetricFamily(CPU_SECONDS, "CPU time (user+system) of vSwitch processes, "
+                                "by component (process name) and thread class",
+                                labels=["host", "vswitch", "component", "thread_class"]),
+            GaugeMetricFamily(PROCESSES, "Processes found per vSwitch component",
+                              labels=["host", "vswitch", "component"]),
+            CounterMetricFamily(SOFTIRQ_SECONDS, "Softirq CPU time per CPU (from /proc/stat)",
+                                labels=["host", "cpu"]),
+            CounterMetricFamily(SOFTIRQS, "Softirqs handled per CPU and type (from /proc/softirqs)",
+                                labels=["host", "cpu", "type"]),
+        )
+
+    def describe(self):
+        return list(self._families())
+
+    def _processes(self) -> dict[int, str]:
+        found = procfs.find_processes(self.proc, self.names)
+        if self.pid_filter is not None:
+            found = {p: n for p, n in found.items() if self.pid_filter(p)}
+        for pid, name in procfs.find_processes(self.proc, (), self.extra_pids).items():
+            found.setdefault(pid, name)
+        return found
+
+    def _cpu_seconds(self, processes: dict[int, str]) -> dict[tuple, float]:
+        totals: dict = {}
+        live_procs = {}
+        for pid, name in sorted(processes.items()):
+            proc_stat = procfs.process_cpu(self.proc, pid, self.hz)
+            if proc_stat is None:
+                continue
+            key = (pid, proc_stat.start)
+            threads = {(t.tid, t.start): (name, procfs.thread_class(t.comm, name), t.seconds)
+                       for t in procfs.thread_cpu(self.proc, pid, self.hz)}
+            retired = self._retired.setdefault(key, {})
+            for tkey, (comp, cls, secs) in self._last.get(key, {}).items():
+                if tkey not in threads:
+                    retired[(comp, cls)] = retired.get((comp, cls), 0.0) + secs
+            live_procs[key] = threads
+            for (comp, cls), secs in retired.items():
+                totals[(comp, cls)] = totals.get((comp, cls), 0.0) + secs
+            for comp, cls, secs in threads.values():
+                totals[(comp, cls)] = totals.get((comp, cls), 0.0) + secs
+        self._last = live_procs
+        self._retired = {k: v for k, v in self._retired.items() if k in live_procs}
+        return totals
+
+    def collect(self):
+        cpu, nprocs, sirq_s, sirqs = self._families()
+        with self._lock:
+            processes = self._processes()
+            totals = self._cpu_seconds(processes)
+        for (comp, cls), secs in sorted(totals.items()):
+            cpu.add_metric([self.host, self.vswitch, comp, cls], secs)
+        counts = {name: 0 for name in self.names}
+        for name in processes.values():
+            counts[name] = counts.get(name, 0) + 1
+        for name, n in counts.items():
+            nprocs.add_metric([self.host, self.vswitch, name], n)
+        for cpu_id, secs in sorted(procfs.softirq_seconds(self.proc, self.hz).items()):
+            if self.cpus is None or cpu_id in self.cpus:
+                sirq_s.add_metric([self.host, str(cpu_id)], secs)
+        for kind, per_cpu in sorted(procfs.softirq_counts(self.proc).items()):
+            for cpu_id, n in sorted(per_cpu.items()):
+                if self.cpus is None or cpu_id in self.cpus:
+                    sirqs.add_metric([self.host, str(cpu_id), kind], n)
+        yield from (cpu, nprocs, sirq_s, sirqs)

@@ -1,0 +1,166 @@
+"""Pure /proc readers. Every function takes the ``proc`` root as a Path, so tests
+run against fake trees. Times are returned in seconds (clock ticks / CLK_TCK).
+
+A process or thread that vanishes while it is read is skipped, never an error.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterable, Iterator
+
+# Processes of a vSwitch on a compute node, looked up by exact executable name.
+VSWITCH_PROCESSES = ("ovs-vswitchd", "ovsdb-server", "ovn-controller", "contrail-vrouter-agent")
+
+# ovs-vswitchd thread name prefixes -> thread class. Any other thread (the main
+# thread itself, ct_clean, ipf_clean, ...) is "main". PMD threads are named
+# "pmd12" (older OVS) or "pmd-c03/id:7" (newer); both start with "pmd".
+OVS_THREAD_CLASSES = (("handler", "handler"), ("revalidator", "revalidator"),
+                      ("pmd", "pmd"), ("urcu", "urcu"))
+# Processes other than ovs-vswitchd are not split by thread.
+ALL_THREADS = "all"
+
+COMM_LEN = 15                     # the kernel truncates /proc/PID/comm to 15 bytes
+SOFTIRQ_TYPES = ("NET_RX", "NET_TX")
+
+
+def clk_tck() -> int:
+    return os.sysconf("SC_CLK_TCK")
+
+
+def thread_class(comm: str, process: str) -> str:
+    """Class of one thread: main/handler/revalidator/pmd/urcu for ovs-vswitchd,
+    ``"all"`` for the threads of any other process."""
+    if process != "ovs-vswitchd":
+        return ALL_THREADS
+    for prefix, name in OVS_THREAD_CLASSES:
+        if comm.startswith(prefix):
+            return name
+    return "main"
+
+
+@dataclass(frozen=True)
+class ThreadCpu:
+    tid: int
+    comm: str
+    start: int          # start time in ticks since boot: tells a reused tid apart
+    seconds: float      # utime + stime
+
+
+def parse_stat(text: str, hz: int) -> ThreadCpu:
+    """One /proc/PID[/task/TID]/stat line. comm may hold spaces and parentheses."""
+    head, tail = text.rsplit(")", 1)
+    pid, comm = head.split("(", 1)
+    fields = tail.split()            # fields[0] is field 3 (state) of proc(5)
+    utime, stime, start = int(fields[11]), int(fields[12]), int(fields[19])
+    return ThreadCpu(tid=int(pid), comm=comm, start=start, seconds=(utime + stime) / hz)
+
+
+def _read(path: Path) -> str | None:
+    try:
+        return path.read_text()
+    except (OSError, UnicodeDecodeError):
+        return None
+
+
+def process_cpu(proc: Path, pid: int, hz: int | None = None) -> ThreadCpu | None:
+    """CPU seconds of a whole process (live and exited threads), or None if gone."""
+    text = _read(proc / str(pid) / "stat")
+    try:
+        return parse_stat(text, hz or clk_tck()) if text else None
+    except (ValueError, IndexError):
+        return None
+
+
+def thread_cpu(proc: Path, pid: int, hz: int | None = None) -> list[ThreadCpu]:
+    """CPU seconds of every live thread of ``pid`` (from /proc/PID/task/TID/stat)."""
+    hz = hz or clk_tck()
+    out = []
+    try:
+        tasks = sorted((proc / str(pid) / "task").iterdir())
+    except OSError:
+        return out
+    for task in tasks:
+        text = _read(task / "stat")
+        if not text:
+            continue
+        try:
+            out.append(parse_stat(text, hz))
+        except (ValueError, IndexError):
+            continue
+    return out
+
+
+def softirq_seconds(proc: Path, hz: int | None = None) -> dict[int, float]:
+    """Softirq time per CPU from /proc/stat (7th value of each ``cpuN`` line)."""
+    hz = hz or clk_tck()
+    out = {}
+    for line in (proc / "stat").read_text().splitlines():
+        m = re.match(r"cpu(\d+)\s", line)
+        if m:                             # cpuN user nice system idle iowait irq softirq ...
+            out[int(m.group(1))] = int(line.split()[7]) / hz
+    return out
+
+
+def softirq_counts(proc: Path, types: Iterable[str] = SOFTIRQ_TYPES) -> dict[str, dict[int, int]]:
+    """Softirq counts per type and CPU from /proc/softirqs: {"NET_RX": {0: n, ...}, ...}."""
+    lines = (proc / "softirqs").read_text().splitlines()
+    if not lines:
+        return {}
+    cpus = [int(c[3:]) for c in lines[0].split() if c.startswith("CPU")]
+    wanted = set(types)
+    out = {}
+    for line in lines[1:]:
+        name, _, values = line.partition(":")
+        name = name.strip()
+        if name in wanted:
+            out[name] = {cpu: int(v) for cpu, v in zip(cpus, values.split())}
+    return out
+
+
+def _pids(proc: Path) -> Iterator[int]:
+    try:
+        entries = list(proc.iterdir())
+    except OSError:
+        return
+    for entry in entries:
+        if entry.name.isdigit():
+            yield int(entry.name)
+
+
+def process_name(proc: Path, pid: int, names: Iterable[str] = ()) -> str | None:
+    """The name of ``pid`` if it is exactly one of ``names`` (by /proc/PID/comm, or by
+    the basename of /proc/PID/exe, which also matches names longer than comm's 15
+    bytes); with no ``names``, the exe basename or else comm. None if gone/no match."""
+    names = tuple(names)
+    base = proc / str(pid)
+    comm = (_read(base / "comm") or "").rstrip("\n")
+    try:
+        exe = os.path.basename(os.readlink(base / "exe")).removesuffix(" (deleted)")
+    except OSError:
+        exe = ""
+    if not names:
+        return exe or comm or None
+    for name in names:
+        if (comm == name and len(name) <= COMM_LEN) or exe == name:
+            return name
+    return None
+
+
+def find_processes(proc: Path, names: Iterable[str] = VSWITCH_PROCESSES,
+                   extra_pids: Iterable[int] = ()) -> dict[int, str]:
+    """pid -> process name of every process named exactly as one of ``names``,
+    plus ``extra_pids`` (named after their exe/comm) if they exist."""
+    names = tuple(names)
+    out = {}
+    for pid in _pids(proc) if names else ():
+        name = process_name(proc, pid, names)
+        if name:
+            out[pid] = name
+    for pid in extra_pids:
+        if pid not in out and (proc / str(pid)).is_dir():
+            out[pid] = process_name(proc, pid) or str(pid)
+    return out
