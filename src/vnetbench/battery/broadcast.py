@@ -8,14 +8,14 @@ import random
 import select
 import subprocess
 
-from vnetbench.battery.common import repeat, result
+from vnetbench.battery.common import repeat, result, static_arp
 from vnetbench.results.record import now
 from vnetbench.traffic import broadcast as bc
 
 
 def run(dep, pair, kinds=("arp", "icmp"), rate_pps=1000, seconds=5, repetitions=3):
     src, dst = pair.vms
-    _static_arp(dep, src, dst)
+    static_arp(dep, src, dst)
     out = []
     for kind in kinds:
         started = now()
@@ -25,13 +25,6 @@ def run(dep, pair, kinds=("arp", "icmp"), rate_pps=1000, seconds=5, repetitions=
         r.labels["point"] = kind
         out.append(r)
     return out
-
-
-def _static_arp(dep, a, b):
-    for x, y in ((a, b), (b, a)):
-        nic = dep.testbed.vm(y).nics[0]
-        dep.exec(x, ["ip", "neigh", "replace", str(nic.ip), "lladdr", nic.mac, "nud", "permanent",
-                     "dev", "eth0"])
 
 
 def _one(dep, pair, kind, rate_pps, seconds):

@@ -14,6 +14,19 @@ def labels(dep, pair, test: str, **params) -> dict:
             "placement": pair.placement, "pair": pair.name, "params": params}
 
 
+def collect(times: int, measure) -> tuple[dict, list]:
+    """Call ``measure()`` (-> metrics dict, extra) ``times`` times; return
+    metric -> list of values (one per repetition) and the extras."""
+    samples: dict = {}
+    extras = []
+    for _ in range(times):
+        metrics, extra = measure()
+        for k, v in metrics.items():
+            samples.setdefault(k, []).append(v)
+        extras.append(extra)
+    return samples, extras
+
+
 def repeat(dep, times: int, measure) -> tuple[dict, list]:
     """Call ``measure()`` (-> metrics dict, extra) ``times`` times, each inside a CPU
     window; return metric -> list of values and the extras.
@@ -21,16 +34,19 @@ def repeat(dep, times: int, measure) -> tuple[dict, list]:
     cpu_pct is the host-side data plane: the vSwitch processes of every host plus
     the softirq time of the hosts' CPUs (see vnetbench.cpu for the attribution);
     both parts are kept too (vswitch_proc_pct, softirq_pct). 100% = one CPU."""
-    samples: dict = {}
-    extras = []
-    for _ in range(times):
+    def windowed():
         with cpu.Window(dep) as window:
             metrics, extra = measure()
-        metrics = {**metrics, **window.metrics()}
-        for k, v in metrics.items():
-            samples.setdefault(k, []).append(v)
-        extras.append({**extra, "cpu": window.result})
-    return samples, extras
+        return {**metrics, **window.metrics()}, {**extra, "cpu": window.result}
+    return collect(times, windowed)
+
+
+def static_arp(dep, a: str, b: str) -> None:
+    """Permanent neighbour entries both ways on the pair's eth0: no ARP in the test."""
+    for x, y in ((a, b), (b, a)):
+        nic = dep.testbed.vm(y).nics[0]
+        dep.exec(x, ["ip", "neigh", "replace", str(nic.ip), "lladdr", nic.mac, "nud", "permanent",
+                     "dev", "eth0"])
 
 
 def result(dep, pair, test, params, samples, extras, started) -> Result:

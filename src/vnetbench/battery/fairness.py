@@ -41,8 +41,7 @@ import subprocess
 from contextlib import ExitStack
 
 from vnetbench import cpu
-from vnetbench.battery.common import result
-from vnetbench.battery.rfc2544 import collect
+from vnetbench.battery.common import collect, result
 from vnetbench.battery.session import iperf3_server
 from vnetbench.results.record import now
 from vnetbench.traffic import iperf3

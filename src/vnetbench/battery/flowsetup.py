@@ -10,8 +10,8 @@ import re
 import select
 import subprocess
 
-from vnetbench.battery.broadcast import _static_arp
-from vnetbench.battery.common import repeat, result
+from vnetbench.battery.common import repeat, result, static_arp
+from vnetbench.battery.session import stop
 from vnetbench.results.record import now
 from vnetbench.testbed.model import VSwitchKind
 from vnetbench.traffic import flowgen
@@ -21,7 +21,7 @@ _LOOKUPS = re.compile(r"lookups: hit:(\d+) missed:(\d+) lost:(\d+)")
 
 def run(dep, pair, rates=(10, 100, 1000, 10000), seconds=5, deadline_ms=1000, repetitions=3):
     src, dst = pair.vms
-    _static_arp(dep, src, dst)
+    static_arp(dep, src, dst)
     server = dep.popen(dst, flowgen.server_command(flowgen.ServerParams(listen=dep.ip(dst))),
                        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     out = []
@@ -38,8 +38,7 @@ def run(dep, pair, rates=(10, 100, 1000, 10000), seconds=5, deadline_ms=1000, re
             r.labels["point"] = f"{rate}/s"
             out.append(r)
     finally:
-        server.terminate()
-        server.communicate(timeout=10)
+        stop(server, timeout=10)
     return out
 
 

@@ -65,7 +65,7 @@ import time
 from dataclasses import dataclass, replace
 
 from vnetbench import cpu
-from vnetbench.battery.common import result
+from vnetbench.battery.common import collect, labels, result
 from vnetbench.battery.session import iperf3_server
 from vnetbench.results.record import now
 from vnetbench.results.stats import percentiles
@@ -182,21 +182,6 @@ def search(trial, lo: float, hi: float, resolution: float, max_trials: int,
     lo_failed = lo in seen and not ok(seen[lo])
     converged = top - floor <= resolution and (best is not None or lo_failed)
     return Search(best, top, tuple(trials), converged)
-
-
-# -- repetitions with one CPU window per point -----------------------------------------
-
-def collect(times: int, measure) -> tuple[dict, list]:
-    """Like ``common.repeat`` but ``measure()`` -> (metrics incl. cpu_pct/softirq_pct,
-    extra incl. 'cpu') measures CPU itself, over exactly the trial behind the point."""
-    samples: dict = {}
-    extras = []
-    for _ in range(times):
-        metrics, extra = measure()
-        for k, v in metrics.items():
-            samples.setdefault(k, []).append(v)
-        extras.append(extra)
-    return samples, extras
 
 
 # -- trials (impure) -------------------------------------------------------------------
@@ -520,7 +505,6 @@ def _mean(xs):
 def _note(dep, pair, test, params, frame, kind, note, started):
     from vnetbench.results import provenance
     from vnetbench.results.record import Result
-    from vnetbench.battery.common import labels
     r = Result(test=test, labels=labels(dep, pair, test, **params), samples={},
                provenance=provenance.collect(dep, pair.vms), started=started, finished=now(),
                extra={"note": note})

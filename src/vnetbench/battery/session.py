@@ -20,6 +20,18 @@ def wait_listening(dep, vm: str, port: int, proto="tcp", timeout=5.0) -> None:
     raise RuntimeError(f"iperf3 server in {vm} not listening on {port} after {timeout:.0f} s")
 
 
+def stop(p: subprocess.Popen, timeout: float = 5.0) -> str | None:
+    """Terminate a background process if it still runs and reap it, killing it when it
+    outlives ``timeout``; returns its remaining stdout (None when not piped)."""
+    if p.poll() is None:
+        p.terminate()
+    try:
+        return p.communicate(timeout=timeout)[0]
+    except subprocess.TimeoutExpired:
+        p.kill()
+        return p.communicate()[0]
+
+
 @contextmanager
 def iperf3_server(dep, vm: str, port: int = iperf3.DEFAULT_PORT):
     """A one-off iperf3 server in ``vm``; stopped on exit even if the client failed."""
@@ -29,13 +41,7 @@ def iperf3_server(dep, vm: str, port: int = iperf3.DEFAULT_PORT):
         wait_listening(dep, vm, port)
         yield server
     finally:
-        if server.poll() is None:
-            server.terminate()
-        try:
-            server.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            server.kill()
-            server.wait()
+        stop(server)
 
 
 @contextmanager
@@ -58,5 +64,4 @@ def capture(dep, vm: str, argv, ready_timeout=5.0):
         yield output
     finally:
         if p.poll() is None:
-            p.terminate()
-            p.communicate()
+            stop(p)

@@ -7,7 +7,7 @@ import subprocess
 from contextlib import ExitStack
 
 from vnetbench.battery.common import repeat, result
-from vnetbench.battery.session import iperf3_server
+from vnetbench.battery.session import iperf3_server, stop
 from vnetbench.results.record import now
 from vnetbench.traffic import iperf3
 
@@ -50,12 +50,7 @@ def _one(dep, src, dst, sessions, seconds, bitrate_bps, length, background_bps):
             bg = iperf3.client_command(iperf3.ClientParams(
                 dest=dep.ip(dst), port=BACKGROUND_PORT, seconds=seconds + 2, protocol="udp",
                 bitrate_bps=background_bps, length=length))
-            stack.callback(_stop, dep.popen(src, bg, stdout=subprocess.DEVNULL,
-                                            stderr=subprocess.DEVNULL))
+            stack.callback(stop, dep.popen(src, bg, stdout=subprocess.DEVNULL,
+                                           stderr=subprocess.DEVNULL), 10)
         return iperf3.parse(dep.exec(src, client, timeout=seconds + 30).stdout)
 
-
-def _stop(p):
-    if p.poll() is None:
-        p.terminate()
-    p.wait(timeout=10)
