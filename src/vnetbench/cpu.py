@@ -92,16 +92,8 @@ def percent(a: Sample, b: Sample, hz: int | None = None) -> dict:
 
 def meters(deployment) -> list[HostCpu]:
     """One meter per host of a deployment, with the daemons its run started."""
-    out = []
-    for h in deployment.testbed.hosts:
-        pids = {}
-        for prog in ("ovs-vswitchd", "ovsdb-server"):
-            try:
-                pids[prog] = int((deployment.run.dir / h.name / f"{prog}.pid").read_text())
-            except (OSError, ValueError):
-                continue
-        out.append(HostCpu(host=h.name, cpus=tuple(h.cpus), pids=pids))
-    return out
+    return [HostCpu(host=h.name, cpus=tuple(h.cpus), pids=deployment.vswitch_pids(h.name))
+            for h in deployment.testbed.hosts]
 
 
 class Window:

@@ -54,6 +54,17 @@ class Deployment:
                         argv=list(map(str, argv)))
         return p
 
+    def vswitch_pids(self, host: str) -> dict:
+        """{program: pid} of the vSwitch daemons this run started on ``host`` (none for
+        kernel-only vSwitches), from the pidfiles in the host's run directory."""
+        pids = {}
+        for prog in ("ovs-vswitchd", "ovsdb-server"):
+            try:
+                pids[prog] = int((self.run.dir / self.testbed.host(host).name / f"{prog}.pid").read_text())
+            except (OSError, ValueError):
+                continue
+        return pids
+
     def ovs_appctl(self, host: str, *args, timeout: float = 10) -> str:
         """ovs-appctl against this run's ovs-vswitchd of ``host``."""
         ctl = self.run.dir / self.testbed.host(host).name / "ovs-vswitchd.ctl"

@@ -38,11 +38,6 @@ class OvsHost:
         return proc.run(["ovs-vsctl", f"--db={self.db}", f"--timeout={timeout}", *args],
                         env=self.env, timeout=timeout + 5, what=f"ovs-vsctl on {self.host.name}")
 
-    def appctl(self, target: str, *args) -> str:
-        ctl = self.rundir / f"{target}.ctl"
-        return proc.run(["ovs-appctl", "-t", str(ctl), *args], env=self.env,
-                        what=f"ovs-appctl on {self.host.name}")
-
     def start(self) -> None:
         self.rundir.mkdir(mode=0o700)
         proc.run(["ovsdb-tool", "create", str(self.rundir / "conf.db")], env=self.env)
@@ -58,10 +53,8 @@ class OvsHost:
                             pidfile=str(d / f"{prog}.pid"), argmark=pidfile)
         argv = [prog, *args, pidfile, f"--unixctl={d / (prog + '.ctl')}",
                 f"--log-file={d / (prog + '.log')}", "--detach", "--no-chdir"]
-        if netns:
-            argv = proc.in_netns(netns, argv, self.host.cpus)
-        else:
-            argv = ["taskset", "-c", ",".join(map(str, self.host.cpus)), *argv]
+        cpus = self.host.cpus
+        argv = proc.in_netns(netns, argv, cpus) if netns else proc.pinned(argv, cpus)
         proc.run(argv, env=self.env, timeout=30, what=f"{prog} on {self.host.name}")
 
     def configure(self, datapath: str) -> None:

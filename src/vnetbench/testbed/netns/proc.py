@@ -31,10 +31,14 @@ def run(argv, timeout=15.0, env=None, what=None) -> str:
     return done.stdout
 
 
+def pinned(argv, cpus=None) -> list[str]:
+    """argv pinned to ``cpus`` with taskset (unchanged when no CPUs are given)."""
+    return ["taskset", "-c", ",".join(map(str, cpus)), *argv] if cpus else list(argv)
+
+
 def in_netns(ns: str, argv, cpus=None) -> list[str]:
     """argv that runs inside namespace ``ns``, pinned to ``cpus`` when given."""
-    pin = ["taskset", "-c", ",".join(map(str, cpus))] if cpus else []
-    return ["ip", "netns", "exec", ns, *pin, *argv]
+    return ["ip", "netns", "exec", ns, *pinned(argv, cpus)]
 
 
 def cmdline(pid: int) -> str:
