@@ -1,6 +1,9 @@
 """Functional tests build real testbeds in network namespaces: they need root."""
 
 import os
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -25,3 +28,24 @@ def state_dir(tmp_path, monkeypatch):
     root = tmp_path / "state"
     monkeypatch.setenv("VNETBENCH_STATE_DIR", str(root))
     return root
+
+
+@pytest.fixture(scope="module")
+def rally(tmp_path_factory):
+    """``rally(*args, check=True)`` with a private Rally database and env ('vnetbench'),
+    and a private vnetbench state dir (``rally.state``) for the testbeds it builds."""
+    home = tmp_path_factory.mktemp("rally")
+    conf = home / "rally.conf"
+    conf.write_text(f"[database]\nconnection = sqlite:///{home / 'rally.sqlite'}\n")
+    env = {**os.environ, "VNETBENCH_STATE_DIR": str(home / "state")}
+    exe = str(Path(sys.executable).parent / "rally")
+
+    def run(*args, check=True):
+        done = subprocess.run([exe, "--config-file", str(conf), *args], cwd=home,
+                              capture_output=True, text=True, timeout=900, env=env)
+        assert not check or done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+        return done
+    run("db", "create")
+    run("env", "create", "--name", "vnetbench", "--no-use")
+    run.state = home / "state"
+    return run

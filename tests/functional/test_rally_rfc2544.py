@@ -4,43 +4,18 @@ report has the charts, the records are complete and plausible, and nothing of th
 run is left behind (namespaces, processes, state)."""
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from leaks import leftovers
 
-pytest.importorskip("rally")
-
 REPO = Path(__file__).resolve().parents[2]
-RALLY = Path(sys.executable).parent / "rally"
 BASE = {"vswitch": "ovs", "network": "vxlan"}
 RFC2544 = {**BASE, "frame_sizes": [64], "trial_s": 1, "max_trials": 3, "repetitions": 1,
            "loss_steps": [50, 100], "latency_count": 20, "b2b_resolution": 100}
 FAIRNESS = {**BASE, "settings": [[20000000, 20000000], [10000000, 40000000]],
             "bottleneck_bps": 30000000, "seconds": 1, "repetitions": 2}
-
-
-@pytest.fixture(scope="module")
-def rally(tmp_path_factory):
-    home = tmp_path_factory.mktemp("rally")
-    state = home / "state"
-    conf = home / "rally.conf"
-    conf.write_text(f"[database]\nconnection = sqlite:///{home / 'rally.sqlite'}\n")
-    env = {**os.environ, "VNETBENCH_STATE_DIR": str(state)}
-
-    def run(*args, check=True):
-        done = subprocess.run([str(RALLY), "--config-file", str(conf), *args], cwd=home,
-                              capture_output=True, text=True, timeout=900, env=env)
-        assert not check or done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-        return done
-    run("db", "create")
-    run("env", "create", "--name", "vnetbench", "--no-use")
-    run.state = state
-    return run
 
 
 @pytest.fixture

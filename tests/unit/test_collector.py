@@ -7,15 +7,11 @@ import sys
 import urllib.request
 
 import pytest
+from prometheus_client import CollectorRegistry, generate_latest
 
-pytest.importorskip("prometheus_client")
-pytest.importorskip("vnetbench_collector", reason="pip install -e collectors")
-
-from prometheus_client import CollectorRegistry, generate_latest  # noqa: E402
-
-from vnetbench_collector import procfs  # noqa: E402
-from vnetbench_collector.__main__ import main  # noqa: E402
-from vnetbench_collector.collector import VSwitchCollector  # noqa: E402
+from vnetbench_collector import procfs
+from vnetbench_collector.__main__ import main
+from vnetbench_collector.collector import VSwitchCollector
 
 HZ = 100
 STAT = ("{pid} ({comm}) S 1 1 1 0 -1 4194560 0 0 0 0 {utime} {stime} 0 0 20 0 1 0 "

@@ -7,10 +7,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-pytest.importorskip("rally")
-from rally import api, exceptions                         # noqa: E402
-from rally.common.plugin import discover                  # noqa: E402
-from rally.task import engine, task_cfg                   # noqa: E402
+from rally import api, exceptions
+from rally.common.plugin import discover
+from rally.task import engine, task_cfg
 
 TASKS = sorted((Path(__file__).resolve().parents[2] / "rally-tasks").glob("*.yaml"))
 ARGS = [{}, {"vswitch": "linuxbridge", "network": "flat"}, {"vswitch": "ovs", "network": "geneve"}]
