@@ -105,13 +105,8 @@ def run_namespaces(run_id: str) -> list[str]:
 
 def daemon_pids(dep) -> dict:
     """{(host, program): pid} of the OVS daemons of a deployment, read from their pidfiles."""
-    out = {}
-    for pidfile in sorted(dep.run.dir.glob("*/*.pid")):
-        try:
-            out[(pidfile.parent.name, pidfile.stem)] = int(pidfile.read_text().strip())
-        except (OSError, ValueError):
-            pass
-    return out
+    return {(h.name, prog): pid for h in dep.testbed.hosts
+            for prog, pid in dep.vswitch_pids(h.name).items()}
 
 
 def alive(pid: int) -> bool:
