@@ -14,6 +14,7 @@ from pathlib import Path
 from prometheus_client import CollectorRegistry, start_http_server
 
 from . import __version__
+from . import datapath
 from .collector import VSwitchCollector
 
 DEFAULT_LISTEN = "127.0.0.1:9477"
@@ -72,6 +73,15 @@ def parser() -> argparse.ArgumentParser:
                    "at every scrape (repeatable; for one emulated host of the testbed)")
     p.add_argument("--cpus", type=cpu_list, default=None, metavar="LIST",
                    help="softirq metrics for these CPUs only, e.g. 0-3,6 (default: all)")
+    p.add_argument("--ovs-target", metavar="CTL",
+                   help="ovs-vswitchd to ask for datapath counters (ovs-appctl -t CTL: its "
+                   "unixctl socket or pidfile; default: the system's daemon)")
+    p.add_argument("--no-datapath", action="store_true",
+                   help="do not export OVS datapath counters (ovs-appctl dpctl/show)")
+    p.add_argument("--no-qemu", action="store_true",
+                   help="do not export QEMU vCPU/vhost threads")
+    p.add_argument("--port-file", type=Path, metavar="FILE",
+                   help="write the port actually bound here (useful with --listen HOST:0)")
     p.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     return p
 
@@ -81,7 +91,9 @@ def build_registry(args) -> CollectorRegistry:
     registry.register(VSwitchCollector(
         host=args.host, vswitch=args.vswitch, proc=args.proc,
         pid_filter=pidfile_filter(args.pidfile) if args.pidfile else None,
-        extra_names=args.process, extra_pids=args.pid, cpus=args.cpus))
+        extra_names=args.process, extra_pids=args.pid, cpus=args.cpus,
+        datapaths=None if args.no_datapath or args.vswitch != "ovs" else
+        datapath.ovs_source(args.ovs_target), qemu=not args.no_qemu))
     return registry
 
 
@@ -105,6 +117,10 @@ def main(argv: list[str] | None = None) -> None:
                  f"pick another with --listen HOST:PORT")
         fail(f"cannot listen on {shown}: {e.strerror or e}; pick another with --listen HOST:PORT")
     port = server.server_port                       # the real one when --listen ...:0
+    if args.port_file:
+        tmp = args.port_file.with_suffix(".tmp")
+        tmp.write_text(f"{port}\n")
+        tmp.replace(args.port_file)
     shown = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
     print(f"{PROG}: serving http://{shown}/metrics (host={args.host}, vswitch={args.vswitch})",
           file=sys.stderr)

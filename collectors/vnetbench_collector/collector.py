@@ -1,9 +1,12 @@
 """prometheus_client custom collector: vSwitch CPU per component and thread class,
-and softirq time/counts per CPU, read from /proc at every scrape.
+softirq time/counts per CPU and OVS datapath counters, read at every scrape.
 
-No double counting: softirq time is only in ``vnetbench_softirq_cpu_seconds_total``;
-ksoftirqd (a kernel thread, never matched by name) is not a vSwitch component,
-and a process's own utime+stime never contains softirq time.
+No double counting among the kernel metrics: softirq time per CPU comes from
+/proc/stat and already contains ksoftirqd's time, so ``ksoftirqd`` is exported as
+a separate metric documented as a part of it, never as a vSwitch component.
+Task and softirq time can still overlap on kernels without
+CONFIG_IRQ_TIME_ACCOUNTING (exported as ``vnetbench_irq_time_accounting``): a
+tick that lands in softirq while a vSwitch thread runs is charged to both.
 """
 
 from __future__ import annotations
@@ -20,6 +23,10 @@ CPU_SECONDS = "vnetbench_vswitch_cpu_seconds"
 PROCESSES = "vnetbench_vswitch_processes"
 SOFTIRQ_SECONDS = "vnetbench_softirq_cpu_seconds"
 SOFTIRQS = "vnetbench_softirqs"
+KSOFTIRQD_SECONDS = "vnetbench_ksoftirqd_cpu_seconds"
+DP_LOOKUPS = "vnetbench_datapath_lookups"
+DP_FLOWS = "vnetbench_datapath_flows"
+IRQ_TIME = "vnetbench_irq_time_accounting"
 
 
 class VSwitchCollector:
@@ -33,14 +40,21 @@ class VSwitchCollector:
     names: executable names to look for; extra_names are added to them.
     extra_pids: pids always exported (component = their exe/comm name).
     cpus: if given, the softirq families cover only these CPUs.
+    datapaths: a callable returning ``datapath.Datapath`` records (e.g.
+        ``datapath.ovs_source(ctl)``), called at every scrape.
+    qemu: also export QEMU processes (vCPU, vhost worker and other threads) and
+        their old-style vhost kernel threads.
     """
 
     def __init__(self, host: str, vswitch: str, proc: Path | str = Path("/proc"),
                  pid_filter: Callable[[int], bool] | None = None,
                  names: Iterable[str] = procfs.VSWITCH_PROCESSES,
                  extra_names: Iterable[str] = (), extra_pids: Iterable[int] = (),
-                 cpus: Iterable[int] | None = None, hz: int | None = None):
+                 cpus: Iterable[int] | None = None, hz: int | None = None,
+                 datapaths: Callable[[], list] | None = None, qemu: bool = True):
         self.host, self.vswitch, self.proc = host, vswitch, Path(proc)
+        self.datapaths, self.qemu = datapaths, qemu
+        self.irq_time_accounting = procfs.irq_time_accounting(self.proc)
         self.pid_filter = pid_filter
         self.names = tuple(dict.fromkeys((*names, *extra_names)))
         self.extra_pids = tuple(extra_pids)
@@ -63,13 +77,26 @@ class VSwitchCollector:
                                 labels=["host", "cpu"]),
             CounterMetricFamily(SOFTIRQS, "Softirqs handled per CPU and type (from /proc/softirqs)",
                                 labels=["host", "cpu", "type"]),
+            CounterMetricFamily(KSOFTIRQD_SECONDS, "CPU time of ksoftirqd/CPU; already "
+                                "included in vnetbench_softirq_cpu_seconds_total, never add them",
+                                labels=["host", "cpu"]),
+            CounterMetricFamily(DP_LOOKUPS, "OVS datapath lookups by result (hit, missed = "
+                                "upcalls, lost = upcalls dropped)",
+                                labels=["host", "vswitch", "datapath", "result"]),
+            GaugeMetricFamily(DP_FLOWS, "Flows in the OVS datapath",
+                              labels=["host", "vswitch", "datapath"]),
+            GaugeMetricFamily(IRQ_TIME, "1 if the kernel has CONFIG_IRQ_TIME_ACCOUNTING (task "
+                              "and softirq CPU time are disjoint), 0 if not (they overlap)",
+                              labels=["host"]),
         )
 
     def describe(self):
         return list(self._families())
 
     def _processes(self) -> dict[int, str]:
-        found = procfs.find_processes(self.proc, self.names)
+        names = self.names + (procfs.QEMU_PROCESSES if self.qemu else ())
+        found = {pid: procfs.QEMU if name in procfs.QEMU_PROCESSES else name
+                 for pid, name in procfs.find_processes(self.proc, names).items()}
         if self.pid_filter is not None:
             found = {p: n for p, n in found.items() if self.pid_filter(p)}
         for pid, name in procfs.find_processes(self.proc, (), self.extra_pids).items():
@@ -99,11 +126,25 @@ class VSwitchCollector:
         self._retired = {k: v for k, v in self._retired.items() if k in live_procs}
         return totals
 
+    def _kernel(self, processes: dict[int, str], totals: dict) -> dict[int, float]:
+        """Add the old-style vhost kernel threads of the QEMU processes to ``totals``;
+        return ksoftirqd seconds per CPU."""
+        kthreads = procfs.kernel_threads(self.proc, self.hz)
+        qemus = [pid for pid, name in processes.items() if name == procfs.QEMU]
+        vhost = sum(procfs.vhost_kthreads(kthreads, qemus).values())
+        if vhost:
+            totals[("vhost", "kernel")] = vhost
+        return procfs.ksoftirqd_seconds(kthreads)
+
+    def _mine(self, cpu_id: int) -> bool:
+        return self.cpus is None or cpu_id in self.cpus
+
     def collect(self):
-        cpu, nprocs, sirq_s, sirqs = self._families()
+        cpu, nprocs, sirq_s, sirqs, ksirqd, lookups, flows, irqtime = self._families()
         with self._lock:
             processes = self._processes()
             totals = self._cpu_seconds(processes)
+        ksoftirqd = self._kernel(processes, totals)
         for (comp, cls), secs in sorted(totals.items()):
             cpu.add_metric([self.host, self.vswitch, comp, cls], secs)
         counts = {name: 0 for name in self.names}
@@ -112,10 +153,19 @@ class VSwitchCollector:
         for name, n in counts.items():
             nprocs.add_metric([self.host, self.vswitch, name], n)
         for cpu_id, secs in sorted(procfs.softirq_seconds(self.proc, self.hz).items()):
-            if self.cpus is None or cpu_id in self.cpus:
+            if self._mine(cpu_id):
                 sirq_s.add_metric([self.host, str(cpu_id)], secs)
+        for cpu_id, secs in sorted(ksoftirqd.items()):
+            if self._mine(cpu_id):
+                ksirqd.add_metric([self.host, str(cpu_id)], secs)
         for kind, per_cpu in sorted(procfs.softirq_counts(self.proc).items()):
             for cpu_id, n in sorted(per_cpu.items()):
-                if self.cpus is None or cpu_id in self.cpus:
+                if self._mine(cpu_id):
                     sirqs.add_metric([self.host, str(cpu_id), kind], n)
-        yield from (cpu, nprocs, sirq_s, sirqs)
+        for dp in self.datapaths() if self.datapaths else ():
+            for result in ("hit", "missed", "lost"):
+                lookups.add_metric([self.host, self.vswitch, dp.name, result], getattr(dp, result))
+            flows.add_metric([self.host, self.vswitch, dp.name], dp.flows)
+        if self.irq_time_accounting is not None:
+            irqtime.add_metric([self.host], int(self.irq_time_accounting))
+        yield from (cpu, nprocs, sirq_s, sirqs, ksirqd, lookups, flows, irqtime)

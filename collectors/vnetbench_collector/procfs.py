@@ -12,8 +12,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Iterator
 
-# Processes of a vSwitch on a compute node, looked up by exact executable name.
-VSWITCH_PROCESSES = ("ovs-vswitchd", "ovsdb-server", "ovn-controller", "contrail-vrouter-agent")
+# Processes of a vSwitch on a compute node, looked up by exact executable name
+# (OpenFlow controllers are Python scripts: their comm is the script's name).
+VSWITCH_PROCESSES = ("ovs-vswitchd", "ovsdb-server", "ovn-controller", "contrail-vrouter-agent",
+                     "osken-manager", "ryu-manager")
+# QEMU executables; all are exported as component "qemu".
+QEMU_PROCESSES = ("qemu-system-x86_64", "qemu-system-aarch64", "qemu-kvm")
+QEMU = "qemu"
+# Kernel threads are children of kthreadd (pid 2).
+KTHREADD = 2
 
 # ovs-vswitchd thread name prefixes -> thread class. Any other thread (the main
 # thread itself, ct_clean, ipf_clean, ...) is "main". PMD threads are named
@@ -32,8 +39,13 @@ def clk_tck() -> int:
 
 
 def thread_class(comm: str, process: str) -> str:
-    """Class of one thread: main/handler/revalidator/pmd/urcu for ovs-vswitchd,
-    ``"all"`` for the threads of any other process."""
+    """Class of one thread: main/handler/revalidator/pmd/urcu for ovs-vswitchd;
+    vcpu ("CPU 0/KVM"), vhost (the "vhost-PID" workers that kernels >= 6.4 run
+    inside QEMU) or other for qemu; ``"all"`` for the threads of any other process."""
+    if process == QEMU:
+        if re.fullmatch(r"CPU \d+/KVM", comm):
+            return "vcpu"
+        return "vhost" if comm.startswith("vhost-") else "other"
     if process != "ovs-vswitchd":
         return ALL_THREADS
     for prefix, name in OVS_THREAD_CLASSES:
@@ -48,6 +60,7 @@ class ThreadCpu:
     comm: str
     start: int          # start time in ticks since boot: tells a reused tid apart
     seconds: float      # utime + stime
+    ppid: int = 0
 
 
 def parse_stat(text: str, hz: int) -> ThreadCpu:
@@ -56,7 +69,8 @@ def parse_stat(text: str, hz: int) -> ThreadCpu:
     pid, comm = head.split("(", 1)
     fields = tail.split()            # fields[0] is field 3 (state) of proc(5)
     utime, stime, start = int(fields[11]), int(fields[12]), int(fields[19])
-    return ThreadCpu(tid=int(pid), comm=comm, start=start, seconds=(utime + stime) / hz)
+    return ThreadCpu(tid=int(pid), comm=comm, start=start, seconds=(utime + stime) / hz,
+                     ppid=int(fields[1]))
 
 
 def _read(path: Path) -> str | None:
@@ -164,3 +178,54 @@ def find_processes(proc: Path, names: Iterable[str] = VSWITCH_PROCESSES,
         if pid not in out and (proc / str(pid)).is_dir():
             out[pid] = process_name(proc, pid) or str(pid)
     return out
+
+
+def kernel_threads(proc: Path, hz: int | None = None) -> list[ThreadCpu]:
+    """Every kernel thread (child of kthreadd): ksoftirqd/N, old-style vhost-PID, ..."""
+    hz = hz or clk_tck()
+    out = []
+    for pid in _pids(proc):
+        text = _read(proc / str(pid) / "stat")
+        try:
+            t = parse_stat(text, hz) if text else None
+        except (ValueError, IndexError):
+            continue
+        if t and t.ppid == KTHREADD:
+            out.append(t)
+    return out
+
+
+def ksoftirqd_seconds(threads: Iterable[ThreadCpu]) -> dict[int, float]:
+    """CPU -> seconds of ksoftirqd/CPU. The kernel accounts this time to softirq in
+    /proc/stat as well, so it is a part of softirq_seconds, never to be added to it."""
+    out = {}
+    for t in threads:
+        m = re.fullmatch(r"ksoftirqd/(\d+)", t.comm)
+        if m:
+            out[int(m.group(1))] = t.seconds
+    return out
+
+
+def vhost_kthreads(threads: Iterable[ThreadCpu], owners: Iterable[int]) -> dict[int, float]:
+    """owner pid -> seconds of the "vhost-OWNER" kernel threads (kernels < 6.4) of
+    the given QEMU pids."""
+    wanted = set(owners)
+    out: dict = {}
+    for t in threads:
+        m = re.fullmatch(r"vhost-(\d+)", t.comm)
+        if m and int(m.group(1)) in wanted:
+            owner = int(m.group(1))
+            out[owner] = out.get(owner, 0.0) + t.seconds
+    return out
+
+
+def irq_time_accounting(proc: Path) -> bool | None:
+    """CONFIG_IRQ_TIME_ACCOUNTING from /proc/config.gz, None if unknown. Without it,
+    a tick that lands in softirq while a task runs is charged to the task *and* to
+    the CPU's softirq time: task CPU and softirq CPU then overlap."""
+    import gzip
+    try:
+        with gzip.open(proc / "config.gz", "rt") as f:
+            return any(line.strip() == "CONFIG_IRQ_TIME_ACCOUNTING=y" for line in f)
+    except (OSError, EOFError):
+        return None

@@ -1,4 +1,5 @@
-"""vSwitch CPU cost on the host side, over exactly a test's time window.
+"""vSwitch CPU cost on the host side, over exactly a test's time window, read
+through the same collector that Prometheus scrapes (vnetbench-collector).
 
 Attribution in the embedded testbed: an emulated host's vSwitch CPU is
 (a) the CPU time of its own vSwitch processes (for OVS: ovsdb-server and every
@@ -8,108 +9,81 @@ Linux bridge, VXLAN, veth backlog). (b) is a machine-wide per-CPU counter, so
 when VMs share their host's CPUs it also contains the VMs' own softirq work;
 that is reported apart ("softirq") and never folded into (a). 100% = one CPU.
 
-Sources are injected (``proc`` root) so this is tested against fake /proc trees.
+Without CONFIG_IRQ_TIME_ACCOUNTING the kernel charges a tick that lands in
+softirq while a vSwitch thread runs to both (a) and (b); the record's provenance
+says which kernel it was (``irq_time_accounting``), so a reader knows whether
+cpu_pct = (a) + (b) can overlap.
 """
 
 from __future__ import annotations
 
-import os
-import re
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
-THREAD_CLASSES = (("handler", "handler"), ("revalidator", "revalidator"), ("pmd", "pmd"),
-                  ("urcu", "urcu"))
+from vnetbench_collector import collector as vc
 
-
-def _hz() -> int:
-    return os.sysconf("SC_CLK_TCK")
-
-
-def thread_class(comm: str, process: str) -> str:
-    for prefix, name in THREAD_CLASSES:
-        if comm.startswith(prefix):
-            return f"{process}/{name}"
-    return f"{process}/main" if process == "ovs-vswitchd" else process
-
-
-def _ticks_of(stat_text: str) -> tuple[str, int]:
-    comm = stat_text[stat_text.index("(") + 1:stat_text.rindex(")")]
-    fields = stat_text.rsplit(")", 1)[1].split()
-    return comm, int(fields[11]) + int(fields[12])       # utime + stime
+CPU_FAMILY, SOFTIRQ_FAMILY = "vnetbench_vswitch_cpu_seconds", "vnetbench_softirq_cpu_seconds"
 
 
 @dataclass(frozen=True)
 class Sample:
     t: float
-    components: dict          # component -> clock ticks
-    softirq: int              # ticks over the host's CPUs
+    components: dict          # "process/thread class" (or "process") -> CPU seconds
+    softirq: float            # seconds over the host's CPUs
 
 
-@dataclass
-class HostCpu:
-    """CPU accounting of one emulated host: its vSwitch pids and its CPU set."""
-    host: str
-    cpus: tuple
-    pids: dict                               # process name -> pid
-    proc: Path = field(default=Path("/proc"))
-
-    def sample(self) -> Sample:
-        comps: dict = {}
-        for name, pid in self.pids.items():
-            for task in sorted((self.proc / str(pid) / "task").glob("*")):
-                try:
-                    comm, ticks = _ticks_of((task / "stat").read_text())
-                except (OSError, ValueError):
-                    continue
-                key = thread_class(comm, name)
-                comps[key] = comps.get(key, 0) + ticks
-        return Sample(t=time.monotonic(), components=comps, softirq=self._softirq())
-
-    def _softirq(self) -> int:
-        total = 0
-        for line in (self.proc / "stat").read_text().splitlines():
-            m = re.match(r"cpu(\d+)\s", line)
-            if m and int(m.group(1)) in self.cpus:
-                total += int(line.split()[7])               # user nice system idle iowait irq softirq
-        return total
+def component(process: str, thread_class: str) -> str:
+    return process if thread_class == "all" else f"{process}/{thread_class}"
 
 
-def percent(a: Sample, b: Sample, hz: int | None = None) -> dict:
+def host_collector(deployment, host, proc: Path = Path("/proc")) -> vc.VSwitchCollector:
+    """The collector of one emulated host: its own daemons (by pidfile) and CPUs."""
+    pids = set(deployment.vswitch_pids(host.name).values())
+    return vc.VSwitchCollector(host=host.name, vswitch=deployment.testbed.vswitch.kind.value,
+                               proc=proc, names=(), extra_pids=sorted(pids), cpus=host.cpus,
+                               qemu=False)
+
+
+def sample(collector: vc.VSwitchCollector) -> Sample:
+    comps, softirq = {}, 0.0
+    for family in collector.collect():
+        for s in family.samples:
+            if family.name == CPU_FAMILY:
+                key = component(s.labels["component"], s.labels["thread_class"])
+                comps[key] = comps.get(key, 0.0) + s.value
+            elif family.name == SOFTIRQ_FAMILY:
+                softirq += s.value
+    return Sample(t=time.monotonic(), components=comps, softirq=softirq)
+
+
+def percent(a: Sample, b: Sample) -> dict:
     """CPU% per component between two samples; 'vswitch' sums the processes, 100% = one CPU."""
-    hz = hz or _hz()
     secs = b.t - a.t
     if secs <= 0:
         raise ValueError("samples must be taken in order")
-    pct = lambda ticks: 100.0 * ticks / hz / secs
-    out = {k: pct(b.components.get(k, 0) - a.components.get(k, 0))
+    pct = lambda s: 100.0 * s / secs
+    out = {k: pct(b.components.get(k, 0.0) - a.components.get(k, 0.0))
            for k in sorted(set(a.components) | set(b.components))}
     out["vswitch"] = sum(out.values())
     out["softirq"] = pct(b.softirq - a.softirq)
     return out
 
 
-def meters(deployment) -> list[HostCpu]:
-    """One meter per host of a deployment, with the daemons its run started."""
-    return [HostCpu(host=h.name, cpus=tuple(h.cpus), pids=deployment.vswitch_pids(h.name))
-            for h in deployment.testbed.hosts]
-
-
 class Window:
     """CPU% of every host over a with-block: ``with Window(dep) as w: ...; w.result``."""
 
     def __init__(self, deployment):
-        self.meters = meters(deployment)
+        self.collectors = [host_collector(deployment, h) for h in deployment.testbed.hosts]
         self.result: dict = {}
 
     def __enter__(self):
-        self._start = [m.sample() for m in self.meters]
+        self._start = [sample(c) for c in self.collectors]
         return self
 
     def __exit__(self, *exc):
-        end = [m.sample() for m in self.meters]
-        self.result = {m.host: percent(a, b) for m, a, b in zip(self.meters, self._start, end)}
+        end = [sample(c) for c in self.collectors]
+        self.result = {c.host: percent(a, b) for c, a, b in zip(self.collectors, self._start, end)}
         return False
 
     def total(self, key="vswitch") -> float:

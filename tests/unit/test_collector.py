@@ -14,7 +14,7 @@ from vnetbench_collector.__main__ import main
 from vnetbench_collector.collector import VSwitchCollector
 
 HZ = 100
-STAT = ("{pid} ({comm}) S 1 1 1 0 -1 4194560 0 0 0 0 {utime} {stime} 0 0 20 0 1 0 "
+STAT = ("{pid} ({comm}) S {ppid} 1 1 0 -1 4194560 0 0 0 0 {utime} {stime} 0 0 20 0 1 0 "
         "{start} 0 0\n")
 SOFTIRQS = """\
                     CPU0       CPU1
@@ -26,7 +26,7 @@ SOFTIRQS = """\
 """
 
 
-def add_process(root, pid, name, threads=(), exe=None, comm=None, start=100):
+def add_process(root, pid, name, threads=(), exe=None, comm=None, start=100, ppid=1):
     """threads: [(tid, comm, utime, stime)]; the main thread (tid == pid) is added if absent."""
     d = root / str(pid)
     (d / "task").mkdir(parents=True, exist_ok=True)
@@ -43,10 +43,10 @@ def add_process(root, pid, name, threads=(), exe=None, comm=None, start=100):
         t = root / str(pid) / "task" / str(tid)
         t.mkdir(parents=True, exist_ok=True)
         (t / "stat").write_text(STAT.format(pid=tid, comm=tcomm, utime=ut, stime=st,
-                                            start=start + (tid - pid)))
+                                            start=start + (tid - pid), ppid=ppid))
         total_u, total_s = total_u + ut, total_s + st
     (d / "stat").write_text(STAT.format(pid=pid, comm=comm, utime=total_u, stime=total_s,
-                                        start=start))
+                                        start=start, ppid=ppid))
 
 
 def add_stat(root, softirq):
@@ -68,7 +68,8 @@ def proc(tmp_path):
     add_process(tmp_path, 20, "ovsdb-server", [(20, "ovsdb-server", 4, 4), (21, "log_fsync3", 1, 1)])
     add_process(tmp_path, 30, "contrail-vrouter-agent", [(30, "contrail-vroute", 7, 3)])
     add_process(tmp_path, 40, "sshd")
-    add_process(tmp_path, 9, "ksoftirqd/0", exe=False)          # kernel thread: no exe
+    add_process(tmp_path, 9, "ksoftirqd/0", [(9, "ksoftirqd/0", 0, 120)], exe=False, ppid=2)
+    add_process(tmp_path, 8, "ksoftirqd/1", [(8, "ksoftirqd/1", 0, 30)], exe=False, ppid=2)
     return tmp_path
 
 
@@ -95,7 +96,7 @@ def test_thread_classes():
 
 
 def test_parse_stat_with_odd_comm():
-    t = procfs.parse_stat(STAT.format(pid=7, comm="a) b (c", utime=30, stime=20, start=9), HZ)
+    t = procfs.parse_stat(STAT.format(pid=7, comm="a) b (c", utime=30, stime=20, start=9, ppid=1), HZ)
     assert (t.tid, t.comm, t.start, t.seconds) == (7, "a) b (c", 9, 0.5)
 
 
@@ -123,14 +124,16 @@ def test_metric_names_labels_and_types(proc):
     fams = {f.name: f for f in r.collect()}
     assert {n: f.type for n, f in fams.items()} == {
         "vnetbench_vswitch_cpu_seconds": "counter", "vnetbench_vswitch_processes": "gauge",
-        "vnetbench_softirq_cpu_seconds": "counter", "vnetbench_softirqs": "counter"}
+        "vnetbench_softirq_cpu_seconds": "counter", "vnetbench_softirqs": "counter",
+        "vnetbench_ksoftirqd_cpu_seconds": "counter", "vnetbench_datapath_lookups": "counter",
+        "vnetbench_datapath_flows": "gauge", "vnetbench_irq_time_accounting": "gauge"}
     labels = {n: {tuple(sorted(s.labels)) for s in f.samples} for n, f in fams.items()}
     assert labels["vnetbench_vswitch_cpu_seconds"] == {("component", "host", "thread_class", "vswitch")}
     assert labels["vnetbench_softirq_cpu_seconds"] == {("cpu", "host")}
     assert labels["vnetbench_softirqs"] == {("cpu", "host", "type")}
     text = generate_latest(r).decode()
     assert "# TYPE vnetbench_vswitch_cpu_seconds_total counter" in text
-    assert "ksoftirqd" not in text and "sshd" not in text
+    assert 'component="ksoftirqd' not in text and "sshd" not in text
 
 
 def test_softirq_seconds_per_cpu_and_cpu_filter(proc):
@@ -175,8 +178,8 @@ def test_pid_filter_extra_names_and_pids(proc):
     assert value(r, m, component="ovs-vswitchd", thread_class="main", **lab) == pytest.approx(1.0)
     assert value(r, m, component="ovsdb-server", thread_class="all", **lab) is None
     assert value(r, m, component="sshd", thread_class="all", **lab) == 0.0   # extra pid, unfiltered
-    r = scrape(VSwitchCollector("h2", "ovs", proc=proc, hz=HZ, extra_names=["qemu-kvm"]))
-    assert value(r, m, component="qemu-kvm", thread_class="all", **lab) == pytest.approx(0.3)
+    r = scrape(VSwitchCollector("h2", "ovs", proc=proc, hz=HZ, extra_names=["sshd"]))
+    assert value(r, m, component="sshd", thread_class="all", **lab) == 0.0
 
 
 def test_exited_thread_keeps_its_time_so_counters_do_not_go_down(proc):
@@ -188,7 +191,7 @@ def test_exited_thread_keeps_its_time_so_counters_do_not_go_down(proc):
     # handler13 exits, handler12 runs on
     shutil.rmtree(proc / "10" / "task" / "12")
     (proc / "10" / "task" / "11" / "stat").write_text(
-        STAT.format(pid=11, comm="handler12", utime=40, stime=20, start=101))
+        STAT.format(pid=11, comm="handler12", utime=40, stime=20, start=101, ppid=1))
     assert value(r, m, thread_class="handler", **lab) == pytest.approx(0.7)
     # the process restarts (new start time): its counters legitimately reset
     shutil.rmtree(proc / "10")
@@ -263,3 +266,78 @@ def test_cli_argument_parsing():
     assert cpu_list("0-2,5") == {0, 1, 2, 5}
     with pytest.raises(Exception):
         listen_address("9477")
+
+
+def test_qemu_vcpu_vhost_worker_and_vhost_kernel_threads(proc):
+    add_process(proc, 70, "qemu-system-x86_64", [
+        (70, "qemu-system-x86", 10, 5), (71, "CPU 0/KVM", 300, 100), (72, "CPU 1/KVM", 50, 50),
+        (73, "vhost-70", 40, 0), (74, "IO mon_iothread", 1, 0)])       # kernel >= 6.4 workers
+    add_process(proc, 80, "qemu-kvm", [(80, "qemu-kvm", 2, 2)])
+    add_process(proc, 90, "vhost-80", [(90, "vhost-80", 0, 70)], exe=False, ppid=2)  # < 6.4
+    add_process(proc, 91, "vhost-999", [(91, "vhost-999", 0, 70)], exe=False, ppid=2)  # not ours
+    r = scrape(VSwitchCollector("cn1", "ovs", proc=proc, hz=HZ))
+    m, lab = "vnetbench_vswitch_cpu_seconds_total", dict(host="cn1", vswitch="ovs", component="qemu")
+    assert value(r, m, thread_class="vcpu", **lab) == pytest.approx(5.0)
+    assert value(r, m, thread_class="vhost", **lab) == pytest.approx(0.4)
+    assert value(r, m, thread_class="other", **lab) == pytest.approx(0.2)
+    assert value(r, m, host="cn1", vswitch="ovs", component="vhost",
+                 thread_class="kernel") == pytest.approx(0.7)
+    assert value(r, "vnetbench_vswitch_processes", host="cn1", vswitch="ovs", component="qemu") == 2
+    r = scrape(VSwitchCollector("cn1", "ovs", proc=proc, hz=HZ, qemu=False))
+    assert value(r, m, thread_class="vcpu", **lab) is None
+
+
+def test_ksoftirqd_is_exported_apart_as_a_part_of_softirq(proc):
+    r = scrape(VSwitchCollector("cn1", "ovs", proc=proc, hz=HZ, cpus={0}))
+    k, s = "vnetbench_ksoftirqd_cpu_seconds_total", "vnetbench_softirq_cpu_seconds_total"
+    assert value(r, k, host="cn1", cpu="0") == pytest.approx(1.2)
+    assert value(r, k, host="cn1", cpu="1") is None                       # CPU filter
+    assert value(r, k, host="cn1", cpu="0") <= value(r, s, host="cn1", cpu="0")
+    # no vSwitch component carries kernel softirq time
+    comps = {x.labels["component"] for f in r.collect() for x in f.samples
+             if f.name == "vnetbench_vswitch_cpu_seconds"}
+    assert comps == {"ovs-vswitchd", "ovsdb-server", "contrail-vrouter-agent"}
+
+
+def test_irq_time_accounting_from_config_gz(proc):
+    import gzip
+    r = scrape(VSwitchCollector("cn1", "ovs", proc=proc, hz=HZ))
+    assert value(r, "vnetbench_irq_time_accounting", host="cn1") is None    # unknown
+    for line, expected in (("# CONFIG_IRQ_TIME_ACCOUNTING is not set", 0),
+                           ("CONFIG_IRQ_TIME_ACCOUNTING=y", 1)):
+        with gzip.open(proc / "config.gz", "wt") as f:
+            f.write(f"CONFIG_X=y\n{line}\n")
+        r = scrape(VSwitchCollector("cn1", "ovs", proc=proc, hz=HZ))
+        assert value(r, "vnetbench_irq_time_accounting", host="cn1") == expected
+
+
+def test_dpctl_show_recorded_from_a_netdev_datapath():
+    from pathlib import Path
+
+    from vnetbench_collector import datapath
+    text = (Path(__file__).parents[1] / "data" / "ovs-dpctl-show.netdev.txt").read_text()
+    assert datapath.parse_show(text) == [datapath.Datapath("netdev@ovs-netdev", 27, 32, 0, 32)]
+    two = text + "system@ovs-system:\n  lookups: hit:1 missed:2 lost:3\n  flows: 4\n"
+    assert [d.name for d in datapath.parse_show(two)] == ["netdev@ovs-netdev", "system@ovs-system"]
+    assert datapath.parse_show("") == []
+
+
+def test_datapath_counters_from_an_injected_runner(proc):
+    from vnetbench_collector import datapath
+    calls = []
+
+    def runner(argv):
+        calls.append(argv)
+        return "netdev@ovs-netdev:\n  lookups: hit:10 missed:5 lost:1\n  flows: 7\n"
+    src = datapath.ovs_source("/run/x/ovs-vswitchd.ctl", runner)
+    r = scrape(VSwitchCollector("h1", "ovs", proc=proc, hz=HZ, datapaths=src))
+    lab = dict(host="h1", vswitch="ovs", datapath="netdev@ovs-netdev")
+    m = "vnetbench_datapath_lookups_total"
+    assert [value(r, m, result=x, **lab) for x in ("hit", "missed", "lost")] == [10, 5, 1]
+    assert value(r, "vnetbench_datapath_flows", **lab) == 7
+    assert calls[0] == ["ovs-appctl", "-t", "/run/x/ovs-vswitchd.ctl", "dpctl/show"]
+
+    def broken(argv):
+        raise FileNotFoundError("ovs-appctl")
+    r = scrape(VSwitchCollector("h1", "ovs", proc=proc, hz=HZ, datapaths=datapath.ovs_source(None, broken)))
+    assert value(r, m, result="hit", **lab) is None

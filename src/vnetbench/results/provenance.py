@@ -7,6 +7,9 @@ import platform
 import shutil
 import subprocess
 import time
+from pathlib import Path
+
+from vnetbench_collector import procfs
 
 from vnetbench import __version__
 
@@ -53,6 +56,8 @@ def collect(deployment, vms=()) -> dict:
         "pinning": {"hosts": {h.name: list(h.cpus) for h in tb.hosts},
                     "vms": {v.name: list(v.cpus) for v in tb.vms}},
         "offloads": {vm: offloads(deployment, vm) for vm in vms},
+        # False: task and softirq CPU time overlap (see vnetbench.cpu); None: unknown
+        "irq_time_accounting": procfs.irq_time_accounting(Path("/proc")),
         "tools": tool_versions(),
         "run_id": deployment.run_id,
         "collected": time.time(),
