@@ -14,7 +14,7 @@ from pathlib import Path
 from prometheus_client import CollectorRegistry, start_http_server
 
 from . import __version__
-from . import datapath
+from . import datapath, procfs
 from .collector import VSwitchCollector
 
 DEFAULT_LISTEN = "127.0.0.1:9477"
@@ -78,6 +78,9 @@ def parser() -> argparse.ArgumentParser:
                    "unixctl socket or pidfile; default: the system's daemon)")
     p.add_argument("--no-datapath", action="store_true",
                    help="do not export OVS datapath counters (ovs-appctl dpctl/show)")
+    p.add_argument("--no-processes", action="store_true",
+                   help="export no processes found by name (only --pid ones and the kernel's "
+                   "softirq metrics; e.g. a Linux bridge host)")
     p.add_argument("--no-qemu", action="store_true",
                    help="do not export QEMU vCPU/vhost threads")
     p.add_argument("--port-file", type=Path, metavar="FILE",
@@ -91,6 +94,7 @@ def build_registry(args) -> CollectorRegistry:
     registry.register(VSwitchCollector(
         host=args.host, vswitch=args.vswitch, proc=args.proc,
         pid_filter=pidfile_filter(args.pidfile) if args.pidfile else None,
+        names=() if args.no_processes else procfs.VSWITCH_PROCESSES,
         extra_names=args.process, extra_pids=args.pid, cpus=args.cpus,
         datapaths=None if args.no_datapath or args.vswitch != "ovs" else
         datapath.ovs_source(args.ovs_target), qemu=not args.no_qemu))

@@ -85,29 +85,37 @@ class Run:
             return {}
 
 
-def runs() -> list[Run]:
+TESTBED, MONITOR = "testbed", "monitor"
+HOW_TO_START = {TESTBED: "vnetbench testbed up FILE", MONITOR: "vnetbench monitor up",
+                "run": "vnetbench testbed up FILE"}
+
+
+def runs(kind: str | None = None) -> list[Run]:
+    """Every run (testbeds and monitors), or those of one kind (meta "kind")."""
     root = state_root()
     if not root.is_dir():
         return []
-    return sorted((Run(p.name, root) for p in root.iterdir()
-                   if p.is_dir() and RUN_ID_RE.match(p.name)), key=lambda r: r.run_id)
+    found = sorted((Run(p.name, root) for p in root.iterdir()
+                    if p.is_dir() and RUN_ID_RE.match(p.name)), key=lambda r: r.run_id)
+    return [r for r in found if kind is None or r.meta().get("kind", TESTBED) == kind]
 
 
-def find_run(ref: str | None) -> Run:
-    """A run by id or testbed name; with no ref, the only run there is."""
-    candidates = runs()
+def find_run(ref: str | None, kind: str | None = TESTBED) -> Run:
+    """A run of ``kind`` (any kind if None) by id or name; with no ref, the only one there is."""
+    candidates = runs(kind)
+    kind, lister = kind or "run", kind or TESTBED
     if ref is None:
         if len(candidates) == 1:
             return candidates[0]
         if not candidates:
-            raise RunNotFoundError("no testbed is up; start one with 'vnetbench testbed up FILE'")
+            raise RunNotFoundError(f"no {kind} is up; start one with '{HOW_TO_START[kind]}'")
         ids = ", ".join(f"{r.run_id} ({r.meta().get('name', '?')})" for r in candidates)
-        raise RunNotFoundError(f"several testbeds are up ({ids}); pick one with --run ID")
+        raise RunNotFoundError(f"several {kind}s are up ({ids}); pick one with --run ID")
     matches = [r for r in candidates if r.run_id == ref or r.meta().get("name") == ref]
     if len(matches) == 1:
         return matches[0]
     if not matches:
-        raise RunNotFoundError(f"run {ref!r}: no such run id or testbed name under "
-                               f"{state_root()}; 'vnetbench testbed status' lists them")
+        raise RunNotFoundError(f"run {ref!r}: no such {kind} run id or name under "
+                               f"{state_root()}; 'vnetbench {lister} status' lists them")
     raise RunNotFoundError(f"run {ref!r}: the name matches several runs "
                            f"({', '.join(r.run_id for r in matches)}); use the run id")

@@ -33,6 +33,8 @@ class VnetbenchTestbed(context.Context):
             "placements": {"type": "array", "minItems": 1, "uniqueItems": True,
                            "items": {"enum": list(PLACEMENTS)}},
             "results": {"type": "string", "description": "JSON-lines file for result records"},
+            "monitor": {"type": "string", "description": "id of a running 'vnetbench monitor' "
+                        "to attach collectors to and push results to (default: $VNETBENCH_MONITOR)"},
             "skip_unsupported": {"type": "boolean",
                                  "description": "record N/A (with the missing feature) instead of failing"},
         },
@@ -43,6 +45,7 @@ class VnetbenchTestbed(context.Context):
     def setup(self):
         import os
 
+        from vnetbench.monitor import server, watch
         from vnetbench.testbed import capabilities
         from vnetbench.testbed.loader import load, loads
         from vnetbench.testbed.netns import builder
@@ -61,9 +64,18 @@ class VnetbenchTestbed(context.Context):
                                          "vswitch": tb.vswitch.kind.value,
                                          "network": tb.network.type.value}
             return
+        monitor = cfg.get("monitor") or os.environ.get("VNETBENCH_MONITOR")
+        mon = server.attach(monitor) if monitor else None
         dep = builder.up(tb, caps=caps)
         self.context["vnetbench"] = {"run_id": dep.run_id, "state_dir": str(state_root()),
-                                     "results": cfg["results"], "testbed": tb.name}
+                                     "results": cfg["results"], "testbed": tb.name,
+                                     "monitor": mon and mon.id}
+        if mon:
+            try:
+                watch.watch(dep, mon)
+            except BaseException:
+                dep.down()
+                raise
 
     def cleanup(self):
         info = self.context.get("vnetbench")

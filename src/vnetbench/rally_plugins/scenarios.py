@@ -68,7 +68,14 @@ class _Base(scenario.Scenario):
         if dep is None:
             self._not_applicable(self.TEST)
             return None
-        results = [r for pair in self._pairs(dep, placements) for r in run_pair(dep, pair)]
+        from vnetbench.monitor import publish, server
+        monitor = self.context["vnetbench"].get("monitor")
+        mon = server.attach(monitor) if monitor else None
+        results = []
+        for pair in self._pairs(dep, placements):
+            with publish.window(mon, dep, self.TEST, pair) as pushed:
+                pushed += run_pair(dep, pair)
+            results += pushed
         self._record(results)
         self.add_output(additive=charts.metrics_table(results, keys),
                         complete=charts.results_table(title, results, keys))

@@ -57,7 +57,8 @@ def _undo_daemon(run: Run, entry):
     except (OSError, ValueError):
         pass
     for pid in pids:
-        if not proc.stop(pid, lambda p: mark in proc.cmdline(p).split()):
+        if not proc.stop(pid, lambda p: mark in proc.cmdline(p).split(),
+                         grace=entry.get("grace_s", 1.0)):
             if proc.cmdline(pid):
                 raise RuntimeError(f"pid {pid} did not exit")
 
@@ -69,8 +70,14 @@ def _undo_process(run: Run, entry):
             raise RuntimeError(f"pid {pid} did not exit")
 
 
+def _undo_file(run: Run, entry):
+    """A file the run wrote outside its own directory (e.g. a scrape target list)."""
+    Path(entry["path"]).unlink(missing_ok=True)
+
+
 _UNDO = {
     "netns": _undo_netns,
     "daemon": _undo_daemon,
     "process": _undo_process,
+    "file": _undo_file,
 }

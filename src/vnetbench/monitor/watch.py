@@ -1,0 +1,71 @@
+"""Point a monitor at a testbed: one vnetbench-collector per emulated host, run in
+the monitor's namespace (it reads the shared /proc; OVS is asked over its unixctl
+socket), and a file-discovery target list that carries the testbed's run id.
+
+The collectors and the target list belong to the *testbed* run: its journal
+stops and removes them when the testbed goes down (or is cleaned up).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from vnetbench.errors import BuildError
+from vnetbench.monitor.server import Monitor
+from vnetbench.testbed.netns import proc
+
+
+def collector_argv(dep, host, port_file: Path) -> list[str]:
+    """The collector of one emulated host: its own daemons (by pidfile), its CPUs,
+    its ovs-vswitchd for datapath counters. A Linux bridge host has no daemons:
+    only its kernel (softirq) metrics are exported."""
+    hdir = dep.run.dir / host.name
+    kind = dep.testbed.vswitch.kind.value
+    argv = [sys.executable, "-m", "vnetbench_collector", "--host", host.name, "--vswitch", kind,
+            "--listen", "127.0.0.1:0", f"--port-file={port_file}", "--no-qemu",
+            "--cpus", ",".join(map(str, host.cpus))]
+    if dep.vswitch_pids(host.name):
+        argv += [f"--pidfile={hdir / prog}.pid" for prog in ("ovs-vswitchd", "ovsdb-server")]
+        argv += ["--ovs-target", str(hdir / "ovs-vswitchd.ctl")]
+    else:
+        argv += ["--no-processes", "--no-datapath"]
+    return argv
+
+
+def watch(dep, mon: Monitor, timeout: float = 10.0) -> list[str]:
+    """Start the collectors and publish their targets; returns the targets."""
+    targets = []
+    for host in dep.testbed.hosts:
+        port_file = dep.run.dir / f"collector-{host.name}.port"
+        pidfile = dep.run.dir / f"collector-{host.name}.pid"
+        dep.run.record("daemon", name="vnetbench-collector", host=host.name, pidfile=str(pidfile),
+                       argmark=f"--port-file={port_file}")
+        p = subprocess.Popen(proc.in_netns(mon.ns, collector_argv(dep, host, port_file)),
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                             stdin=subprocess.DEVNULL, start_new_session=True)
+        pidfile.write_text(f"{p.pid}\n")
+        targets.append(f"127.0.0.1:{_port(port_file, p, timeout)}")
+    path = mon.targets_dir / f"{dep.run_id}.json"
+    dep.run.record("file", path=str(path))
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps([{"targets": targets, "labels": {
+        "run_id": dep.run_id, "testbed": dep.testbed.name}}]))
+    tmp.replace(path)
+    dep.run.write_meta(monitor=mon.id)
+    return targets
+
+
+def _port(port_file: Path, p: subprocess.Popen, timeout: float) -> int:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if port_file.exists():
+            return int(port_file.read_text())
+        if p.poll() is not None:
+            raise BuildError(f"vnetbench-collector exited with {p.returncode} before listening "
+                             f"(run it by hand: {' '.join(p.args)})")
+        time.sleep(0.02)
+    raise BuildError(f"vnetbench-collector did not listen within {timeout:.0f} s")
