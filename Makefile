@@ -6,10 +6,10 @@
 PYTHON   ?= python3
 VENV     ?= .venv
 APT_PACKAGES := iproute2 iputils-ping util-linux procps ethtool iperf3 tcpdump \
-                openvswitch-switch python3-venv python3-pip
+                openvswitch-switch python3-venv python3-pip chromium
 PYTEST_ARGS ?=
 
-.PHONY: install deps venv flowgen demo smoke test unit functional capabilities cleanup clean
+.PHONY: install deps venv flowgen demo smoke test unit functional capabilities cleanup clean dashboards
 
 install: deps venv flowgen
 
@@ -48,6 +48,10 @@ test: install
 
 unit: venv
 	$(VENV)/bin/pytest -ra tests/unit
+
+# regenerate dashboards/json/ from src/vnetbench/dashboards/ (CHECK=1: only compare)
+dashboards: venv
+	$(VENV)/bin/python -m vnetbench.dashboards.generate $(if $(CHECK),--check)
 
 functional: install
 	$(VENV)/bin/pytest -ra tests/functional

@@ -1,5 +1,6 @@
 """Command line: ``vnetbench testbed up|status|exec|down|capabilities|validate|schema``,
-``vnetbench cleanup`` and ``vnetbench demo``. Library code raises; only this exits."""
+``vnetbench cleanup``, ``demo``, ``compare`` and ``report``. Library code raises; only
+this exits."""
 
 from __future__ import annotations
 
@@ -44,10 +45,18 @@ def _progress(quiet):
 # -- testbed -----------------------------------------------------------------
 
 def cmd_up(args):
+    from vnetbench.monitor import server, watch
     from vnetbench.testbed.loader import load
     from vnetbench.testbed.netns import builder
     testbed = load(args.file, online_cpus=_online_cpus())
+    mon = server.attach(args.monitor) if args.monitor else None
     dep = builder.up(testbed, progress=_progress(args.quiet))
+    if mon:
+        try:
+            watch.watch(dep, mon)
+        except BaseException:
+            dep.down()
+            raise
     st = dep.status()
     if args.json:
         print(json.dumps(st, indent=2))
@@ -66,9 +75,9 @@ def _print_vms(st):
 
 
 def cmd_status(args):
-    from vnetbench.state import runs
+    from vnetbench.state import TESTBED, runs
     from vnetbench.testbed.netns.deployment import Deployment
-    deps = [Deployment.attach(args.run)] if args.run else [Deployment.attach(r.run_id) for r in runs()]
+    deps = [Deployment.attach(args.run)] if args.run else [Deployment.attach(r.run_id) for r in runs(TESTBED)]
     sts = [d.status() for d in deps]
     if args.json:
         print(json.dumps(sts, indent=2))
@@ -115,7 +124,7 @@ def cmd_down(args):
 def cmd_cleanup(args):
     from vnetbench.state import find_run, runs
     from vnetbench.testbed.netns.teardown import teardown
-    targets = [find_run(r) for r in args.run] if args.run else runs()
+    targets = [find_run(r, kind=None) for r in args.run] if args.run else runs()
     failed = 0
     for run in targets:
         errors = teardown(run)
@@ -169,15 +178,35 @@ def cmd_demo(args):
 
 def cmd_compare(args):
     from vnetbench import compare
-    res = compare.run(args.profile, args.vswitch, args.network, Path(args.results))
+    res = compare.run(args.profile, args.vswitch, args.network, Path(args.results),
+                      monitor=not args.no_monitor)
     print(compare.table(res["records"]))
     print(f"wall time: {res['seconds']:.0f} s   Rally task: {res['uuid']}")
     print(f"Rally HTML report:  {res['dir'] / 'rally-report.html'}")
     print(f"result records:     {res['dir'] / 'records.jsonl'}")
     print(f"this table:         {res['dir'] / 'table.txt'}")
+    print(f"comparison report:  {res['dir'] / 'report.html'} (and report.md, report.csv)")
+    if res.get("monitor"):
+        print(f"Prometheus data:    {res['dir'] / 'prometheus'} (serve it to Grafana: "
+              f"prometheus --storage.tsdb.path={res['dir'] / 'prometheus' / 'tsdb'}; dashboards/README.md)")
     for s in res["sla_failed"]:
         print(f"SLA failed: {s.get('benchmark')} #{s.get('pos')}: {s.get('detail')}", file=sys.stderr)
     return 1 if res["sla_failed"] else 0
+
+
+def cmd_report(args):
+    from vnetbench.report import write
+    for path in write.report(args.results, Path(args.out) if args.out else None, args.format):
+        print(path)
+
+
+def _formats(text):
+    from vnetbench.report.write import FORMATS
+    formats = [f.strip() for f in text.split(",") if f.strip()]
+    bad = [f for f in formats if f not in FORMATS]
+    if bad or not formats:
+        raise argparse.ArgumentTypeError(f"{text!r}: use a comma-separated list of {', '.join(FORMATS)}")
+    return formats
 
 
 def _parser():
@@ -188,6 +217,8 @@ def _parser():
 
     s = tb.add_parser("up", help="build a testbed from a YAML file")
     s.add_argument("file")
+    s.add_argument("--monitor", default=os.environ.get("VNETBENCH_MONITOR"),
+                   help="monitor id to attach collectors to (default: $VNETBENCH_MONITOR)")
     s.add_argument("--json", action="store_true")
     s.add_argument("-q", "--quiet", action="store_true")
     s.set_defaults(func=cmd_up)
@@ -221,12 +252,26 @@ def _parser():
         s.add_argument("--run", action="append", help="only this run (repeatable)")
         s.set_defaults(func=cmd_cleanup)
 
+    from vnetbench.monitor import commands as monitor_commands
+    monitor_commands.add_parsers(sub)
+
     s = sub.add_parser("compare", help="the battery over vSwitch x network type through Rally")
     s.add_argument("--profile", choices=["quick", "full"], default="quick")
     s.add_argument("--vswitch", action="append", choices=["linuxbridge", "ovs"])
     s.add_argument("--network", action="append", choices=["flat", "vlan", "vxlan", "gre", "geneve"])
     s.add_argument("--results", default="results", help="directory for reports and records")
+    s.add_argument("--no-monitor", action="store_true",
+                   help="run without Prometheus (no collectors, results not pushed)")
     s.set_defaults(func=cmd_compare)
+
+    s = sub.add_parser("report", help="HTML/Markdown/CSV comparison of stored result records")
+    s.add_argument("results", nargs="+", metavar="RESULTS",
+                   help="records.jsonl files or directories holding one (one run each)")
+    s.add_argument("--out", help="output directory (default: the first RESULTS directory, "
+                                 "else results/report-<time>)")
+    s.add_argument("--format", type=_formats, default=["html", "md", "csv"],
+                   help="comma-separated: html,md,csv (default: all)")
+    s.set_defaults(func=cmd_report)
 
     s = sub.add_parser("demo", help="reachability and RTT of VM pairs for every vSwitch x network type")
     s.add_argument("--vswitch", action="append", choices=["linuxbridge", "ovs"])

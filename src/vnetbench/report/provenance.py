@@ -1,0 +1,43 @@
+"""What the compared numbers depend on, per column, from the records' provenance and
+labels: kernel, vSwitch version and datapath, MTUs, the testbed run ids, the dates."""
+
+from __future__ import annotations
+
+import time
+
+from vnetbench.report.table import Column, Table
+
+FIELDS = (
+    ("kernel", lambda r: r.provenance.get("kernel")),
+    ("machine", lambda r: r.provenance.get("machine")),
+    ("vSwitch", lambda r: r.provenance.get("tools", {}).get("ovs-vswitchd")
+     if r.labels["vswitch"] == "ovs" else "Linux bridge of the kernel"),
+    ("OVS datapath", lambda r: r.provenance.get("ovs_datapath")),
+    ("tenant MTU", lambda r: r.provenance.get("tenant_mtu")),
+    ("underlay MTU", lambda r: r.provenance.get("underlay_mtu")),
+    ("iperf3", lambda r: r.provenance.get("tools", {}).get("iperf3")),
+    ("vnetbench", lambda r: r.provenance.get("vnetbench")),
+    ("testbed run ids", lambda r: r.labels.get("run_id")),
+)
+
+
+def summary(table: Table) -> list[tuple[Column, dict]]:
+    """[(column, {field: 'distinct values, comma separated'})]; N/A columns say why."""
+    return [(c, _fields(c)) for c in table.columns]
+
+
+def _fields(column: Column) -> dict:
+    measured = [r for r in column.records if "not_applicable" not in r.extra]
+    if not measured:
+        return {"not applicable": "; ".join(dict.fromkeys(r.extra["not_applicable"]
+                                                           for r in column.records))}
+    out = {name: ", ".join(dict.fromkeys(str(v) for r in measured if (v := get(r)) is not None))
+           for name, get in FIELDS}
+    out["measured (UTC)"] = f"{_date(min(r.started for r in measured))} - " \
+                            f"{_date(max(r.finished for r in measured))}"
+    out["records"] = str(len(measured))
+    return out
+
+
+def _date(t: float) -> str:
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(t))

@@ -1,0 +1,141 @@
+"""The one comparison table every format renders: rows = test x variable x placement,
+columns = configurations (vswitch/network, per run when several runs are compared),
+cells = mean +-95% CI of the test's headline metric with the vSwitch CPU% beside it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from vnetbench.report.load import Run
+from vnetbench.results.record import Result
+
+# test -> the metrics its table cells show, first one a record has
+HEADLINE = {"icmp_rtt": ("rtt_mean_ms",), "tcp_stream": ("gbps",), "udp_stream": ("gbps",),
+            "broadcast": ("loss_pct",), "flow_setup": ("loss_pct",),
+            "rfc2544_throughput": ("ndr_fps",), "rfc2544_latency": ("rtt_avg_ms",),
+            "rfc2544_frame_loss": ("frame_loss_pct",), "rfc2544_back_to_back": ("burst_frames",),
+            "udp_fairness": ("jain_index",)}
+
+
+@dataclass
+class Column:
+    label: str                  # "ovs/vxlan", or "ovs/vxlan (run)" with several runs
+    vswitch: str
+    network: str
+    run: str
+    records: list = field(default_factory=list)    # every record of it, N/A ones too
+
+
+@dataclass(frozen=True)
+class Row:
+    test: str
+    variable: str               # mode / point, e.g. "flood", "mss 1468", "p=5", "100/s"
+    placement: str
+    metric: str
+
+    @property
+    def label(self) -> str:
+        return " ".join(x for x in (self.test, self.variable) if x)
+
+
+@dataclass(frozen=True)
+class Cell:
+    record: Result | None = None
+    na: str = ""                # why this configuration could not be measured
+
+    def stat(self, metric: str) -> dict:
+        return self.record.metrics.get(metric, {}) if self.record else {}
+
+    @property
+    def mss_used(self):
+        """The MSS a tcp_stream point really ran at, when the path forced another one."""
+        p = self.record.labels.get("params", {}) if self.record else {}
+        return p.get("used") if p.get("used") not in (None, p.get("nominal")) else None
+
+    def text(self, metric: str) -> str:
+        """e.g. '1.02 ±0.05 @1410 (86% CPU)'; 'N/A'; '' when not measured."""
+        if self.na or not self.record:
+            return "N/A" if self.na else ""
+        m, cpu = self.stat(metric), self.stat("cpu_pct").get("mean")
+        value = "-" if m.get("mean") is None else f"{m['mean']:.3g}"
+        value += "" if m.get("ci95") is None else f" ±{m['ci95']:.2g}"
+        value += f" @{self.mss_used}" if self.mss_used else ""
+        return value + ("" if cpu is None else f" ({cpu:.0f}% CPU)")
+
+
+@dataclass
+class Table:
+    columns: list
+    rows: list
+    cells: dict                 # (row, column label) -> Cell
+
+    def cell(self, row: Row, column: Column) -> Cell:
+        return self.cells.get((row, column.label), Cell())
+
+    def tests(self) -> list[str]:
+        return list(dict.fromkeys(r.test for r in self.rows))
+
+
+def build(runs: list[Run]) -> Table:
+    """A later record of the same row and column replaces an earlier one (records are
+    appended as they are measured). An N/A record covers its test's rows in its column."""
+    columns, cells, na, rows = {}, {}, [], []
+    for run in runs:
+        for r in run.records:
+            col = _column(columns, r, run.name if len(runs) > 1 else "")
+            col.records.append(r)
+            if "not_applicable" in r.extra:
+                na.append((r, col))
+                continue
+            rows.append(_row(r))
+            cells[(rows[-1], col.label)] = Cell(r)
+    rows += [Row(r.test, "", "-", "") for r, _ in na if not any(covers(r.test, x.test) for x in rows)]
+    for r, col in na:
+        for row in (x for x in rows if covers(r.test, x.test)):
+            cells.setdefault((row, col.label), Cell(na=r.extra["not_applicable"]))
+    return Table(_ordered_columns(columns.values()), _ordered_rows(rows), cells)
+
+
+def covers(na_test: str, test: str) -> bool:
+    """An N/A record of 'rfc2544' stands for rfc2544_throughput, _latency, ..."""
+    return test == na_test or test.startswith(na_test + "_")
+
+
+def _column(columns: dict, r: Result, run: str) -> Column:
+    vswitch, network = r.labels["vswitch"], r.labels["network"]
+    label = f"{vswitch}/{network}" + (f" ({run})" if run else "")
+    return columns.setdefault(label, Column(label, vswitch, network, run))
+
+
+def _row(r: Result) -> Row:
+    params = r.labels.get("params", {})
+    if r.test == "tcp_stream" and "nominal" in params:     # the MSS used goes in the cell
+        variable = f"mss {params['nominal']}"
+    else:
+        variable = " ".join(str(x) for x in (params.get("mode"), r.labels.get("point")) if x)
+    metric = next((k for k in HEADLINE.get(r.test, ()) if k in r.samples), "")
+    return Row(r.test, variable, r.labels.get("placement", "-"), metric)
+
+
+def _ordered_columns(columns) -> list[Column]:
+    """Configurations in first-seen order, the runs of one configuration side by side."""
+    columns = list(columns)
+    configs = list(dict.fromkeys((c.vswitch, c.network) for c in columns))
+    return sorted(columns, key=lambda c: configs.index((c.vswitch, c.network)))
+
+
+def _ordered_rows(rows) -> list[Row]:
+    """Grouped by test, then variable, then placement, each in first-seen order."""
+    rows = list(dict.fromkeys(rows))
+    first = lambda attr: {v: i for i, v in enumerate(dict.fromkeys(getattr(x, attr) for x in rows))}
+    test, variable, placement = first("test"), first("variable"), first("placement")
+    return sorted(rows, key=lambda x: (test[x.test], variable[x.variable], placement[x.placement]))
+
+
+# how to read a cell; every format prints these
+NOTES = ("cell: mean over the repetitions ±95% confidence half-width (Student t), "
+         "@N: the MSS the path really used when not the nominal one",
+         "CPU%: host-side data-plane CPU over each repetition's window: the vSwitch processes "
+         "of every emulated host plus the softirq time of the hosts' CPUs; 100% = one CPU",
+         "N/A: the configuration cannot be built on the machine that ran it (the reason is "
+         "listed, and shown on hover in HTML); blank: not measured")

@@ -1,0 +1,176 @@
+"""The Grafana dashboards: committed JSON up to date, valid against the pinned
+SDK's schema, and every query built only from docs/metrics.md, with defined
+variables, expandable to concrete PromQL that Prometheus's parser accepts."""
+
+import copy
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+
+from vnetbench.dashboards import generate, overlay_comparison, queries, schema
+
+ROOT = Path(__file__).resolve().parents[2]
+BOARDS = generate.dashboards()
+QUERIES = [q for board in BOARDS.values() for q in queries.panel_queries(board)]
+PROMQL_KEYWORDS = {"and", "or", "unless", "bool", "offset", "by", "without", "on",
+                   "ignoring", "group_left", "group_right", "inf", "nan"}
+
+
+def contract_metrics() -> set[str]:
+    """The metric names of the tables of docs/metrics.md (first column)."""
+    text = (ROOT / "docs" / "metrics.md").read_text()
+    return set(re.findall(r"^\| `(vnetbench_\w+)` \|", text, re.MULTILINE))
+
+
+def metric_names(expr: str) -> set[str]:
+    """Identifiers of `expr` that are metric names: not strings, label
+    matchers, ranges, grouping labels, functions, keywords or numbers."""
+    bare = re.sub(r'"(?:[^"\\]|\\.)*"', '""', expr)
+    bare = re.sub(r"\{[^}]*\}|\[[^\]]*\]", " ", bare)
+    bare = re.sub(r"\b(by|without|on|ignoring|group_left|group_right)\s*\([^)]*\)", " ", bare)
+    return {m.group(1) for m in re.finditer(r"(?<![\w.])([A-Za-z_:][\w:]*)\b(?!\s*\()", bare)
+            if m.group(1).lower() not in PROMQL_KEYWORDS}
+
+
+def variables(board: dict) -> dict[str, dict]:
+    return {v["name"]: v for v in board["templating"]["list"]}
+
+
+def sample_values(board: dict) -> list[dict[str, object]]:
+    """All, one value, several values (with a regex metacharacter) per variable."""
+    names = variables(board)
+    return [{n: "$__all" for n in names}, {n: "ovs" for n in names},
+            {n: ["dbb070", "a.b"] for n in names}]
+
+
+def test_committed_json_is_fresh():
+    assert generate.main(["--check"]) == 0
+
+
+def test_check_notices_a_stale_file(tmp_path):
+    generate.write(tmp_path)
+    assert generate.main(["--check", "--out", str(tmp_path)]) == 0
+    (tmp_path / f"{overlay_comparison.UID}.json").write_text("{}\n")
+    (tmp_path / "gone.json").write_text("{}\n")
+    assert generate.stale(tmp_path) == ["gone.json", f"{overlay_comparison.UID}.json"]
+    assert generate.main(["--check", "--out", str(tmp_path)]) == 1
+
+
+@pytest.mark.parametrize("uid", sorted(BOARDS))
+def test_validates_against_sdk_schema(uid):
+    assert schema.validate(BOARDS[uid]) == []
+
+
+def test_schema_catches_unknown_keys_and_bad_values():
+    board = copy.deepcopy(BOARDS[overlay_comparison.UID])
+    panel = board["panels"][1]
+    panel["bogus"] = 1
+    panel["options"]["orientation"] = "diagonal"
+    panel["targets"][0]["format"] = "xml"
+    board["templating"]["list"][0]["refresh"] = 9
+    errors = "\n".join(schema.validate(board))
+    for part in ("bogus: unknown", "orientation: 'diagonal'", "format_val: 'xml'",
+                 "refresh: 9"):
+        assert part in errors
+
+
+@pytest.mark.parametrize("uid", sorted(BOARDS))
+def test_every_panel_has_a_query(uid):
+    for panel in queries.panels(BOARDS[uid]["panels"]):
+        if panel["type"] != "row":
+            assert [t for t in panel.get("targets", []) if t.get("expr")], panel["title"]
+
+
+def test_queries_use_only_contract_metrics():
+    contract = contract_metrics()
+    assert "vnetbench_result" in contract and "vnetbench_test_running" in contract
+    for q in QUERIES:
+        used = metric_names(q.expr)
+        assert used and used <= contract, (q, used - contract)
+    for board in BOARDS.values():
+        for var in variables(board).values():
+            assert re.match(r"label_values\((\w+)", var["query"]).group(1) in contract
+
+
+def test_metric_names_parser():
+    expr = ('100 * sum by (host) (rate(a_total{x=~"b|c"}[5m])) / ignoring(metric) '
+            '(b_total offset 1m / 1e6 > 0)')
+    assert metric_names(expr) == {"a_total", "b_total"}
+
+
+def test_overlay_data_plane_panels_have_cpu():
+    board = BOARDS[overlay_comparison.UID]
+    data_plane = [p for p in queries.panels(board["panels"]) if p["type"] != "row"]
+    assert len(data_plane) == sum(len(f.metrics) for f in overlay_comparison.FAMILIES)
+    for panel in data_plane:
+        assert any('metric="cpu_pct"' in t["expr"] for t in panel["targets"]), panel["title"]
+
+
+@pytest.mark.parametrize("uid", sorted(BOARDS))
+def test_variables_used_are_defined(uid):
+    board = BOARDS[uid]
+    defined = set(variables(board))
+    used_in_variables = {m for v in variables(board).values()
+                         for m in re.findall(r"\$(\w+)", v["query"])}
+    used = {m.group(1) or m.group(3) or m.group(4)
+            for q in queries.panel_queries(board) for m in queries.VARIABLE.finditer(q.expr)}
+    assert {u for u in used if not u.startswith("__")} | used_in_variables <= defined
+    for var in variables(board).values():
+        assert var["multi"] and var["includeAll"] and var["allValue"] == ".*"
+
+
+def test_expand_leaves_no_dollar():
+    for board in BOARDS.values():
+        for values in sample_values(board):
+            for q in queries.panel_queries(board):
+                assert "$" not in queries.expand(q.expr, values, 3600), q
+
+
+def test_expand_like_grafana():
+    expr = 'm{a=~"$a", b=~"${b}", c=~"${c:regex}", d=~"[[d]]"}[$__rate_interval] $__range'
+    values = {"a": "$__all", "b": ["x.y"], "c": ["p", "q.r"], "d": ["s", "t"]}
+    assert queries.expand(expr, values, 600) == (
+        r'm{a=~".*", b=~"x\\.y", c=~"(p|q\.r)", d=~"(s|t)"}[4s] 600s')
+    # 1 day over 1,000 points: $__interval 87s, rate interval 87s + 1s scrape
+    assert queries.expand("[$__interval][$__rate_interval]", {}, 86400) == "[87s][88s]"
+    assert queries.expand("[$__rate_interval]", {}, 60, scrape_s=15) == "[60s]"
+    with pytest.raises(KeyError):
+        queries.expand("$undefined", {}, 60)
+
+
+def test_panel_queries_cover_targets_and_annotations():
+    board = BOARDS["vnetbench-vswitch-cpu"]
+    found = queries.panel_queries(board)
+    targets = sum(len(p.get("targets", [])) for p in queries.panels(board["panels"]))
+    assert len(found) == targets + 1
+    assert found[-1].panel == "annotation: Test windows"
+    assert "vnetbench_test_running" in found[-1].expr
+    assert all(q.instant for q in queries.panel_queries(BOARDS[overlay_comparison.UID]))
+
+
+def test_provisioning_matches_dashboards():
+    prov = ROOT / "dashboards" / "provisioning"
+    source, = yaml.safe_load((prov / "datasources" / "vnetbench.yaml").read_text())["datasources"]
+    assert source["uid"] == "vnetbench-prometheus" and source["type"] == "prometheus"
+    provider, = yaml.safe_load((prov / "dashboards" / "vnetbench.yaml").read_text())["providers"]
+    assert provider["type"] == "file" and provider["options"]["path"]
+    refs = {t["datasource"]["uid"] for q in BOARDS.values()
+            for p in queries.panels(q["panels"]) for t in p.get("targets", [])}
+    assert refs == {"vnetbench-prometheus"}
+
+
+@pytest.mark.skipif(shutil.which("promtool") is None, reason="promtool (Debian package prometheus) missing")
+def test_expanded_queries_parse_as_promql(tmp_path):
+    exprs = [queries.expand(q.expr, values, 3600) for board in BOARDS.values()
+             for values in sample_values(board) for q in queries.panel_queries(board)]
+    rules = {"groups": [{"name": "dashboards", "rules": [
+        {"record": f"vnetbench:dashboard_query_{i}", "expr": e} for i, e in enumerate(exprs)]}]}
+    path = tmp_path / "rules.yaml"
+    path.write_text(yaml.safe_dump(rules))
+    done = subprocess.run(["promtool", "check", "rules", str(path)],
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stdout + done.stderr

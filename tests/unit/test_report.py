@@ -1,0 +1,216 @@
+"""vnetbench report: the one table model and its text, Markdown, CSV and HTML forms,
+several runs side by side, N/A cells, bad input. No root needed."""
+
+import csv
+import io
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from vnetbench import cli, compare
+from vnetbench.errors import VnetbenchError
+from vnetbench.report import charts, html, load, table, text, write
+from vnetbench.results.record import Result
+
+DATA = Path(__file__).resolve().parents[1] / "data" / "report"
+NA_VLAN = "kernel lacks 802.1q VLAN devices (CONFIG_VLAN_8021Q): Operation not supported"
+
+
+def rec(test, vswitch="ovs", network="vxlan", placement="same-host", point=None, params=None,
+        **samples):
+    labels = {"test": test, "vswitch": vswitch, "network": network, "placement": placement,
+              "params": params or {}}
+    labels.update({"point": point} if point else {})
+    return Result(test, labels, samples, provenance={"kernel": "6.1", "tenant_mtu": 1450},
+                  started=1.0, finished=2.0)
+
+
+def na(test, vswitch="linuxbridge", network="vlan", reason="no 802.1q"):
+    return Result(test, {"test": test, "vswitch": vswitch, "network": network, "placement": "-"},
+                  {}, extra={"not_applicable": reason})
+
+
+def run(records, name="r"):
+    return load.Run(name, None, tuple(records))
+
+
+SMALL = [rec("tcp_stream", point="mss 1468", params={"nominal": 1468, "used": 1410},
+             gbps=[1.0, 1.1, 0.96], cpu_pct=[80, 90, 88]),
+         rec("tcp_stream", placement="cross-host", point="mss 1468",
+             params={"nominal": 1468, "used": 1468}, gbps=[2.0, 2.0], cpu_pct=[150, 150]),
+         rec("icmp_rtt", params={"mode": "flood"}, rtt_mean_ms=[0.1], cpu_pct=[5]),
+         na("tcp_stream"), na("rfc2544")]
+
+
+def test_cells_mean_ci_cpu_and_mss_used():
+    t = table.build([run(SMALL)])
+    assert [c.label for c in t.columns] == ["ovs/vxlan", "linuxbridge/vlan"]
+    rows = {(r.label, r.placement): r for r in t.rows}
+    same, cross = rows[("tcp_stream mss 1468", "same-host")], rows[("tcp_stream mss 1468", "cross-host")]
+    ovs = t.columns[0]
+    assert t.cell(same, ovs).text("gbps") == "1.02 ±0.18 @1410 (86% CPU)"
+    assert t.cell(cross, ovs).text("gbps") == "2 ±0 (150% CPU)"       # nominal MSS used: no @
+    assert t.cell(rows[("icmp_rtt flood", "same-host")], ovs).text("rtt_mean_ms") == "0.1 (5% CPU)"
+
+
+def test_na_covers_its_tests_rows_and_keeps_a_row_of_its_own():
+    t = table.build([run(SMALL)])
+    lb = t.columns[1]
+    tcp = [r for r in t.rows if r.test == "tcp_stream"]
+    assert all(t.cell(r, lb).na == "no 802.1q" for r in tcp)
+    assert t.cell(next(r for r in t.rows if r.test == "icmp_rtt"), lb).text("") == ""  # not measured
+    assert [r for r in t.rows if r.test == "rfc2544"] == [table.Row("rfc2544", "", "-", "")]
+
+
+def test_rows_grouped_by_test_variable_placement():
+    records = [rec("udp_stream", placement=p, point=f"p={n}", params={"sessions": n}, gbps=[1])
+               for p in ("same-host", "cross-host") for n in (1, 5)]
+    t = table.build([run(records)])
+    assert [(r.variable, r.placement) for r in t.rows] == [
+        ("p=1", "same-host"), ("p=1", "cross-host"), ("p=5", "same-host"), ("p=5", "cross-host")]
+
+
+def test_several_runs_are_columns_side_by_side():
+    a = run([rec("icmp_rtt", rtt_mean_ms=[0.1]),
+             rec("icmp_rtt", "linuxbridge", "flat", rtt_mean_ms=[0.2])], "a")
+    b = run([rec("icmp_rtt", rtt_mean_ms=[0.3])], "b")
+    t = table.build([a, b])
+    assert [c.label for c in t.columns] == ["ovs/vxlan (a)", "ovs/vxlan (b)", "linuxbridge/flat (a)"]
+    row = t.rows[0]
+    assert [t.cell(row, c).stat("rtt_mean_ms")["mean"] for c in t.columns] == [0.1, 0.3, 0.2]
+
+
+def test_real_records():
+    t = table.build(load.load([DATA]))
+    assert [c.label for c in t.columns] == ["linuxbridge/flat", "linuxbridge/vlan", "ovs/flat", "ovs/vxlan"]
+    assert t.tests() == ["icmp_rtt", "tcp_stream", "udp_stream", "broadcast", "flow_setup",
+                         "rfc2544_throughput", "rfc2544_latency", "udp_fairness"]
+    assert len(t.rows) == 34
+    assert all(t.cell(r, t.columns[1]).na == NA_VLAN for r in t.rows)
+    tcp = [r for r in t.rows if r.test == "tcp_stream"]
+    assert {r.variable for r in tcp} == {"mss 68", "mss 1468", "mss 8908"}
+    assert all(r.metric == "gbps" for r in tcp)
+    assert "@1410" in t.cell(tcp[2], t.columns[3]).text("gbps")
+
+
+def test_plain_text_is_compare_table():
+    records = list(load.read(DATA / "records.jsonl"))
+    out = compare.table(records)
+    lines = out.splitlines()
+    assert lines[0].split(" | ")[:3] == ["test [metric]                              ", "placement ",
+                                         "linuxbridge/flat         "]
+    assert all(line.count(" | ") == 5 for line in lines[2:36]) and lines[36] == ""
+    assert f"N/A linuxbridge/vlan: {NA_VLAN}" in out and "100% = one CPU" in out
+
+
+def test_markdown_shape():
+    t = table.build(load.load([DATA]))
+    md = text.markdown(t)
+    assert [line[3:] for line in md.splitlines() if line.startswith("## ")] == t.tests()
+    rows = [line for line in md.splitlines() if line.startswith("|")]
+    assert len(rows) == len(t.rows) + 2 * len(t.tests())        # each table: head + rule + rows
+    assert all(line.count("|") == 3 + len(t.columns) for line in rows)
+    assert "| mss 1468 [gbps] | same-host | 23.9 ±50 @1460 (34% CPU) | N/A |" in md
+
+
+def test_csv_one_line_per_cell_with_raw_numbers():
+    t = table.build(load.load([DATA]))
+    lines = list(csv.DictReader(io.StringIO(text.csv_text(t))))
+    assert tuple(lines[0]) == text.CSV_FIELDS
+    assert len(lines) == len(t.rows) * len(t.columns)           # every cell here is filled
+    na_lines = [x for x in lines if x["not_applicable"]]
+    assert {x["configuration"] for x in na_lines} == {"linuxbridge/vlan"} and len(na_lines) == 34
+    vx = next(x for x in lines if x["configuration"] == "ovs/vxlan" and x["variable"] == "mss 1468")
+    assert vx["mss_used"] == "1410" and float(vx["mean"]) == pytest.approx(0.872, abs=5e-4)
+    assert float(vx["cpu_pct"]) > 50 and int(vx["n"]) == 2
+
+
+def test_html_tables_charts_and_na_hover():
+    runs = load.load([DATA])
+    t = table.build(runs)
+    page = html.page(runs, t, charts.charts(t))
+    for fid in ("fig-rtt", "fig-tcp", "fig-udp", "fig-broadcast", "fig-flow", "fig-cpu"):
+        assert f"<figure id='{fid}'><svg" in page
+    assert f"<td class='na' title='{NA_VLAN}'>N/A</td>" in page
+    assert "<script" not in page and "http://www.w3.org" in page and "src=" not in page
+    assert "ovs-vswitchd (Open vSwitch) 3.1.0" in page and "netdev" in page
+
+
+def test_chart_without_data_is_left_out():
+    t = table.build([run([rec("icmp_rtt", params={"mode": "flood"}, rtt_mean_ms=[0.1], cpu_pct=[5])])])
+    assert [c.id for c in charts.charts(t)] == ["fig-rtt", "fig-cpu"]
+
+
+def test_run_names(tmp_path):
+    for d in ("a", "b"):
+        (tmp_path / d).mkdir()
+        shutil.copy(DATA / "records.jsonl", tmp_path / d / "records.jsonl")
+    shutil.copy(DATA / "records.jsonl", tmp_path / "old.jsonl")
+    runs = load.load([tmp_path / "a", tmp_path / "b" / "records.jsonl", tmp_path / "old.jsonl",
+                      tmp_path / "a"])
+    assert [r.name for r in runs] == ["a", "b", "old", "a#2"]
+    assert table.build(runs[:2]).columns[1].label == "linuxbridge/flat (b)"
+
+
+@pytest.mark.parametrize("content,problem", [
+    (None, "no such file or directory"), ("", "no records"), ("{}\nnot json\n", "not a vnetbench"),
+    ('{"test": "x", "labels": {}, "samples": {}}\n', "labels 'vswitch'/'network'"),
+    ('{"test": "x"}\n', "no 'labels'"), ('[1, 2]\n', "no 'test'"), ("garbage\n", ":1: not a JSON line")])
+def test_bad_input(tmp_path, content, problem):
+    path = tmp_path / "r.jsonl"
+    if content is not None:
+        path.write_text(content)
+    with pytest.raises(VnetbenchError, match=problem) as exc:
+        load.load([path])
+    assert str(exc.value).startswith(str(path)) and "records.jsonl written by vnetbench" in str(exc.value)
+
+
+def test_directory_without_records(tmp_path):
+    with pytest.raises(VnetbenchError, match=f"{tmp_path}: no records.jsonl in this directory"):
+        load.load([tmp_path])
+
+
+def test_cli_writes_into_first_results_dir(tmp_path, capsys):
+    shutil.copy(DATA / "records.jsonl", tmp_path / "records.jsonl")
+    assert cli.main(["report", str(tmp_path), "--format", "md,csv"]) == 0
+    assert capsys.readouterr().out.split() == [str(tmp_path / "report.md"), str(tmp_path / "report.csv")]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["records.jsonl", "report.csv", "report.md"]
+
+
+def test_cli_default_out_for_a_file(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    assert cli.main(["report", str(DATA / "records.jsonl"), "--format", "csv"]) == 0
+    out = Path(capsys.readouterr().out.strip())
+    assert out.parent.parent == Path("results") and out.parent.name.startswith("report-")
+    assert out.read_text().startswith("configuration,run,")
+
+
+def test_cli_bad_input_is_one_line_exit_2(tmp_path, capsys):
+    (tmp_path / "x.jsonl").write_text("nope\n")
+    assert cli.main(["report", str(tmp_path / "x.jsonl"), "--out", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"vnetbench: error: {tmp_path / 'x.jsonl'}:1: not a JSON line")
+    assert err.count("\n") == 1
+    assert not (tmp_path / "o").exists()
+
+
+def test_cli_bad_format(capsys):
+    with pytest.raises(SystemExit) as exc:
+        cli.main(["report", str(DATA), "--format", "pdf"])
+    assert exc.value.code == 2 and "html, md, csv" in capsys.readouterr().err
+
+
+def test_atomic_write_leaves_no_half_file(tmp_path, monkeypatch):
+    write.write({"report.md": "old"}, tmp_path)
+    monkeypatch.setattr(write.os, "replace", lambda a, b: (_ for _ in ()).throw(OSError(28, "No space")))
+    with pytest.raises(VnetbenchError, match="cannot write the report"):
+        write.write({"report.md": "new"}, tmp_path)
+    assert [p.name for p in tmp_path.iterdir()] == ["report.md"]
+    assert (tmp_path / "report.md").read_text() == "old"
+
+
+def test_records_are_json_lines_as_stored():
+    first = json.loads((DATA / "records.jsonl").read_text().splitlines()[0])
+    assert first["schema"] == 1 and "metrics" not in first        # trimmed: recomputed from samples
