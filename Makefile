@@ -6,7 +6,8 @@
 PYTHON   ?= python3
 VENV     ?= .venv
 APT_PACKAGES := iproute2 iputils-ping util-linux procps ethtool iperf3 tcpdump \
-                openvswitch-switch python3-venv python3-pip chromium
+                openvswitch-switch python3-venv python3-pip chromium \
+                prometheus prometheus-pushgateway
 PYTEST_ARGS ?=
 
 .PHONY: install deps venv flowgen demo smoke test unit functional capabilities cleanup clean dashboards
