@@ -9,6 +9,7 @@ anywhere in this process.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import http.client
 import json
@@ -29,23 +30,27 @@ def _setns(fd: int) -> None:
         raise OSError(err, os.strerror(err))
 
 
+@contextlib.contextmanager
+def _fd(path):
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        yield fd
+    finally:
+        os.close(fd)
+
+
 def connect(ns: str, host: str, port: int, timeout: float = 5.0) -> socket.socket:
     """A TCP socket connected to host:port as seen from inside namespace ``ns``."""
     out: dict = {}
 
     def work():
         try:
-            own = os.open("/proc/thread-self/ns/net", os.O_RDONLY)
-            target = os.open(NETNS_DIR / ns, os.O_RDONLY)
-            try:
+            with _fd(NETNS_DIR / ns) as target, _fd("/proc/thread-self/ns/net") as own:
                 _setns(target)
                 try:
                     out["sock"] = socket.create_connection((host, port), timeout=timeout)
                 finally:
                     _setns(own)
-            finally:
-                os.close(own)
-                os.close(target)
         except OSError as exc:
             out["error"] = exc
     t = threading.Thread(target=work, name=f"netns-{ns}")
