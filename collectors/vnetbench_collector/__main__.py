@@ -42,17 +42,17 @@ def cpu_list(text: str) -> frozenset[int]:
     return frozenset(out)
 
 
-def pidfile_filter(paths: list[Path]):
-    """A pid filter that re-reads the pidfiles at every scrape (daemons may restart)."""
-    def allowed(pid: int) -> bool:
-        pids = set()
+def pidfile_source(paths: list[Path]):
+    """The pids in these pidfiles, re-read at every scrape (daemons may restart)."""
+    def pids() -> list[int]:
+        out = []
         for path in paths:
             try:
-                pids.add(int(path.read_text().split()[0]))
+                out.append(int(path.read_text().split()[0]))
             except (OSError, ValueError, IndexError):
                 continue
-        return pid in pids
-    return allowed
+        return out
+    return pids
 
 
 def parser() -> argparse.ArgumentParser:
@@ -93,7 +93,7 @@ def build_registry(args) -> CollectorRegistry:
     registry = CollectorRegistry()
     registry.register(VSwitchCollector(
         host=args.host, vswitch=args.vswitch, proc=args.proc,
-        pid_filter=pidfile_filter(args.pidfile) if args.pidfile else None,
+        pid_source=pidfile_source(args.pidfile) if args.pidfile else None,
         names=() if args.no_processes else procfs.VSWITCH_PROCESSES,
         extra_names=args.process, extra_pids=args.pid, cpus=args.cpus,
         datapaths=None if args.no_datapath or args.vswitch != "ovs" else

@@ -12,6 +12,7 @@ tick that lands in softirq while a vSwitch thread runs is charged to both.
 from __future__ import annotations
 
 import threading
+import time
 from pathlib import Path
 from typing import Callable, Iterable
 
@@ -34,9 +35,9 @@ class VSwitchCollector:
 
     host, vswitch: values of the ``host`` and ``vswitch`` labels (e.g. "compute-1", "ovs").
     proc: the /proc root to read.
-    pid_filter: if given, a process found by name is exported only if
-        ``pid_filter(pid)`` is true (e.g. the pids of one emulated host's pidfiles);
-        called at every scrape.
+    pid_source: if given, the processes are exactly these pids (e.g. those of one
+        emulated host's pidfiles), named after their executable; called at every
+        scrape, and nothing is looked up by name.
     names: executable names to look for; extra_names are added to them.
     extra_pids: pids always exported (component = their exe/comm name).
     cpus: if given, the softirq families cover only these CPUs.
@@ -44,18 +45,27 @@ class VSwitchCollector:
         ``datapath.ovs_source(ctl)``), called at every scrape.
     qemu: also export QEMU processes (vCPU, vhost worker and other threads) and
         their old-style vhost kernel threads.
+    rescan_s: a scrape reads only the processes and kernel threads found by the last
+        full /proc scan; the next full scan is at most this much later (sooner if
+        one of them is gone), so a scrape's cost does not grow with the node's
+        process count and a new daemon or VM is found within rescan_s.
     """
 
     def __init__(self, host: str, vswitch: str, proc: Path | str = Path("/proc"),
-                 pid_filter: Callable[[int], bool] | None = None,
+                 pid_source: Callable[[], Iterable[int]] | None = None,
                  names: Iterable[str] = procfs.VSWITCH_PROCESSES,
                  extra_names: Iterable[str] = (), extra_pids: Iterable[int] = (),
                  cpus: Iterable[int] | None = None, hz: int | None = None,
-                 datapaths: Callable[[], list] | None = None, qemu: bool = True):
+                 datapaths: Callable[[], list] | None = None, qemu: bool = True,
+                 rescan_s: float = 10.0, clock: Callable[[], float] = time.monotonic):
         self.host, self.vswitch, self.proc = host, vswitch, Path(proc)
         self.datapaths, self.qemu = datapaths, qemu
         self.irq_time_accounting = procfs.irq_time_accounting(self.proc)
-        self.pid_filter = pid_filter
+        self.pid_source = pid_source
+        self.rescan_s, self.clock = rescan_s, clock
+        self._found: dict | None = None      # last scan: pid -> (component, start ticks)
+        self._kpids: list[int] = []          # last scan: ksoftirqd and vhost kernel threads
+        self._next_scan = 0.0
         self.names = tuple(dict.fromkeys((*names, *extra_names)))
         self.extra_pids = tuple(extra_pids)
         self.cpus = None if cpus is None else frozenset(cpus)
@@ -93,15 +103,39 @@ class VSwitchCollector:
     def describe(self):
         return list(self._families())
 
-    def _processes(self) -> dict[int, str]:
-        names = self.names + (procfs.QEMU_PROCESSES if self.qemu else ())
-        found = {pid: procfs.QEMU if name in procfs.QEMU_PROCESSES else name
-                 for pid, name in procfs.find_processes(self.proc, names).items()}
-        if self.pid_filter is not None:
-            found = {p: n for p, n in found.items() if self.pid_filter(p)}
+    def _discover(self) -> tuple[dict[int, str], list]:
+        """pid -> component, and the kernel threads of interest: from a full /proc scan
+        when due, else from the pids the last one found."""
+        if self._found is None or self.clock() >= self._next_scan or not self._unchanged():
+            entries = procfs.scan(self.proc, self.hz)
+            named = self._by_name(entries)
+            self._found = {t.tid: (named[t.tid], t.start) for t in entries if t.tid in named}
+            self._kpids = [t.tid for t in procfs.kernel_threads(entries)
+                           if t.comm.startswith(("ksoftirqd/", "vhost-"))]
+            self._next_scan = self.clock() + self.rescan_s
+        kthreads = [t for t in (procfs.process_cpu(self.proc, pid, self.hz) for pid in self._kpids) if t]
+        found = {pid: name for pid, (name, _) in self._found.items()}
+        if self.pid_source is not None:
+            found.update(procfs.find_processes(self.proc, (), self.pid_source()))
         for pid, name in procfs.find_processes(self.proc, (), self.extra_pids).items():
             found.setdefault(pid, name)
+        return found, kthreads
+
+    def _by_name(self, entries) -> dict[int, str]:
+        names = () if self.pid_source is not None else self.names
+        found = procfs.find_processes(self.proc, names, entries=entries)
+        if self.qemu:
+            found.update({pid: procfs.QEMU for pid in procfs.find_processes(
+                self.proc, procfs.QEMU_PROCESSES, entries=entries)})
         return found
+
+    def _unchanged(self) -> bool:
+        """Every process and kernel thread of the last scan is still there (same start)."""
+        for pid, (_, start) in self._found.items():
+            t = procfs.process_cpu(self.proc, pid, self.hz)
+            if t is None or t.start != start:
+                return False
+        return all((self.proc / str(pid)).is_dir() for pid in self._kpids)
 
     def _cpu_seconds(self, processes: dict[int, str]) -> dict[tuple, float]:
         totals: dict = {}
@@ -126,10 +160,9 @@ class VSwitchCollector:
         self._retired = {k: v for k, v in self._retired.items() if k in live_procs}
         return totals
 
-    def _kernel(self, processes: dict[int, str], totals: dict) -> dict[int, float]:
+    def _kernel(self, processes: dict[int, str], kthreads: list, totals: dict) -> dict[int, float]:
         """Add the old-style vhost kernel threads of the QEMU processes to ``totals``;
         return ksoftirqd seconds per CPU."""
-        kthreads = procfs.kernel_threads(self.proc, self.hz)
         qemus = [pid for pid, name in processes.items() if name == procfs.QEMU]
         vhost = sum(procfs.vhost_kthreads(kthreads, qemus).values())
         if vhost:
@@ -142,9 +175,9 @@ class VSwitchCollector:
     def collect(self):
         cpu, nprocs, sirq_s, sirqs, ksirqd, lookups, flows, irqtime = self._families()
         with self._lock:
-            processes = self._processes()
+            processes, kthreads = self._discover()
             totals = self._cpu_seconds(processes)
-        ksoftirqd = self._kernel(processes, totals)
+        ksoftirqd = self._kernel(processes, kthreads, totals)
         for (comp, cls), secs in sorted(totals.items()):
             cpu.add_metric([self.host, self.vswitch, comp, cls], secs)
         counts = {name: 0 for name in self.names}

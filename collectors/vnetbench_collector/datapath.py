@@ -1,17 +1,23 @@
-"""OVS datapath counters from ``ovs-appctl dpctl/show``: lookups hit/missed/lost
-(every miss is an upcall to ovs-vswitchd) and the datapath's flow count.
+"""OVS datapath counters from ``dpctl/show``: lookups hit/missed/lost (every miss
+is an upcall to ovs-vswitchd) and the datapath's flow count.
 
-The command runner is injected, so parsing is tested against recorded outputs.
+ovs-vswitchd is asked over its unixctl socket (JSON-RPC, what ovs-appctl speaks),
+so a scrape forks nothing. The query is injected, so parsing and the source are
+tested against recorded outputs.
 """
 
 from __future__ import annotations
 
+import json
 import re
-import subprocess
+import socket
+import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Callable
 
-Runner = Callable[[list], str]
+OVS_RUNDIR = Path("/var/run/openvswitch")
+RETRY_S = 30.0          # after a failure, ask again only this much later
 
 
 @dataclass(frozen=True)
@@ -43,18 +49,51 @@ def parse_show(text: str) -> list[Datapath]:
     return out
 
 
-def subprocess_runner(argv: list) -> str:
-    return subprocess.run(argv, capture_output=True, text=True, timeout=2, check=True).stdout
+def control_socket(target: str | None) -> Path:
+    """What ``ovs-appctl -t`` accepts: a unixctl socket, a pidfile, or None (the
+    system's ovs-vswitchd: its pidfile in /var/run/openvswitch)."""
+    path = Path(target) if target else OVS_RUNDIR / "ovs-vswitchd.pid"
+    if path.suffix != ".pid":
+        return path
+    pid = int(path.read_text().split()[0])
+    return path.parent / f"{path.stem}.{pid}.ctl"
 
 
-def ovs_source(target: str | None = None, runner: Runner = subprocess_runner):
-    """A callable returning the datapaths of one ovs-vswitchd (its unixctl socket or
-    pidfile as ``target``; the system's daemon if None), or [] if it cannot be asked."""
-    argv = ["ovs-appctl", *(["-t", target] if target else []), "dpctl/show"]
+def unixctl(path: Path, command: str, timeout: float = 2.0) -> str:
+    """One unixctl command over the daemon's socket; its text result."""
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+        s.settimeout(timeout)
+        s.connect(str(path))
+        s.sendall(json.dumps({"method": command, "params": [], "id": 0}).encode())
+        buf, decoder = "", json.JSONDecoder()
+        while True:
+            chunk = s.recv(65536)
+            if not chunk:
+                raise OSError(f"{path}: connection closed before a reply")
+            buf += chunk.decode()
+            try:
+                reply, _ = decoder.raw_decode(buf)
+                break
+            except ValueError:
+                continue
+    if reply.get("error") is not None:
+        raise OSError(f"{path}: {command}: {reply['error']}")
+    return reply["result"]
+
+
+def ovs_source(target: str | None = None, query: Callable[[str], str] | None = None,
+               clock: Callable[[], float] = time.monotonic):
+    """A callable returning the datapaths of one ovs-vswitchd, or [] if it cannot be
+    asked (then it is not asked again for RETRY_S)."""
+    ask = query or (lambda command: unixctl(control_socket(target), command))
+    state = {"next": 0.0}
 
     def read() -> list[Datapath]:
+        if clock() < state["next"]:
+            return []
         try:
-            return parse_show(runner(argv))
-        except (OSError, subprocess.SubprocessError):
+            return parse_show(ask("dpctl/show"))
+        except (OSError, ValueError, KeyError):
+            state["next"] = clock() + RETRY_S
             return []
     return read

@@ -145,54 +145,69 @@ def _pids(proc: Path) -> Iterator[int]:
             yield int(entry.name)
 
 
-def process_name(proc: Path, pid: int, names: Iterable[str] = ()) -> str | None:
-    """The name of ``pid`` if it is exactly one of ``names`` (by /proc/PID/comm, or by
-    the basename of /proc/PID/exe, which also matches names longer than comm's 15
-    bytes); with no ``names``, the exe basename or else comm. None if gone/no match."""
-    names = tuple(names)
-    base = proc / str(pid)
-    comm = (_read(base / "comm") or "").rstrip("\n")
+def scan(proc: Path, hz: int | None = None) -> list[ThreadCpu]:
+    """One pass over /proc: the stat line (name, parent, CPU time) of every process."""
+    hz = hz or clk_tck()
+    out = []
+    for pid in _pids(proc):
+        text = _read(proc / str(pid) / "stat")
+        if not text:
+            continue
+        try:
+            out.append(parse_stat(text, hz))
+        except (ValueError, IndexError):
+            continue
+    return out
+
+
+def _exe(proc: Path, pid: int) -> str:
     try:
-        exe = os.path.basename(os.readlink(base / "exe")).removesuffix(" (deleted)")
+        return os.path.basename(os.readlink(proc / str(pid) / "exe")).removesuffix(" (deleted)")
     except OSError:
-        exe = ""
-    if not names:
-        return exe or comm or None
+        return ""
+
+
+def match_name(proc: Path, pid: int, comm: str, names: Iterable[str]) -> str | None:
+    """The one of ``names`` that process ``pid`` runs: its comm exactly, or, when comm
+    is the kernel's 15-byte truncation of a longer name, confirmed by the basename of
+    /proc/PID/exe (read only then)."""
     for name in names:
-        if (comm == name and len(name) <= COMM_LEN) or exe == name:
+        if comm == name and len(name) <= COMM_LEN:
+            return name
+    for name in names:
+        if name.startswith(comm) and len(name) > len(comm) and _exe(proc, pid) == name:
             return name
     return None
 
 
+def process_name(proc: Path, pid: int) -> str | None:
+    """A process's name: its exe basename, else its comm; None if gone."""
+    comm = (_read(proc / str(pid) / "comm") or "").rstrip("\n")
+    return _exe(proc, pid) or comm or None
+
+
 def find_processes(proc: Path, names: Iterable[str] = VSWITCH_PROCESSES,
-                   extra_pids: Iterable[int] = ()) -> dict[int, str]:
-    """pid -> process name of every process named exactly as one of ``names``,
-    plus ``extra_pids`` (named after their exe/comm) if they exist."""
+                   extra_pids: Iterable[int] = (), entries: list[ThreadCpu] | None = None
+                   ) -> dict[int, str]:
+    """pid -> process name of every process named exactly as one of ``names``
+    (from ``entries``, a ``scan``, when given), plus ``extra_pids`` (named after
+    their exe/comm) if they exist."""
     names = tuple(names)
     out = {}
-    for pid in _pids(proc) if names else ():
-        name = process_name(proc, pid, names)
-        if name:
-            out[pid] = name
+    if names:
+        for t in scan(proc) if entries is None else entries:
+            name = match_name(proc, t.tid, t.comm, names)
+            if name:
+                out[t.tid] = name
     for pid in extra_pids:
         if pid not in out and (proc / str(pid)).is_dir():
             out[pid] = process_name(proc, pid) or str(pid)
     return out
 
 
-def kernel_threads(proc: Path, hz: int | None = None) -> list[ThreadCpu]:
-    """Every kernel thread (child of kthreadd): ksoftirqd/N, old-style vhost-PID, ..."""
-    hz = hz or clk_tck()
-    out = []
-    for pid in _pids(proc):
-        text = _read(proc / str(pid) / "stat")
-        try:
-            t = parse_stat(text, hz) if text else None
-        except (ValueError, IndexError):
-            continue
-        if t and t.ppid == KTHREADD:
-            out.append(t)
-    return out
+def kernel_threads(entries: Iterable[ThreadCpu]) -> list[ThreadCpu]:
+    """The kernel threads (children of kthreadd) of a ``scan``: ksoftirqd/N, vhost-PID, ..."""
+    return [t for t in entries if t.ppid == KTHREADD]
 
 
 def ksoftirqd_seconds(threads: Iterable[ThreadCpu]) -> dict[int, float]:

@@ -171,8 +171,8 @@ def test_process_discovery_by_exact_name(proc):
 def test_pid_filter_extra_names_and_pids(proc):
     add_process(proc, 60, "ovs-vswitchd", [(60, "ovs-vswitchd", 50, 50)], start=300)
     add_process(proc, 70, "qemu-kvm", [(70, "qemu-kvm", 10, 0), (71, "vhost-70", 20, 0)])
-    r = scrape(VSwitchCollector("h2", "ovs", proc=proc, hz=HZ, pid_filter=lambda p: p == 60,
-                                extra_names=["qemu-kvm"], extra_pids=[40]))
+    r = scrape(VSwitchCollector("h2", "ovs", proc=proc, hz=HZ, pid_source=lambda: [60],
+                                extra_pids=[40], qemu=False))
     m = "vnetbench_vswitch_cpu_seconds_total"
     lab = dict(host="h2", vswitch="ovs")
     assert value(r, m, component="ovs-vswitchd", thread_class="main", **lab) == pytest.approx(1.0)
@@ -322,12 +322,12 @@ def test_dpctl_show_recorded_from_a_netdev_datapath():
     assert datapath.parse_show("") == []
 
 
-def test_datapath_counters_from_an_injected_runner(proc):
+def test_datapath_counters_from_an_injected_query(proc):
     from vnetbench_collector import datapath
     calls = []
 
-    def runner(argv):
-        calls.append(argv)
+    def runner(command):
+        calls.append(command)
         return "netdev@ovs-netdev:\n  lookups: hit:10 missed:5 lost:1\n  flows: 7\n"
     src = datapath.ovs_source("/run/x/ovs-vswitchd.ctl", runner)
     r = scrape(VSwitchCollector("h1", "ovs", proc=proc, hz=HZ, datapaths=src))
@@ -335,9 +335,90 @@ def test_datapath_counters_from_an_injected_runner(proc):
     m = "vnetbench_datapath_lookups_total"
     assert [value(r, m, result=x, **lab) for x in ("hit", "missed", "lost")] == [10, 5, 1]
     assert value(r, "vnetbench_datapath_flows", **lab) == 7
-    assert calls[0] == ["ovs-appctl", "-t", "/run/x/ovs-vswitchd.ctl", "dpctl/show"]
+    assert set(calls) == {"dpctl/show"}
 
-    def broken(argv):
-        raise FileNotFoundError("ovs-appctl")
-    r = scrape(VSwitchCollector("h1", "ovs", proc=proc, hz=HZ, datapaths=datapath.ovs_source(None, broken)))
+    now = [0.0]
+
+    def broken(command):
+        calls.append(command)
+        raise FileNotFoundError("no such socket")
+    calls.clear()
+    src = datapath.ovs_source(None, broken, clock=lambda: now[0])
+    r = scrape(VSwitchCollector("h1", "ovs", proc=proc, hz=HZ, datapaths=src))
     assert value(r, m, result="hit", **lab) is None
+    src(), src()
+    assert len(calls) == 1                              # not asked again at every scrape
+    now[0] += datapath.RETRY_S
+    src()
+    assert len(calls) == 2
+
+
+def test_unixctl_json_rpc_and_control_socket_of_a_pidfile(tmp_path):
+    import json
+    import socket
+    import threading
+
+    from vnetbench_collector import datapath
+    (tmp_path / "ovs-vswitchd.pid").write_text("4242\n")
+    ctl = datapath.control_socket(str(tmp_path / "ovs-vswitchd.pid"))
+    assert ctl == tmp_path / "ovs-vswitchd.4242.ctl"
+    assert datapath.control_socket(str(ctl)) == ctl
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    server.bind(str(ctl))
+    server.listen(1)
+    got = {}
+
+    def serve():                    # what ovs-vswitchd answers, in two chunks
+        conn, _ = server.accept()
+        got["request"] = json.loads(conn.recv(4096))
+        reply = json.dumps({"id": 0, "error": None, "result": "netdev@ovs-netdev:\n"
+                            "  lookups: hit:1 missed:2 lost:3\n  flows: 4\n"}).encode()
+        conn.sendall(reply[:10])
+        conn.sendall(reply[10:])
+        conn.close()
+    t = threading.Thread(target=serve)
+    t.start()
+    out = datapath.ovs_source(str(tmp_path / "ovs-vswitchd.pid"))()
+    t.join()
+    server.close()
+    assert got["request"] == {"method": "dpctl/show", "params": [], "id": 0}
+    assert out == [datapath.Datapath("netdev@ovs-netdev", 1, 2, 3, 4)]
+
+
+def test_one_proc_scan_per_scrape_and_none_with_pidfiles(proc, monkeypatch):
+    scans = []
+    real = procfs.scan
+    monkeypatch.setattr(procfs, "scan", lambda *a, **k: scans.append(1) or real(*a, **k))
+    r = scrape(VSwitchCollector("cn1", "ovs", proc=proc, hz=HZ))
+    generate_latest(r)
+    assert len(scans) == 1
+    scans.clear()
+    col = VSwitchCollector("h1", "ovs", proc=proc, hz=HZ, pid_source=lambda: [10], qemu=False)
+    r = scrape(col)
+    generate_latest(r)                            # the first scrape finds ksoftirqd
+    generate_latest(r)
+    assert len(scans) == 1
+    assert value(r, "vnetbench_ksoftirqd_cpu_seconds_total", host="h1", cpu="0") == pytest.approx(1.2)
+    import shutil
+    shutil.rmtree(proc / "9")                   # a CPU went offline: its ksoftirqd is gone
+    generate_latest(r)
+    assert len(scans) == 2
+    assert value(r, "vnetbench_ksoftirqd_cpu_seconds_total", host="h1", cpu="0") is None
+
+
+def test_full_scan_at_most_every_rescan_s_and_early_when_a_process_is_gone(proc, monkeypatch):
+    scans, now = [], [0.0]
+    real = procfs.scan
+    monkeypatch.setattr(procfs, "scan", lambda *a, **k: scans.append(now[0]) or real(*a, **k))
+    r = scrape(VSwitchCollector("cn1", "ovs", proc=proc, hz=HZ, rescan_s=10, clock=lambda: now[0]))
+    m, lab = "vnetbench_vswitch_processes", dict(host="cn1", vswitch="ovs", component="ovs-vswitchd")
+    assert value(r, m, **lab) == 1
+    add_process(proc, 61, "ovs-vswitchd", [(61, "ovs-vswitchd", 1, 1)], start=500)
+    now[0] = 5.0
+    assert value(r, m, **lab) == 1 and len(scans) == 1        # not yet: read the known pids only
+    now[0] = 10.0
+    assert value(r, m, **lab) == 2 and len(scans) == 2        # found by the next full scan
+    import shutil
+    shutil.rmtree(proc / "61")
+    now[0] = 11.0
+    assert value(r, m, **lab) == 1 and len(scans) == 3        # gone: rescanned at once
