@@ -288,3 +288,12 @@ def test_connect_to_missing_namespace_leaks_no_fd():
         with pytest.raises(FileNotFoundError):
             nshttp.connect(missing_ns(), "127.0.0.1", 9, timeout=1)
     assert fds() <= before
+
+
+def test_one_repetition_has_no_ci_sample_and_odd_params_are_not_labels():
+    r = Result(test="t", labels={"test": "t", "params": {"__name__": "x", "__meta": "y", "empty": "",
+                                                         "ok": 5}},
+               samples={"gbps": [1.0]})
+    assert publish.result_labels(r) == {"test": "t", "ok": "5"}
+    names = {s.name for f in publish.families([r], None) for s in f.samples}
+    assert "vnetbench_result" in names and "vnetbench_result_ci95" not in names

@@ -31,6 +31,7 @@ HELP = {
     "vnetbench_test_running": "1 while a test family runs on a pair: the test windows",
 }
 _LABEL = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
+RESERVED = frozenset((*BASE, *GROUP, "point", "metric", "job", "instance"))
 
 
 def _value(v) -> str:
@@ -39,10 +40,10 @@ def _value(v) -> str:
 
 def _is_parameter(k: str, v) -> bool:
     """A scalar setting worth a label; free text (explanations) stays in the record."""
-    if not _LABEL.match(k) or k in ("metric", *GROUP, "job", "instance"):
+    if not _LABEL.match(k) or k.startswith("__") or k in RESERVED:
         return False
     if isinstance(v, str):
-        return len(v) <= 40 and " " not in v
+        return 0 < len(v) <= 40 and " " not in v
     return isinstance(v, (int, float, bool))
 
 
@@ -52,7 +53,7 @@ def result_labels(r) -> dict:
     if r.labels.get("point"):
         out["point"] = _value(r.labels["point"])
     for k, v in sorted(r.labels.get("params", {}).items()):
-        if k not in out and _is_parameter(k, v):
+        if _is_parameter(k, v):
             out[k] = _value(v)
     return out
 
@@ -67,8 +68,9 @@ def families(results, running: dict | None) -> list[Metric]:
                 continue
             fams["vnetbench_result"].add_sample("vnetbench_result", {**labels, "metric": metric},
                                                 summary["mean"])
-            fams["vnetbench_result_ci95"].add_sample("vnetbench_result_ci95",
-                                                     {**labels, "metric": metric}, summary.get("ci95") or 0.0)
+            if summary.get("ci95") is not None:          # unknown with one repetition
+                fams["vnetbench_result_ci95"].add_sample("vnetbench_result_ci95",
+                                                         {**labels, "metric": metric}, summary["ci95"])
         fams["vnetbench_result_start_timestamp_seconds"].add_sample(
             "vnetbench_result_start_timestamp_seconds", labels, r.started)
         fams["vnetbench_result_end_timestamp_seconds"].add_sample(
