@@ -187,8 +187,8 @@ def cmd_compare(args):
     print(f"this table:         {res['dir'] / 'table.txt'}")
     print(f"comparison report:  {res['dir'] / 'report.html'} (and report.md, report.csv)")
     if res.get("monitor"):
-        print(f"Prometheus data:    {res['dir'] / 'prometheus'} (serve it to Grafana: "
-              f"prometheus --storage.tsdb.path={res['dir'] / 'prometheus' / 'tsdb'}; dashboards/README.md)")
+        print(f"Prometheus data:    {res['dir'] / 'prometheus'} (to serve it to Grafana: "
+              f"dashboards/README.md)")
     for s in res["sla_failed"]:
         print(f"SLA failed: {s.get('benchmark')} #{s.get('pos')}: {s.get('detail')}", file=sys.stderr)
     return 1 if res["sla_failed"] else 0
