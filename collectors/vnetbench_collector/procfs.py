@@ -80,6 +80,20 @@ def _read(path: Path) -> str | None:
         return None
 
 
+def _stats(paths: Iterable[Path], hz: int) -> list[ThreadCpu]:
+    """The parsed stat files among ``paths`` that still exist and parse."""
+    out = []
+    for path in paths:
+        text = _read(path)
+        if not text:
+            continue
+        try:
+            out.append(parse_stat(text, hz))
+        except (ValueError, IndexError):
+            continue
+    return out
+
+
 def process_cpu(proc: Path, pid: int, hz: int | None = None) -> ThreadCpu | None:
     """CPU seconds of a whole process (live and exited threads), or None if gone."""
     text = _read(proc / str(pid) / "stat")
@@ -91,21 +105,11 @@ def process_cpu(proc: Path, pid: int, hz: int | None = None) -> ThreadCpu | None
 
 def thread_cpu(proc: Path, pid: int, hz: int | None = None) -> list[ThreadCpu]:
     """CPU seconds of every live thread of ``pid`` (from /proc/PID/task/TID/stat)."""
-    hz = hz or clk_tck()
-    out = []
     try:
         tasks = sorted((proc / str(pid) / "task").iterdir())
     except OSError:
-        return out
-    for task in tasks:
-        text = _read(task / "stat")
-        if not text:
-            continue
-        try:
-            out.append(parse_stat(text, hz))
-        except (ValueError, IndexError):
-            continue
-    return out
+        return []
+    return _stats((task / "stat" for task in tasks), hz or clk_tck())
 
 
 def softirq_seconds(proc: Path, hz: int | None = None) -> dict[int, float]:
@@ -147,17 +151,7 @@ def _pids(proc: Path) -> Iterator[int]:
 
 def scan(proc: Path, hz: int | None = None) -> list[ThreadCpu]:
     """One pass over /proc: the stat line (name, parent, CPU time) of every process."""
-    hz = hz or clk_tck()
-    out = []
-    for pid in _pids(proc):
-        text = _read(proc / str(pid) / "stat")
-        if not text:
-            continue
-        try:
-            out.append(parse_stat(text, hz))
-        except (ValueError, IndexError):
-            continue
-    return out
+    return _stats((proc / str(pid) / "stat" for pid in _pids(proc)), hz or clk_tck())
 
 
 def _exe(proc: Path, pid: int) -> str:

@@ -47,16 +47,9 @@ def _progress(quiet):
 def cmd_up(args):
     from vnetbench.monitor import server, watch
     from vnetbench.testbed.loader import load
-    from vnetbench.testbed.netns import builder
     testbed = load(args.file, online_cpus=_online_cpus())
     mon = server.attach(args.monitor) if args.monitor else None
-    dep = builder.up(testbed, progress=_progress(args.quiet))
-    if mon:
-        try:
-            watch.watch(dep, mon)
-        except BaseException:
-            dep.down()
-            raise
+    dep = watch.up(testbed, mon, progress=_progress(args.quiet))
     st = dep.status()
     if args.json:
         print(json.dumps(st, indent=2))

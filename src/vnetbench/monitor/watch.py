@@ -69,3 +69,16 @@ def _port(port_file: Path, p: subprocess.Popen, timeout: float) -> int:
                              f"(run it by hand: {' '.join(p.args)})")
         time.sleep(0.02)
     raise BuildError(f"vnetbench-collector did not listen within {timeout:.0f} s")
+
+
+def up(testbed, mon: Monitor | None, **build):
+    """Build ``testbed`` and, with a monitor, attach it; a failed attach unwinds the build."""
+    from vnetbench.testbed.netns import builder
+    dep = builder.up(testbed, **build)
+    if mon:
+        try:
+            watch(dep, mon)
+        except BaseException:
+            dep.down()
+            raise
+    return dep

@@ -48,7 +48,6 @@ class VnetbenchTestbed(context.Context):
         from vnetbench.monitor import server, watch
         from vnetbench.testbed import capabilities
         from vnetbench.testbed.loader import load, loads
-        from vnetbench.testbed.netns import builder
         cfg = self.config
         cpus = sorted(os.sched_getaffinity(0))
         if cfg.get("file"):
@@ -66,16 +65,10 @@ class VnetbenchTestbed(context.Context):
             return
         monitor = cfg.get("monitor") or os.environ.get("VNETBENCH_MONITOR")
         mon = server.attach(monitor) if monitor else None
-        dep = builder.up(tb, caps=caps)
+        dep = watch.up(tb, mon, caps=caps)
         self.context["vnetbench"] = {"run_id": dep.run_id, "state_dir": str(state_root()),
                                      "results": cfg["results"], "testbed": tb.name,
                                      "monitor": mon and mon.id}
-        if mon:
-            try:
-                watch.watch(dep, mon)
-            except BaseException:
-                dep.down()
-                raise
 
     def cleanup(self):
         info = self.context.get("vnetbench")
