@@ -38,8 +38,8 @@ def collector_argv(dep, host, port_file: Path) -> list[str]:
 
 def watch(dep, mon: Monitor, timeout: float = 10.0) -> list[str]:
     """Start the collectors and publish their targets; returns the targets."""
-    targets = []
-    for host in dep.testbed.hosts:
+    started = []
+    for host in dep.testbed.hosts:          # all start at once, then each is waited for
         port_file = dep.run.dir / f"collector-{host.name}.port"
         pidfile = dep.run.dir / f"collector-{host.name}.pid"
         dep.run.record("daemon", name="vnetbench-collector", host=host.name, pidfile=str(pidfile),
@@ -48,7 +48,8 @@ def watch(dep, mon: Monitor, timeout: float = 10.0) -> list[str]:
                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                              stdin=subprocess.DEVNULL, start_new_session=True)
         pidfile.write_text(f"{p.pid}\n")
-        targets.append(f"127.0.0.1:{_port(port_file, p, timeout)}")
+        started.append((port_file, p))
+    targets = [f"127.0.0.1:{_port(port_file, p, timeout)}" for port_file, p in started]
     path = mon.targets_dir / f"{dep.run_id}.json"
     dep.run.record("file", path=str(path))
     tmp = path.with_suffix(".tmp")
