@@ -73,14 +73,25 @@ def parse_stat(text: str, hz: int) -> ThreadCpu:
                      ppid=int(fields[1]))
 
 
-def _read(path: Path) -> str | None:
+def _read(path: Path | str) -> str | None:
+    """A whole /proc file, or None if it is gone. Plain os calls: a scrape reads one
+    file per process, and pathlib's per-call overhead is most of that cost."""
     try:
-        return path.read_text()
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return None
+    try:
+        chunks = []
+        while chunk := os.read(fd, 65536):
+            chunks.append(chunk)
+        return b"".join(chunks).decode()
     except (OSError, UnicodeDecodeError):
         return None
+    finally:
+        os.close(fd)
 
 
-def _stats(paths: Iterable[Path], hz: int) -> list[ThreadCpu]:
+def _stats(paths: Iterable[Path | str], hz: int) -> list[ThreadCpu]:
     """The parsed stat files among ``paths`` that still exist and parse."""
     out = []
     for path in paths:
@@ -141,17 +152,17 @@ def softirq_counts(proc: Path, types: Iterable[str] = SOFTIRQ_TYPES) -> dict[str
 
 def _pids(proc: Path) -> Iterator[int]:
     try:
-        entries = list(proc.iterdir())
+        entries = os.listdir(proc)
     except OSError:
         return
-    for entry in entries:
-        if entry.name.isdigit():
-            yield int(entry.name)
+    for name in entries:
+        if name.isdigit():
+            yield int(name)
 
 
 def scan(proc: Path, hz: int | None = None) -> list[ThreadCpu]:
     """One pass over /proc: the stat line (name, parent, CPU time) of every process."""
-    return _stats((proc / str(pid) / "stat" for pid in _pids(proc)), hz or clk_tck())
+    return _stats((f"{proc}/{pid}/stat" for pid in _pids(proc)), hz or clk_tck())
 
 
 def _exe(proc: Path, pid: int) -> str:
