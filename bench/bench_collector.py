@@ -38,6 +38,7 @@ from vnetbench_collector.collector import VSwitchCollector  # noqa: E402
 
 from vnetbench.monitor.watch import collector_argv  # noqa: E402
 from vnetbench.testbed.netns import builder  # noqa: E402
+from vnetbench.testbed.netns.deployment import VSWITCH_DAEMONS  # noqa: E402
 
 TARGET_WALL_MS, TARGET_CPU_PCT = 10.0, 1.0
 INTERVAL_S = 1.0
@@ -214,7 +215,7 @@ def main(argv=None) -> int:
     idle: list = []
     try:
         h1 = dep.testbed.host("h1")
-        ctl = str(dep.run.dir / h1.name / "ovs-vswitchd.ctl")
+        ctl = str(dep.host_file(h1.name, "ovs-vswitchd.ctl"))
         print(f"run {dep.run_id}: h1 ovs-vswitchd {dep.vswitch_pids('h1')}", flush=True)
 
         # (a) in process
@@ -228,8 +229,8 @@ def main(argv=None) -> int:
              compute_node_collector(None)),
             ("testbed h1 (collector_argv: pidfiles, --cpus, --no-qemu)",
              VSwitchCollector(host="h1", vswitch="ovs", cpus=h1.cpus, qemu=False,
-                              pid_source=pidfile_source([dep.run.dir / "h1" / f"{p}.pid" for p in
-                                                         ("ovs-vswitchd", "ovsdb-server")]),
+                              pid_source=pidfile_source([dep.host_file("h1", f"{p}.pid")
+                                                         for p in VSWITCH_DAEMONS]),
                               datapaths=datapath.ovs_source(ctl))),
         ]
         inproc = []

@@ -17,20 +17,20 @@ from pathlib import Path
 from vnetbench.errors import BuildError
 from vnetbench.monitor.server import Monitor
 from vnetbench.testbed.netns import proc
+from vnetbench.testbed.netns.deployment import VSWITCH_DAEMONS
 
 
 def collector_argv(dep, host, port_file: Path) -> list[str]:
     """The collector of one emulated host: its own daemons (by pidfile), its CPUs,
     its ovs-vswitchd for datapath counters. A Linux bridge host has no daemons:
     only its kernel (softirq) metrics are exported."""
-    hdir = dep.run.dir / host.name
     kind = dep.testbed.vswitch.kind.value
     argv = [sys.executable, "-m", "vnetbench_collector", "--host", host.name, "--vswitch", kind,
             "--listen", "127.0.0.1:0", f"--port-file={port_file}", "--no-qemu",
             "--cpus", ",".join(map(str, host.cpus))]
     if dep.vswitch_pids(host.name):
-        argv += [f"--pidfile={hdir / prog}.pid" for prog in ("ovs-vswitchd", "ovsdb-server")]
-        argv += ["--ovs-target", str(hdir / "ovs-vswitchd.ctl")]
+        argv += [f"--pidfile={dep.host_file(host.name, prog + '.pid')}" for prog in VSWITCH_DAEMONS]
+        argv += ["--ovs-target", str(dep.host_file(host.name, "ovs-vswitchd.ctl"))]
     else:
         argv += ["--no-processes", "--no-datapath"]
     return argv

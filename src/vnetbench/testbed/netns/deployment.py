@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import subprocess
+from pathlib import Path
 
 from pyroute2 import netns
 
@@ -12,6 +13,8 @@ from vnetbench.testbed.model import Testbed
 from vnetbench.testbed.netns import proc
 from vnetbench.testbed.netns.names import Names
 from vnetbench.testbed.netns.teardown import teardown
+
+VSWITCH_DAEMONS = ("ovs-vswitchd", "ovsdb-server")
 
 
 class Deployment:
@@ -54,20 +57,24 @@ class Deployment:
                         argv=list(map(str, argv)))
         return p
 
+    def host_file(self, host: str, name: str) -> Path:
+        """A file of ``host``'s run directory: its daemons' pidfiles, unixctl sockets, logs."""
+        return self.run.dir / self.testbed.host(host).name / name
+
     def vswitch_pids(self, host: str) -> dict:
         """{program: pid} of the vSwitch daemons this run started on ``host`` (none for
         kernel-only vSwitches), from the pidfiles in the host's run directory."""
         pids = {}
-        for prog in ("ovs-vswitchd", "ovsdb-server"):
+        for prog in VSWITCH_DAEMONS:
             try:
-                pids[prog] = int((self.run.dir / self.testbed.host(host).name / f"{prog}.pid").read_text())
+                pids[prog] = int(self.host_file(host, f"{prog}.pid").read_text())
             except (OSError, ValueError):
                 continue
         return pids
 
     def ovs_appctl(self, host: str, *args, timeout: float = 10) -> str:
         """ovs-appctl against this run's ovs-vswitchd of ``host``."""
-        ctl = self.run.dir / self.testbed.host(host).name / "ovs-vswitchd.ctl"
+        ctl = self.host_file(host, "ovs-vswitchd.ctl")
         return proc.run(["ovs-appctl", "-t", str(ctl), *args], timeout=timeout,
                         what=f"ovs-appctl on {host}")
 
