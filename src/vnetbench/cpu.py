@@ -17,13 +17,12 @@ cpu_pct = (a) + (b) can overlap.
 
 from __future__ import annotations
 
+import functools
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 from vnetbench_collector import collector as vc
-
-CPU_FAMILY, SOFTIRQ_FAMILY = "vnetbench_vswitch_cpu_seconds", "vnetbench_softirq_cpu_seconds"
 
 
 @dataclass(frozen=True)
@@ -39,20 +38,26 @@ def component(process: str, thread_class: str) -> str:
 
 def host_collector(deployment, host, proc: Path = Path("/proc")) -> vc.VSwitchCollector:
     """The collector of one emulated host: its own daemons (by pidfile) and CPUs."""
-    pids = set(deployment.vswitch_pids(host.name).values())
-    return vc.VSwitchCollector(host=host.name, vswitch=deployment.testbed.vswitch.kind.value,
-                               proc=proc, names=(), extra_pids=sorted(pids), cpus=host.cpus,
-                               qemu=False)
+    pids = tuple(sorted(set(deployment.vswitch_pids(host.name).values())))
+    return _collector(host.name, deployment.testbed.vswitch.kind.value, pids, tuple(host.cpus), proc)
+
+
+@functools.lru_cache(maxsize=64)
+def _collector(host: str, vswitch: str, pids: tuple, cpus: tuple, proc: Path) -> vc.VSwitchCollector:
+    """One collector per (host, daemons) for every window: it reads the kernel config
+    and finds ksoftirqd once, not at every repetition."""
+    return vc.VSwitchCollector(host=host, vswitch=vswitch, proc=proc, names=(), extra_pids=pids,
+                               cpus=cpus, qemu=False)
 
 
 def sample(collector: vc.VSwitchCollector) -> Sample:
     comps, softirq = {}, 0.0
     for family in collector.collect():
         for s in family.samples:
-            if family.name == CPU_FAMILY:
+            if family.name == vc.CPU_SECONDS:
                 key = component(s.labels["component"], s.labels["thread_class"])
                 comps[key] = comps.get(key, 0.0) + s.value
-            elif family.name == SOFTIRQ_FAMILY:
+            elif family.name == vc.SOFTIRQ_SECONDS:
                 softirq += s.value
     return Sample(t=time.monotonic(), components=comps, softirq=softirq)
 
