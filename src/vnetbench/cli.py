@@ -173,7 +173,7 @@ def cmd_compare(args):
     from vnetbench import compare
     res = compare.run(args.profile, args.vswitch, args.network, Path(args.results),
                       monitor=not args.no_monitor)
-    print(compare.table(res["records"]))
+    print(res["table"])
     print(f"wall time: {res['seconds']:.0f} s   Rally task: {res['uuid']}")
     print(f"Rally HTML report:  {res['dir'] / 'rally-report.html'}")
     print(f"result records:     {res['dir'] / 'records.jsonl'}")

@@ -20,7 +20,6 @@ from vnetbench.results.record import ResultStore
 
 REPO = Path(__file__).resolve().parents[2]
 TASK = REPO / "rally-tasks" / "overlay-comparison.yaml"
-HEADLINE = model.HEADLINE      # the Rally plugins' progress lines read it from here
 
 
 class Rally:
@@ -96,10 +95,11 @@ def _run(profile, vswitches, networks, out_dir, task, out, mon) -> dict:
     rally("task", "report", uuid, "--out", str(out / "rally-report.html"))
     sla = json.loads(rally("task", "sla-check", uuid, "--json"))   # exit 1 when an SLA fails
     records = list(ResultStore(out / "records.jsonl"))
-    (out / "table.txt").write_text(table(records))
+    plain = table(records)
+    (out / "table.txt").write_text(plain)
     write.write(write.render([Run(out.name, out / "records.jsonl", tuple(records))]), out)
     return {"dir": out, "uuid": uuid, "seconds": time.monotonic() - t0, "records": records,
-            "sla_failed": [s for s in sla if s.get("status") != "PASS"]}
+            "table": plain, "sla_failed": [s for s in sla if s.get("status") != "PASS"]}
 
 
 def table(records) -> str:

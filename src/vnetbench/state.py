@@ -86,8 +86,7 @@ class Run:
 
 
 TESTBED, MONITOR = "testbed", "monitor"
-HOW_TO_START = {TESTBED: "vnetbench testbed up FILE", MONITOR: "vnetbench monitor up",
-                "run": "vnetbench testbed up FILE"}
+HOW_TO_START = {TESTBED: "vnetbench testbed up FILE", MONITOR: "vnetbench monitor up"}
 
 
 def runs(kind: str | None = None) -> list[Run]:
@@ -103,19 +102,19 @@ def runs(kind: str | None = None) -> list[Run]:
 def find_run(ref: str | None, kind: str | None = TESTBED) -> Run:
     """A run of ``kind`` (any kind if None) by id or name; with no ref, the only one there is."""
     candidates = runs(kind)
-    kind, lister = kind or "run", kind or TESTBED
+    noun, hint = kind or "run", kind or TESTBED      # any kind: point at testbeds
     if ref is None:
         if len(candidates) == 1:
             return candidates[0]
         if not candidates:
-            raise RunNotFoundError(f"no {kind} is up; start one with '{HOW_TO_START[kind]}'")
+            raise RunNotFoundError(f"no {noun} is up; start one with '{HOW_TO_START[hint]}'")
         ids = ", ".join(f"{r.run_id} ({r.meta().get('name', '?')})" for r in candidates)
-        raise RunNotFoundError(f"several {kind}s are up ({ids}); pick one with --run ID")
+        raise RunNotFoundError(f"several {noun}s are up ({ids}); pick one with --run ID")
     matches = [r for r in candidates if r.run_id == ref or r.meta().get("name") == ref]
     if len(matches) == 1:
         return matches[0]
     if not matches:
-        raise RunNotFoundError(f"run {ref!r}: no such {kind} run id or name under "
-                               f"{state_root()}; 'vnetbench {lister} status' lists them")
+        raise RunNotFoundError(f"run {ref!r}: no such {noun} run id or name under "
+                               f"{state_root()}; 'vnetbench {hint} status' lists them")
     raise RunNotFoundError(f"run {ref!r}: the name matches several runs "
                            f"({', '.join(r.run_id for r in matches)}); use the run id")

@@ -18,8 +18,8 @@ def cmd_up(args):
     from vnetbench.monitor import server
     mon = server.up(Path(args.data) if args.data else None,
                     progress=lambda m: print(m, file=sys.stderr, flush=True))
-    print(f"monitor {mon.id} up: Prometheus 127.0.0.1:9090 and Pushgateway 127.0.0.1:9091 in "
-          f"namespace {mon.ns}; data in {mon.data_dir}")
+    print(f"monitor {mon.id} up: Prometheus 127.0.0.1:{server.PROMETHEUS_PORT} and Pushgateway "
+          f"127.0.0.1:{server.PUSHGATEWAY_PORT} in namespace {mon.ns}; data in {mon.data_dir}")
     print(f"use it:  export VNETBENCH_MONITOR={mon.id}   (Rally tasks and 'vnetbench testbed up' "
           f"attach to it)")
     print(f"query:   vnetbench monitor query 'vnetbench_result'   stop: vnetbench monitor down --run {mon.id}")

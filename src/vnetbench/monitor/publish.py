@@ -61,23 +61,21 @@ def result_labels(r) -> dict:
 def families(results, running: dict | None) -> list[Metric]:
     """The exposition of one group: results (means, CI, timestamps) and the window flag."""
     fams = {name: Metric(name, doc, "gauge") for name, doc in HELP.items()}
+
+    def add(name, labels, value):
+        fams[name].add_sample(name, labels, value)
     for r in results:
         labels = result_labels(r)
         for metric, summary in sorted(r.metrics.items()):
             if summary.get("mean") is None:
                 continue
-            fams["vnetbench_result"].add_sample("vnetbench_result", {**labels, "metric": metric},
-                                                summary["mean"])
+            add("vnetbench_result", {**labels, "metric": metric}, summary["mean"])
             if summary.get("ci95") is not None:          # unknown with one repetition
-                fams["vnetbench_result_ci95"].add_sample("vnetbench_result_ci95",
-                                                         {**labels, "metric": metric}, summary["ci95"])
-        fams["vnetbench_result_start_timestamp_seconds"].add_sample(
-            "vnetbench_result_start_timestamp_seconds", labels, r.started)
-        fams["vnetbench_result_end_timestamp_seconds"].add_sample(
-            "vnetbench_result_end_timestamp_seconds", labels, r.finished)
+                add("vnetbench_result_ci95", {**labels, "metric": metric}, summary["ci95"])
+        add("vnetbench_result_start_timestamp_seconds", labels, r.started)
+        add("vnetbench_result_end_timestamp_seconds", labels, r.finished)
     if running is not None:
-        fams["vnetbench_test_running"].add_sample("vnetbench_test_running", running["labels"],
-                                                  running["value"])
+        add("vnetbench_test_running", running["labels"], running["value"])
     return [f for f in fams.values() if f.samples]
 
 

@@ -213,7 +213,7 @@ class FlowSetup(_Base):
 
 def _summary(r) -> str:
     """One progress line per measured point: what, where, the headline value, CPU%."""
-    from vnetbench.compare import HEADLINE
+    from vnetbench.report.table import HEADLINE
     lab = r.labels
     where = f"{lab.get('vswitch')}/{lab.get('network')} {r.test} {lab.get('placement')} {lab.get('point', '')}"
     if "not_applicable" in r.extra:
