@@ -146,8 +146,12 @@ def cmd_validate(args):
     from vnetbench.testbed.loader import load
     tb = load(args.file, online_cpus=_online_cpus())
     print(f"{args.file}: ok: {tb.name}: {tb.vswitch.kind} over {tb.network.type}, "
-          f"{len(tb.hosts)} hosts, {len(tb.vnets)} vnets, {len(tb.vms)} VMs, "
+          f"{_count(tb.hosts, 'host')}, {_count(tb.vnets, 'vnet')}, {_count(tb.vms, 'VM')}, "
           f"tenant MTU {tb.network.tenant_mtu}")
+
+
+def _count(items, noun: str) -> str:
+    return f"{len(items)} {noun}{'' if len(items) == 1 else 's'}"
 
 
 def cmd_schema(args):
@@ -202,8 +206,16 @@ def _formats(text):
     return formats
 
 
+DESCRIPTION = """\
+vnetbench: one battery of data-plane and functional tests for the virtual networks of
+OpenStack/KVM clouds, with the vSwitch's CPU cost beside every number. Without a cloud it
+runs on the embedded testbed (hosts, VMs and vSwitches in network namespaces).
+Start with 'vnetbench testbed capabilities', then 'vnetbench compare --profile quick'."""
+
+
 def _parser():
-    p = argparse.ArgumentParser(prog="vnetbench", description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(prog="vnetbench", description=DESCRIPTION,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = p.add_subparsers(required=True, metavar="COMMAND")
     tb = sub.add_parser("testbed", help="embedded testbed lifecycle").add_subparsers(
         required=True, metavar="ACTION")

@@ -92,7 +92,7 @@ def _run(profile, vswitches, networks, out_dir, task, out, mon) -> dict:
     if "rally task report " not in log:
         raise VnetbenchError(f"rally task start did not run; see {out / 'rally.log'}")
     uuid = log.split("rally task report ")[1].split()[0]
-    rally("task", "report", uuid, "--out", str(out / "rally-report.html"))
+    rally_report(rally, uuid, out / "rally-report.html")
     sla = json.loads(rally("task", "sla-check", uuid, "--json"))   # exit 1 when an SLA fails
     records = list(ResultStore(out / "records.jsonl"))
     plain = table(records)
@@ -100,6 +100,13 @@ def _run(profile, vswitches, networks, out_dir, task, out, mon) -> dict:
     write.write(write.render([Run(out.name, out / "records.jsonl", tuple(records))]), out)
     return {"dir": out, "uuid": uuid, "seconds": time.monotonic() - t0, "records": records,
             "table": plain, "sla_failed": [s for s in sla if s.get("status") != "PASS"]}
+
+
+def rally_report(rally, uuid: str, path: Path) -> Path:
+    """Rally's HTML report, self-contained (no CDN: it renders offline) and with every
+    workload named by test and configuration (``vnetbench.rally_plugins.exporter``)."""
+    rally("task", "export", uuid, "--type", "vnetbench-html", "--to", str(path))
+    return path
 
 
 def table(records) -> str:

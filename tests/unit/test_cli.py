@@ -42,3 +42,20 @@ def test_interface_names_fit_ifnamsiz():
         assert len(name) <= 15 and "abcdef" in name
     with pytest.raises(ValueError):
         n.vm_port(99999, 99)
+
+
+def test_help_describes_the_tool(capsys):
+    with pytest.raises(SystemExit):
+        cli.main(["--help"])
+    out = capsys.readouterr().out
+    assert "virtual networks of\nOpenStack/KVM clouds" in out and "vnetbench compare" in out
+    assert "Command line:" not in out                     # not the module's docstring
+
+
+def test_validate_counts_in_words(tmp_path, capsys):
+    f = tmp_path / "one.yaml"
+    f.write_text("vswitch: ovs\nnetwork: {type: vxlan}\nhosts: [{name: h1}]\n"
+                 "vms: [{name: a, host: h1}, {name: b, host: h1}]\n")
+    assert cli.main(["testbed", "validate", str(f)]) == 0
+    out = capsys.readouterr().out
+    assert "1 host, 1 vnet, 2 VMs" in out, out

@@ -52,3 +52,13 @@ def test_validation_catches_a_wrong_argument():
     text = render(TASKS[0]).replace("repetitions:", "repetitionz:", 1)
     with pytest.raises(exceptions.InvalidTaskConfig):
         validate(text)
+
+
+@pytest.mark.parametrize("path", TASKS, ids=[p.name for p in TASKS])
+def test_every_workload_says_its_configuration(path):
+    """Rally's report shows a workload's description: it names vSwitch and network type."""
+    config = validate(render(path, vswitch="linuxbridge", network="flat",
+                             vswitches=["linuxbridge"], networks=["flat"]))
+    for subtask in config.subtasks:
+        for workload in subtask["workloads"]:
+            assert workload["description"].startswith("linuxbridge/flat · "), workload["description"]
