@@ -30,6 +30,10 @@ def listen_address(text: str) -> tuple[str, int]:
     return host, int(port)
 
 
+# vSwitch labels whose data plane is ovs-vswitchd (datapath counters apply)
+OVS_KINDS = ("ovs", "ovs-openflow", "ovn")
+
+
 def cpu_list(text: str) -> frozenset[int]:
     """"0-3,6" -> {0, 1, 2, 3, 6}."""
     out = set()
@@ -96,7 +100,7 @@ def build_registry(args) -> CollectorRegistry:
         pid_source=pidfile_source(args.pidfile) if args.pidfile else None,
         names=() if args.no_processes else procfs.VSWITCH_PROCESSES,
         extra_names=args.process, extra_pids=args.pid, cpus=args.cpus,
-        datapaths=None if args.no_datapath or args.vswitch != "ovs" else
+        datapaths=None if args.no_datapath or args.vswitch not in OVS_KINDS else
         datapath.ovs_source(args.ovs_target), qemu=not args.no_qemu))
     return registry
 

@@ -24,6 +24,8 @@ from pathlib import Path
 
 from vnetbench_collector import collector as vc
 
+CONTROLLER = "controller"     # the result key of the controller namespace's processes
+
 
 @dataclass(frozen=True)
 class Sample:
@@ -40,6 +42,15 @@ def host_collector(deployment, host, proc: Path = Path("/proc")) -> vc.VSwitchCo
     """The collector of one emulated host: its own daemons (by pidfile) and CPUs."""
     pids = tuple(sorted(set(deployment.vswitch_pids(host.name).values())))
     return _collector(host.name, deployment.testbed.vswitch.kind.value, pids, tuple(host.cpus), proc)
+
+
+def controller_collector(deployment, proc: Path = Path("/proc")) -> vc.VSwitchCollector | None:
+    """The controller namespace's daemons (OVN databases and northd, an SDN controller),
+    host "controller", without softirq (its CPUs are the hosts'); None without them."""
+    pids = tuple(sorted(set(deployment.controller_pids().values())))
+    if not pids:
+        return None
+    return _collector(CONTROLLER, deployment.testbed.vswitch.kind.value, pids, (), proc)
 
 
 @functools.lru_cache(maxsize=64)
@@ -80,6 +91,8 @@ class Window:
 
     def __init__(self, deployment):
         self.collectors = [host_collector(deployment, h) for h in deployment.testbed.hosts]
+        ctl = controller_collector(deployment)
+        self.collectors += [ctl] if ctl else []
         self.result: dict = {}
 
     def __enter__(self):
@@ -92,10 +105,15 @@ class Window:
         return False
 
     def total(self, key="vswitch") -> float:
-        return sum(h[key] for h in self.result.values())
+        return sum(h[key] for name, h in self.result.items() if name != CONTROLLER)
 
     def metrics(self) -> dict:
         """The record's CPU fields: cpu_pct is the host-side data plane, vSwitch processes
-        plus softirq of the hosts' CPUs; both parts are kept too."""
+        plus softirq of the hosts' CPUs, plus the controller's processes where the kind
+        has one (OVN northd and databases); every part is kept too."""
         procs, softirq = self.total("vswitch"), self.total("softirq")
-        return {"cpu_pct": procs + softirq, "vswitch_proc_pct": procs, "softirq_pct": softirq}
+        out = {"cpu_pct": procs + softirq, "vswitch_proc_pct": procs, "softirq_pct": softirq}
+        if CONTROLLER in self.result:
+            out["controller_pct"] = self.result[CONTROLLER]["vswitch"]
+            out["cpu_pct"] += out["controller_pct"]
+        return out

@@ -27,7 +27,8 @@ pairs:
   - {{name: bc, placement: cross-host, vnet: blue}}
 """
 
-COMBOS = [(k, t) for k in (VSwitchKind.LINUXBRIDGE, VSwitchKind.OVS) for t in NetType]
+COMBOS = [(k, t) for k in (VSwitchKind.LINUXBRIDGE, VSwitchKind.OVS) for t in NetType] + [
+    (VSwitchKind.OVN, t) for t in (NetType.GENEVE, NetType.VXLAN)]   # what OVN encapsulates
 
 
 def _ping(dep, src, dst_ip, count=3, payload=56, df=False):

@@ -19,7 +19,7 @@ def test_this_machine_class():
     c = caps(no_links=("vlan", "gretap", "geneve", "bridge-vlan-filtering"))
     supported = {(k, t) for k, t, r in c.matrix() if r is None}
     assert supported == {(VSwitchKind.LINUXBRIDGE, NetType.FLAT), (VSwitchKind.LINUXBRIDGE, NetType.VXLAN)} | {
-        (VSwitchKind.OVS, t) for t in NetType}
+        (VSwitchKind.OVS, t) for t in NetType} | {(VSwitchKind.OVN, NetType.GENEVE), (VSwitchKind.OVN, NetType.VXLAN)}
     assert "gretap" in c.why_not(VSwitchKind.LINUXBRIDGE, NetType.GRE)
     assert "CONFIG_NET_IPGRE" in c.why_not(VSwitchKind.LINUXBRIDGE, NetType.GRE)
     assert c.ovs_datapath == "netdev"
@@ -31,7 +31,15 @@ def test_missing_program_names_the_package():
 
 
 def test_planned_kinds_are_refused_not_crashed():
-    assert "not implemented" in caps().why_not(VSwitchKind.OVN, NetType.GENEVE)
+    assert "not implemented" in caps().why_not(VSwitchKind.VROUTER, NetType.GRE)
+
+
+def test_ovn_says_what_it_carries_and_needs_its_packages():
+    assert "no GRE encapsulation" in caps().why_not(VSwitchKind.OVN, NetType.GRE)
+    assert "localnet" in caps().why_not(VSwitchKind.OVN, NetType.FLAT)
+    reason = caps(missing=("ovn-controller",)).why_not(VSwitchKind.OVN, NetType.GENEVE)
+    assert reason.startswith("ovn-controller not found") and "ovn-host" in reason
+    assert "kernel module" in caps().why_not(VSwitchKind.OVN, NetType.GENEVE, datapath="system")
 
 
 def test_system_datapath_needs_the_module():

@@ -30,7 +30,7 @@ def fake_proc(root, processes, softirq, hz):
 
 def deployment(pids):
     host = SimpleNamespace(name="h1", cpus=(1,))
-    return SimpleNamespace(vswitch_pids=lambda name: pids,
+    return SimpleNamespace(vswitch_pids=lambda name: pids, controller_pids=dict,
                            testbed=SimpleNamespace(hosts=[host], vswitch=SimpleNamespace(
                                kind=SimpleNamespace(value="ovs"))))
 

@@ -203,7 +203,7 @@ def test_collector_argv_ovs_host(tmp_path):
     args = parse_collector(argv)
     assert (args.host, args.vswitch, args.listen) == ("h1", "ovs", ("127.0.0.1", 0))
     assert args.port_file == port_file
-    assert args.pidfile == [hdir / "ovs-vswitchd.pid", hdir / "ovsdb-server.pid"]
+    assert sorted(args.pidfile) == [hdir / "ovs-vswitchd.pid", hdir / "ovsdb-server.pid"]
     assert args.ovs_target == str(hdir / "ovs-vswitchd.ctl")
     assert args.cpus == frozenset({0, 2})
     assert args.no_qemu and not args.no_processes and not args.no_datapath

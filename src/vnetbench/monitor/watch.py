@@ -17,34 +17,57 @@ from pathlib import Path
 from vnetbench.errors import BuildError
 from vnetbench.monitor.server import Monitor
 from vnetbench.testbed.netns import proc
-from vnetbench.testbed.netns.deployment import VSWITCH_DAEMONS
+from vnetbench.testbed.netns.deployment import CONTROLLER_DIR
+
+CONTROLLER = "controller"       # host label of the controller namespace's daemons
+
+
+def _argv(host: str, kind: str, port_file: Path, cpus) -> list[str]:
+    return [sys.executable, "-m", "vnetbench_collector", "--host", host, "--vswitch", kind,
+            "--listen", "127.0.0.1:0", f"--port-file={port_file}", "--no-qemu",
+            "--cpus", ",".join(map(str, cpus))]
 
 
 def collector_argv(dep, host, port_file: Path) -> list[str]:
     """The collector of one emulated host: its own daemons (by pidfile), its CPUs,
     its ovs-vswitchd for datapath counters. A Linux bridge host has no daemons:
     only its kernel (softirq) metrics are exported."""
-    kind = dep.testbed.vswitch.kind.value
-    argv = [sys.executable, "-m", "vnetbench_collector", "--host", host.name, "--vswitch", kind,
-            "--listen", "127.0.0.1:0", f"--port-file={port_file}", "--no-qemu",
-            "--cpus", ",".join(map(str, host.cpus))]
-    if dep.vswitch_pids(host.name):
-        argv += [f"--pidfile={dep.host_file(host.name, prog + '.pid')}" for prog in VSWITCH_DAEMONS]
+    argv = _argv(host.name, dep.testbed.vswitch.kind.value, port_file, host.cpus)
+    daemons = dep.vswitch_pids(host.name)
+    if daemons:
+        argv += [f"--pidfile={dep.host_file(host.name, prog + '.pid')}" for prog in daemons]
         argv += ["--ovs-target", str(dep.host_file(host.name, "ovs-vswitchd.ctl"))]
     else:
         argv += ["--no-processes", "--no-datapath"]
     return argv
 
 
+def controller_argv(dep, port_file: Path) -> list[str] | None:
+    """The collector of the controller namespace (OVN databases and northd, an SDN
+    controller): its processes under host label "controller", no softirq (its CPUs
+    are the hosts', already counted there); None when the kind has no controller."""
+    names = dep.controller_pids()
+    if not names:
+        return None
+    ctl = dep.run.dir / CONTROLLER_DIR
+    return (_argv(CONTROLLER, dep.testbed.vswitch.kind.value, port_file, ())
+            + [f"--pidfile={ctl / (name + '.pid')}" for name in names] + ["--no-datapath"])
+
+
 def watch(dep, mon: Monitor, timeout: float = 10.0) -> list[str]:
     """Start the collectors and publish their targets; returns the targets."""
     started = []
-    for host in dep.testbed.hosts:          # all start at once, then each is waited for
-        port_file = dep.run.dir / f"collector-{host.name}.port"
-        pidfile = dep.run.dir / f"collector-{host.name}.pid"
-        dep.run.record("daemon", name="vnetbench-collector", host=host.name, pidfile=str(pidfile),
+    jobs = [(h.name, lambda pf, h=h: collector_argv(dep, h, pf)) for h in dep.testbed.hosts]
+    jobs += [(CONTROLLER, lambda pf: controller_argv(dep, pf))]
+    for name, make_argv in jobs:          # all start at once, then each is waited for
+        port_file = dep.run.dir / f"collector-{name}.port"
+        pidfile = dep.run.dir / f"collector-{name}.pid"
+        argv = make_argv(port_file)
+        if argv is None:
+            continue
+        dep.run.record("daemon", name="vnetbench-collector", host=name, pidfile=str(pidfile),
                        argmark=f"--port-file={port_file}")
-        p = subprocess.Popen(proc.in_netns(mon.ns, collector_argv(dep, host, port_file)),
+        p = subprocess.Popen(proc.in_netns(mon.ns, argv),
                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                              stdin=subprocess.DEVNULL, start_new_session=True)
         pidfile.write_text(f"{p.pid}\n")

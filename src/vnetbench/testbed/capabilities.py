@@ -28,12 +28,22 @@ PACKAGES = {
     "ethtool": "ethtool", "ovs-vswitchd": "openvswitch-switch",
     "ovsdb-server": "openvswitch-switch", "ovsdb-tool": "openvswitch-switch",
     "ovs-vsctl": "openvswitch-switch", "ovs-appctl": "openvswitch-common",
+    "ovn-northd": "ovn-central", "ovn-controller": "ovn-host", "ovn-nbctl": "ovn-common",
 }
 COMMON = ("ip", "taskset", "ping")
+OVS_PROGRAMS = ("ethtool", "ovs-vswitchd", "ovsdb-server", "ovsdb-tool", "ovs-vsctl", "ovs-appctl")
 NEEDS = {
     VSwitchKind.LINUXBRIDGE: COMMON,
-    VSwitchKind.OVS: COMMON + ("ethtool", "ovs-vswitchd", "ovsdb-server", "ovsdb-tool",
-                               "ovs-vsctl", "ovs-appctl"),
+    VSwitchKind.OVS: COMMON + OVS_PROGRAMS,
+    VSwitchKind.OVN: COMMON + OVS_PROGRAMS + ("ovn-northd", "ovn-controller", "ovn-nbctl"),
+}
+# What OVN can carry here, and why not the rest.
+OVN_NOT = {
+    NetType.GRE: "OVN has no GRE encapsulation (ovn-encap-type takes geneve, vxlan or stt)",
+    NetType.FLAT: "ovn over flat (localnet ports on a provider bridge) is not wired by the "
+                  "netns backend yet; use geneve or vxlan",
+    NetType.VLAN: "ovn over vlan (tagged localnet ports) is not wired by the netns backend "
+                  "yet; use geneve or vxlan",
 }
 
 # link kind probed -> (what it is, kernel option)
@@ -49,7 +59,7 @@ LINK_KINDS = {
 LB_NEEDS = {NetType.FLAT: (), NetType.VLAN: ("vlan",), NetType.VXLAN: ("vxlan",),
             NetType.GRE: ("gretap",), NetType.GENEVE: ("geneve",)}
 LB_NOT_WIRED = (NetType.GRE, NetType.GENEVE)   # point-to-point devices: not built yet
-IMPLEMENTED = (VSwitchKind.LINUXBRIDGE, VSwitchKind.OVS)
+IMPLEMENTED = (VSwitchKind.LINUXBRIDGE, VSwitchKind.OVS, VSwitchKind.OVN)
 
 
 @dataclass(frozen=True)
@@ -82,7 +92,9 @@ class Capabilities:
         if kind is VSwitchKind.LINUXBRIDGE and ntype in LB_NOT_WIRED:
             return (f"linuxbridge over {ntype} is not wired by the netns backend yet "
                     f"(it needs a {LB_NEEDS[ntype][0]} device per remote host); use ovs")
-        if kind is VSwitchKind.OVS and datapath == "system" and not self.ovs_kernel:
+        if kind is VSwitchKind.OVN and ntype in OVN_NOT:
+            return OVN_NOT[ntype]
+        if kind in (VSwitchKind.OVS, VSwitchKind.OVN) and datapath == "system" and not self.ovs_kernel:
             return ("OVS datapath 'system' needs the openvswitch kernel module, which this "
                     "kernel lacks; use datapath 'netdev' or 'auto'")
         return None

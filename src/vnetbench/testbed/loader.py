@@ -16,7 +16,7 @@ import yaml
 
 from vnetbench.errors import TestbedFileError
 from vnetbench.testbed.model import (
-    CROSS_HOST, ENCAP_OVERHEAD, MIN_TENANT_MTU, SAME_HOST, SEGMENTATION_RANGE,
+    CROSS_HOST, MIN_TENANT_MTU, SAME_HOST, SEGMENTATION_RANGE, encap_overhead,
     Host, Network, NetType, Nic, Pair, Testbed, Vm, Vnet, VSwitch, VSwitchKind,
 )
 
@@ -134,7 +134,7 @@ class _Builder:
 
     def build(self) -> Testbed:
         vswitch = self._vswitch()
-        network = self._network()
+        network = self._network(vswitch.kind)
         hosts = self._hosts(network)
         vnets = self._vnets(network)
         vms, pairs = self._vms(hosts, vnets)
@@ -153,23 +153,24 @@ class _Builder:
                       "remove 'datapath' or use an OVS kind")
         return VSwitch(kind=kind, datapath=datapath)
 
-    def _network(self) -> Network:
+    def _network(self, kind) -> Network:
         raw = self.doc["network"]
         ntype = NetType(raw["type"])
         underlay_mtu = raw.get("underlay_mtu", 1500)
-        room = underlay_mtu - ENCAP_OVERHEAD[ntype]
+        overhead = encap_overhead(kind, ntype)
+        room = underlay_mtu - overhead
         if room < MIN_TENANT_MTU:
             self.fail("network.underlay_mtu",
                       f"{underlay_mtu} leaves {room} bytes for {ntype} tenant packets "
-                      f"({ENCAP_OVERHEAD[ntype]} bytes of encapsulation), below {MIN_TENANT_MTU}",
-                      f"raise underlay_mtu to at least {MIN_TENANT_MTU + ENCAP_OVERHEAD[ntype]}")
+                      f"({overhead} bytes of encapsulation), below {MIN_TENANT_MTU}",
+                      f"raise underlay_mtu to at least {MIN_TENANT_MTU + overhead}")
         tenant_mtu = raw.get("tenant_mtu", room)
         if tenant_mtu > room:
             self.fail("network.tenant_mtu",
                       f"{tenant_mtu} does not fit in underlay_mtu {underlay_mtu} "
-                      f"with {ENCAP_OVERHEAD[ntype]} bytes of {ntype} encapsulation",
+                      f"with {overhead} bytes of {ntype} encapsulation",
                       f"use tenant_mtu <= {room} or raise underlay_mtu to "
-                      f">= {tenant_mtu + ENCAP_OVERHEAD[ntype]}")
+                      f">= {tenant_mtu + overhead}")
         cidr = self._cidr(raw.get("underlay_cidr", DEFAULT_UNDERLAY), "network.underlay_cidr")
         return Network(type=ntype, underlay_mtu=underlay_mtu, tenant_mtu=tenant_mtu,
                        underlay_cidr=cidr)

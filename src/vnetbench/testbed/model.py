@@ -47,6 +47,16 @@ ENCAP_OVERHEAD = {
     NetType.GENEVE: 50,   # no options
 }
 
+# Where a vSwitch kind adds more than the plain header: OVN's Geneve carries an
+# 8-byte option (the logical ports), so 58 bytes (REFERENCE §3).
+KIND_OVERHEAD = {(VSwitchKind.OVN, NetType.GENEVE): 58}
+
+
+def encap_overhead(kind, ntype: NetType) -> int:
+    """Bytes in front of the tenant IP packet for ``kind`` over ``ntype``."""
+    return KIND_OVERHEAD.get((VSwitchKind(kind), ntype), ENCAP_OVERHEAD[ntype])
+
+
 # Valid segmentation ids per type (flat networks have none).
 SEGMENTATION_RANGE = {
     NetType.VLAN: (1, 4094),

@@ -18,7 +18,7 @@ from vnetbench.state import Run, new_run_id, state_root
 from vnetbench.testbed import capabilities
 from vnetbench.testbed.codec import to_dict
 from vnetbench.testbed.model import NetType, Testbed, VSwitchKind
-from vnetbench.testbed.netns import linuxbridge, links, proc
+from vnetbench.testbed.netns import linuxbridge, links, mgmt, ovn, proc
 from vnetbench.testbed.netns.deployment import Deployment
 from vnetbench.testbed.netns.names import Names
 from vnetbench.testbed.netns.ovs import OvsHost
@@ -81,6 +81,8 @@ class _Context:
                  f"{tb.vswitch.kind} over {tb.network.type}")
         self._namespaces()
         self._underlay()
+        if mgmt.needed(tb):
+            mgmt.build(self)
         self._vms()
         progress(f"namespaces and links ready ({time.monotonic() - t0:.2f} s)")
         self._vswitches()
@@ -92,7 +94,7 @@ class _Context:
 
     @property
     def is_ovs(self) -> bool:
-        return self.testbed.vswitch.kind is VSwitchKind.OVS
+        return self.testbed.vswitch.kind in (VSwitchKind.OVS, VSwitchKind.OVN)
 
     @property
     def datapath(self) -> str:
@@ -101,7 +103,8 @@ class _Context:
 
     def all_namespaces(self) -> list[str]:
         n = self.names
-        return ([n.fabric_ns] + [n.host_ns(h.name) for h in self.testbed.hosts]
+        return ([n.fabric_ns] + ([n.ctl_ns] if mgmt.needed(self.testbed) else [])
+                + [n.host_ns(h.name) for h in self.testbed.hosts]
                 + [n.vm_ns(v.name) for v in self.testbed.vms])
 
     def _namespaces(self) -> None:
@@ -161,6 +164,8 @@ class _Context:
         forks to enter a namespace, which is unsafe from threads); netlink work
         stays on this thread."""
         hosts = self.testbed.hosts
+        if self.testbed.vswitch.kind is VSwitchKind.OVN:
+            return ovn.wire(self)
         if not self.is_ovs:
             for host in hosts:
                 linuxbridge.wire_host(self, host)

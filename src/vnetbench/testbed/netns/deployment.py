@@ -14,7 +14,11 @@ from vnetbench.testbed.netns import proc
 from vnetbench.testbed.netns.names import Names
 from vnetbench.testbed.netns.teardown import teardown
 
-VSWITCH_DAEMONS = ("ovs-vswitchd", "ovsdb-server")
+# Per-host daemons of a vSwitch (pidfiles <run>/<host>/<prog>.pid); a kind starts a subset.
+VSWITCH_DAEMONS = ("ovs-vswitchd", "ovsdb-server", "ovn-controller")
+# The controller namespace's daemons (SDN controllers, OVN databases and northd)
+# keep their files here; they belong to no emulated host.
+CONTROLLER_DIR = "controller"
 
 
 class Deployment:
@@ -69,6 +73,17 @@ class Deployment:
             try:
                 pids[prog] = int(self.host_file(host, f"{prog}.pid").read_text())
             except (OSError, ValueError):
+                continue
+        return pids
+
+    def controller_pids(self) -> dict:
+        """{name: pid} of the run's controller daemons (none for kinds without one),
+        from the pidfiles of the controller directory."""
+        pids = {}
+        for pidfile in sorted((self.run.dir / CONTROLLER_DIR).glob("*.pid")):
+            try:
+                pids[pidfile.stem] = int(pidfile.read_text().split()[0])
+            except (OSError, ValueError, IndexError):
                 continue
         return pids
 

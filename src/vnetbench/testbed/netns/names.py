@@ -31,6 +31,11 @@ class Names:
     def fabric_ns(self) -> str:
         return f"vnb-{self.rid}-fabric"
 
+    @property
+    def ctl_ns(self) -> str:
+        """The controller namespace: SDN controllers and their databases."""
+        return f"vnb-{self.rid}-ctl"
+
     # interfaces (index arguments are positions in the testbed's tuples)
     def vm_port(self, vm_i: int, nic: int) -> str:
         return _ifname(f"tp{self.rid}-{vm_i}-{nic}")
@@ -78,6 +83,20 @@ class Names:
 
     def tunnel_port(self, vnet_i: int, host_i: int) -> str:
         return _ifname(f"tn{self.rid}-{vnet_i}-{host_i}")
+
+    # management network (controller <-> hosts), apart from the tenant underlay
+    @property
+    def mgmt_bridge(self) -> str:
+        return _ifname(f"mb{self.rid}")
+
+    @property
+    def mgmt(self) -> str:
+        """The management interface inside a host namespace."""
+        return _ifname(f"mg{self.rid}")
+
+    def ctl_mgmt(self, host_i: int) -> str:
+        """The controller-side end of host ``host_i``'s management link."""
+        return _ifname(f"mg{self.rid}-{host_i}")
 
     def alias(self, what: str) -> str:
         """ifalias stamped on every interface: who owns it and what it is."""

@@ -20,6 +20,13 @@ from vnetbench.testbed.netns import links, proc
 TUNNEL_TYPE = {NetType.VXLAN: "vxlan", NetType.GRE: "gre", NetType.GENEVE: "geneve"}
 
 
+def rundir_env(rundir) -> dict:
+    """Environment that points OVS and OVN tools' default files into ``rundir``."""
+    d = str(rundir)
+    return {**os.environ, **{f"{p}_{k}": d for p in ("OVS", "OVN")
+                             for k in ("RUNDIR", "LOGDIR", "DBDIR", "SYSCONFDIR")}}
+
+
 class OvsHost:
     """The OVS instance of one emulated host; everything it makes lives in ``rundir``."""
 
@@ -30,9 +37,7 @@ class OvsHost:
 
     @property
     def env(self):
-        d = str(self.rundir)
-        return {**os.environ, "OVS_RUNDIR": d, "OVS_LOGDIR": d, "OVS_DBDIR": d,
-                "OVS_SYSCONFDIR": d}
+        return rundir_env(self.rundir)
 
     def vsctl(self, *args, timeout=15) -> str:
         return proc.run(["ovs-vsctl", f"--db={self.db}", f"--timeout={timeout}", *args],
@@ -45,17 +50,9 @@ class OvsHost:
                                       f"--remote=punix:{self.rundir / 'db.sock'}"], netns=None)
         self._daemon("ovs-vswitchd", [self.db], netns=self.ctx.names.host_ns(self.host.name))
 
-    def _daemon(self, prog: str, args, netns) -> None:
-        """Journal the daemon by its run-unique pidfile, then let it detach."""
-        d = self.rundir
-        pidfile = f"--pidfile={d / (prog + '.pid')}"
-        self.ctx.run.record("daemon", name=prog, host=self.host.name,
-                            pidfile=str(d / f"{prog}.pid"), argmark=pidfile)
-        argv = [prog, *args, pidfile, f"--unixctl={d / (prog + '.ctl')}",
-                f"--log-file={d / (prog + '.log')}", "--detach", "--no-chdir"]
-        cpus = self.host.cpus
-        argv = proc.in_netns(netns, argv, cpus) if netns else proc.pinned(argv, cpus)
-        proc.run(argv, env=self.env, timeout=30, what=f"{prog} on {self.host.name}")
+    def _daemon(self, prog: str, args, netns, **kw) -> None:
+        proc.daemon(self.ctx.run, self.rundir, prog, args, netns=netns, cpus=self.host.cpus,
+                    env=self.env, owner=self.host.name, **kw)
 
     def configure(self, datapath: str) -> None:
         """The whole host in one ovs-vsctl transaction."""

@@ -41,6 +41,22 @@ def in_netns(ns: str, argv, cpus=None) -> list[str]:
     return ["ip", "netns", "exec", ns, *pinned(argv, cpus)]
 
 
+def daemon(journal, rundir, prog: str, args, netns=None, cpus=None, env=None, owner="",
+           name=None, unixctl=True) -> None:
+    """Start an OVS/OVN-style daemon that detaches itself: journaled first by its
+    run-unique pidfile (the argmark teardown finds it by); its pidfile, unixctl
+    socket and log are ``rundir/<name>.*`` (``name`` defaults to ``prog``; a daemon
+    without ``--unixctl`` puts its socket in its rundir environment variable)."""
+    name = name or prog
+    pidfile = rundir / f"{name}.pid"
+    mark = f"--pidfile={pidfile}"
+    journal.record("daemon", name=name, host=owner, pidfile=str(pidfile), argmark=mark)
+    argv = [prog, *args, mark, *([f"--unixctl={rundir / (name + '.ctl')}"] if unixctl else []),
+            f"--log-file={rundir / (name + '.log')}", "--detach", "--no-chdir"]
+    argv = in_netns(netns, argv, cpus) if netns else pinned(argv, cpus)
+    run(argv, env=env, timeout=30, what=f"{prog} on {owner}")
+
+
 def cmdline(pid: int) -> str:
     try:
         return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()

@@ -1,0 +1,192 @@
+"""OVN (Debian's ovn-central / ovn-host 23.03), the real thing, on the embedded testbed.
+
+In the controller namespace: the NB and SB ``ovsdb-server``s and ``ovn-northd``,
+their files in ``<run>/controller/``. On every emulated host: its own OVS
+(``ovs.OvsHost``) plus ``ovn-controller``, which reaches the SB database over the
+management network (``mgmt``) and programs the host's integration bridge.
+One logical switch per vnet (CIDRs may overlap: they are separate datapaths),
+one logical switch port per VM NIC with ``addresses`` and ``port_security``
+"MAC IP"; the OVS interface carries ``external_ids:iface-id`` = the port's name.
+Userspace tunnels leave through the OVS bridge that holds the underlay address
+(native tunnelling), as for the ``ovs`` kind.
+
+Faults for the functional suite (``stop``/``start`` of a component): ovn-northd
+and the SB database can be stopped and started again on their own files.
+"""
+
+from __future__ import annotations
+
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from vnetbench.errors import BuildError
+from vnetbench.testbed.model import NetType
+from vnetbench.testbed.netns import mgmt, proc
+from vnetbench.testbed.netns.deployment import CONTROLLER_DIR
+from vnetbench.testbed.netns.ovs import OvsHost, _bridge, _port, rundir_env
+
+SB_PORT = 6642
+SCHEMAS = Path("/usr/share/ovn")
+ENCAP = {NetType.GENEVE: "geneve", NetType.VXLAN: "vxlan"}
+VXLAN_MAX_KEY = 4095                 # OVN in VXLAN mode has 12 bits of datapath key
+NB, SB, NORTHD = "ovsdb-server-nb", "ovsdb-server-sb", "ovn-northd"
+COMPONENTS = (NB, SB, NORTHD)        # start order; the faults stop/start NORTHD and SB
+
+
+def port_name(vm: str, nic: int) -> str:
+    """Logical switch port of a VM NIC (the NB database belongs to the run alone)."""
+    return f"{vm}-eth{nic}"
+
+
+class Central:
+    """NB/SB databases and northd of one run. Built from anything with ``run``,
+    ``testbed`` and ``names`` (the builder's context or a Deployment)."""
+
+    def __init__(self, owner):
+        self.run, self.testbed, self.names = owner.run, owner.testbed, owner.names
+        self.rundir = self.run.dir / CONTROLLER_DIR
+        self.nb = f"unix:{self.rundir / 'nb.sock'}"
+
+    @property
+    def env(self):
+        return rundir_env(self.rundir)
+
+    @property
+    def sb_remote(self) -> str:
+        return f"tcp:{mgmt.controller_ip(self.testbed)}:{SB_PORT}"
+
+    @property
+    def cpus(self):
+        """The controller shares the hosts' CPUs (a 2-core machine has no spare one)."""
+        return sorted({c for h in self.testbed.hosts for c in h.cpus})
+
+    def argv(self, component: str) -> tuple[str, list]:
+        d = self.rundir
+        if component == NB:
+            return "ovsdb-server", [str(d / "nb.db"), f"--remote=punix:{d / 'nb.sock'}"]
+        if component == SB:
+            return "ovsdb-server", [str(d / "sb.db"), f"--remote=punix:{d / 'sb.sock'}",
+                                    f"--remote=ptcp:{SB_PORT}:{mgmt.controller_ip(self.testbed)}"]
+        return "ovn-northd", [f"--ovnnb-db={self.nb}", f"--ovnsb-db=unix:{d / 'sb.sock'}"]
+
+    def start(self) -> None:
+        self.rundir.mkdir(mode=0o700)
+        for db, schema in (("nb.db", "ovn-nb.ovsschema"), ("sb.db", "ovn-sb.ovsschema")):
+            proc.run(["ovsdb-tool", "create", str(self.rundir / db), str(SCHEMAS / schema)],
+                     env=self.env, what=f"ovsdb-tool create {db}")
+        for component in COMPONENTS:
+            self.start_component(component)
+
+    def start_component(self, component: str) -> None:
+        prog, args = self.argv(component)
+        proc.daemon(self.run, self.rundir, prog, args, netns=self.names.ctl_ns, cpus=self.cpus,
+                    env=self.env, owner="controller", name=component)
+
+    def stop_component(self, component: str, graceful: bool = True) -> None:
+        """Stop one daemon of this run (pidfile, guarded by its run-unique argument)."""
+        pidfile = self.rundir / f"{component}.pid"
+        mark = f"--pidfile={pidfile}"
+        try:
+            pid = int(pidfile.read_text().split()[0])
+        except (OSError, ValueError, IndexError):
+            return
+        if not proc.stop(pid, lambda p: mark in proc.cmdline(p).split(), grace=1.0 if graceful else 0):
+            raise BuildError(f"{component} (pid {pid}) of run {self.run.run_id} did not exit")
+
+    def nbctl(self, *args, timeout=15) -> str:
+        return proc.run(["ovn-nbctl", f"--db={self.nb}", f"--timeout={timeout}", *args],
+                        env=self.env, timeout=timeout + 5, what="ovn-nbctl")
+
+    def configure(self) -> None:
+        """Every logical switch and port in one NB transaction."""
+        self.nbctl(*nb_transaction(self.testbed, self.run.run_id))
+
+    def wait_ready(self, timeout: float = 30) -> None:
+        """Until every logical port is up (bound, its flows installed) and every chassis
+        has caught up with the NB database (so tunnels to its peers exist)."""
+        tx = []
+        for vm in self.testbed.vms:
+            for k in range(len(vm.nics)):
+                tx += ["--", "wait-until", "Logical_Switch_Port", port_name(vm.name, k), "up=true"]
+        self.nbctl(*tx[1:], timeout=timeout)
+        self.nbctl("--wait=hv", "sync", timeout=timeout)
+
+
+def nb_transaction(testbed, run_id: str) -> list[str]:
+    own = f"external_ids:vnetbench-run={run_id}"
+    tx = []
+    for vnet in testbed.vnets:
+        tx += ["--", "ls-add", vnet.name, "--", "set", "Logical_Switch", vnet.name, own]
+        key = vnet.segmentation_id
+        if key and (testbed.network.type is not NetType.VXLAN or key <= VXLAN_MAX_KEY):
+            tx += ["--", "set", "Logical_Switch", vnet.name, f"other_config:requested-tnl-key={key}"]
+    for vm in testbed.vms:
+        for k, nic in enumerate(vm.nics):
+            lsp, addr = port_name(vm.name, k), f"{nic.mac} {nic.ip}"
+            tx += ["--", "lsp-add", nic.vnet, lsp,
+                   "--", "lsp-set-addresses", lsp, addr,
+                   "--", "lsp-set-port-security", lsp, addr,
+                   "--", "set", "Logical_Switch_Port", lsp, own]
+    return tx[1:]
+
+
+class OvnHost(OvsHost):
+    """A hypervisor: ovsdb-server + ovs-vswitchd (as OvsHost) and ovn-controller."""
+
+    def __init__(self, ctx, host, central: Central):
+        super().__init__(ctx, host)
+        self.central = central
+
+    def configure(self, datapath: str) -> None:
+        super().configure(datapath)
+        # ovn-controller 23.03 takes no --unixctl: its socket goes to $OVN_RUNDIR
+        self._daemon("ovn-controller", [self.db], netns=self.ctx.names.host_ns(self.host.name),
+                     unixctl=False)
+
+    def _transaction(self, datapath: str) -> list[str]:
+        ctx, host = self.ctx, self.host
+        tb, names, rid = ctx.testbed, ctx.names, ctx.run.run_id
+        own = f"external_ids:vnetbench-run={rid}"
+        tx = ["--", "init",
+              "--", "set", "Open_vSwitch", ".", own,
+              f"external_ids:system-id={rid}-{host.name}", f"external_ids:hostname={host.name}",
+              f"external_ids:ovn-remote={self.central.sb_remote}",
+              f"external_ids:ovn-encap-type={ENCAP[tb.network.type]}",
+              f"external_ids:ovn-encap-ip={host.underlay_ip}",
+              f"external_ids:ovn-bridge={names.ovs_int}",
+              f"external_ids:ovn-bridge-datapath-type={datapath}"]
+        tx += _bridge(names.ovs_int, datapath, own)
+        tx += ["--", "set", "Bridge", names.ovs_int, "fail_mode=secure",
+               "other_config:disable-in-band=true"]
+        vm_i = {vm.name: i for i, vm in enumerate(tb.vms)}
+        for vm in tb.vms_on(host.name):
+            for k in range(len(vm.nics)):
+                port = names.vm_port(vm_i[vm.name], k)
+                tx += _port(names.ovs_int, port, own)
+                tx += ["--", "set", "Interface", port,
+                       f"external_ids:iface-id={port_name(vm.name, k)}", own]
+        tx += _bridge(names.ovs_phy, datapath, own)
+        tx += ["--", "set", "Interface", names.ovs_phy, f"mtu_request={tb.network.underlay_mtu}"]
+        tx += _port(names.ovs_phy, names.uplink, own)
+        return tx
+
+
+def wire(ctx) -> None:
+    """Central daemons and every host's OVS + ovn-controller in parallel (subprocesses
+    only), then the underlay addresses (netlink, this thread), then wait for the ports."""
+    central = Central(ctx)
+    hosts = [OvnHost(ctx, h, central) for h in ctx.testbed.hosts]
+
+    def central_up():
+        central.start()
+        central.configure()
+    with ThreadPoolExecutor(max_workers=min(8, len(hosts) + 1)) as pool:
+        futures = [pool.submit(central_up)] + [pool.submit(ctx._ovs_host, o) for o in hosts]
+        for fut in futures:
+            fut.result()
+    for o in hosts:
+        o.address_underlay()
+    t0 = time.monotonic()
+    central.wait_ready()
+    ctx.run.write_meta(ovn_ready_seconds=time.monotonic() - t0)
