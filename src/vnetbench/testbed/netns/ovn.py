@@ -83,15 +83,23 @@ class Central:
         proc.daemon(self.run, self.rundir, prog, args, netns=self.names.ctl_ns, cpus=self.cpus,
                     env=self.env, owner="controller", name=component)
 
-    def stop_component(self, component: str, graceful: bool = True) -> None:
-        """Stop one daemon of this run (pidfile, guarded by its run-unique argument)."""
-        pidfile = self.rundir / f"{component}.pid"
-        mark = f"--pidfile={pidfile}"
+    def _mark(self, component: str) -> str:
+        return f"--pidfile={self.rundir / (component + '.pid')}"
+
+    def _ours(self, component: str):
+        return lambda pid: self._mark(component) in proc.cmdline(pid).split()
+
+    def pid(self, component: str) -> int | None:
+        """The running daemon of this run (pidfile, guarded by its run-unique argument)."""
         try:
-            pid = int(pidfile.read_text().split()[0])
+            pid = int((self.rundir / f"{component}.pid").read_text().split()[0])
         except (OSError, ValueError, IndexError):
-            return
-        if not proc.stop(pid, lambda p: mark in proc.cmdline(p).split(), grace=1.0 if graceful else 0):
+            return None
+        return pid if self._ours(component)(pid) else None
+
+    def stop_component(self, component: str, graceful: bool = True) -> None:
+        pid = self.pid(component)
+        if pid and not proc.stop(pid, self._ours(component), grace=1.0, hard=not graceful):
             raise BuildError(f"{component} (pid {pid}) of run {self.run.run_id} did not exit")
 
     def nbctl(self, *args, timeout=15) -> str:
@@ -190,3 +198,32 @@ def wire(ctx) -> None:
     t0 = time.monotonic()
     central.wait_ready()
     ctx.run.write_meta(ovn_ready_seconds=time.monotonic() - t0)
+
+
+# -- faults (called by the functional suite and the fault API) --------------
+
+FAULT_TARGETS = {"northd": NORTHD, "sb": SB, "nb": NB}
+
+
+def _target(dep, which: str) -> str:
+    if dep.testbed.vswitch.kind.value != "ovn":
+        raise BuildError(f"run {dep.run_id} is {dep.testbed.vswitch.kind}, not ovn: "
+                         f"it has no OVN {which}")
+    if which not in FAULT_TARGETS:
+        raise BuildError(f"OVN component {which!r} unknown; use one of: {', '.join(FAULT_TARGETS)}")
+    return FAULT_TARGETS[which]
+
+
+def stop(dep, which: str, graceful: bool = True) -> None:
+    """Stop the run's ovn-northd (``northd``) or SB/NB database server (``sb``/``nb``):
+    SIGTERM, or SIGKILL when not ``graceful``. Its database file stays."""
+    Central(dep).stop_component(_target(dep, which), graceful=graceful)
+
+
+def start(dep, which: str) -> None:
+    """Start it again on its own files (journaled again: teardown stops it)."""
+    Central(dep).start_component(_target(dep, which))
+
+
+def running(dep, which: str) -> bool:
+    return Central(dep).pid(_target(dep, which)) is not None

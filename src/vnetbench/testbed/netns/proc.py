@@ -87,11 +87,13 @@ def pids_with_arg(arg: str) -> list[int]:
     return found
 
 
-def stop(pid: int, is_ours, grace=1.0) -> bool:
-    """SIGTERM, then SIGKILL after ``grace`` s; only while ``is_ours(pid)`` holds."""
+def stop(pid: int, is_ours, grace=1.0, hard=False) -> bool:
+    """SIGTERM, then SIGKILL after ``grace`` s (``hard``: SIGKILL at once); only while
+    ``is_ours(pid)`` holds."""
     if not is_ours(pid):
         return False
-    for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, 2.0)):
+    steps = ((signal.SIGTERM, grace),) if not hard else ()
+    for sig, wait in steps + ((signal.SIGKILL, 2.0),):
         try:
             os.kill(pid, sig)
         except ProcessLookupError:
