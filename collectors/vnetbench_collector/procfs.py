@@ -13,7 +13,8 @@ from pathlib import Path
 from typing import Iterable, Iterator
 
 # Processes of a vSwitch on a compute node, looked up by exact executable name
-# (OpenFlow controllers are Python scripts: their comm is the script's name).
+# (OpenFlow controllers are Python programs: found by the comm they set, e.g.
+# vnetbench.sdn.controller sets "osken-manager").
 VSWITCH_PROCESSES = ("ovs-vswitchd", "ovsdb-server", "ovn-controller", "contrail-vrouter-agent",
                      "osken-manager", "ryu-manager")
 # QEMU executables; all are exported as component "qemu".
@@ -186,8 +187,12 @@ def match_name(proc: Path, pid: int, comm: str, names: Iterable[str]) -> str | N
 
 
 def process_name(proc: Path, pid: int) -> str | None:
-    """A process's name: its exe basename, else its comm; None if gone."""
+    """A process's name: its comm when that is a known vSwitch process (a Python
+    controller names itself, e.g. osken-manager, while its exe is the interpreter),
+    else its exe basename, else its comm; None if gone."""
     comm = (_read(proc / str(pid) / "comm") or "").rstrip("\n")
+    if comm in VSWITCH_PROCESSES:
+        return comm
     return _exe(proc, pid) or comm or None
 
 

@@ -45,6 +45,9 @@ OVN_NOT = {
     NetType.VLAN: "ovn over vlan (tagged localnet ports) is not wired by the netns backend "
                   "yet; use geneve or vxlan",
 }
+NEEDS[VSwitchKind.OVS_OPENFLOW] = NEEDS[VSwitchKind.OVS]
+OPENFLOW_NOT = {NetType.VLAN: "ovs-openflow over vlan (controller-pushed 802.1q tags on the "
+                              "uplink) is not wired by the netns backend yet; use flat or a tunnel"}
 
 # link kind probed -> (what it is, kernel option)
 LINK_KINDS = {
@@ -59,7 +62,7 @@ LINK_KINDS = {
 LB_NEEDS = {NetType.FLAT: (), NetType.VLAN: ("vlan",), NetType.VXLAN: ("vxlan",),
             NetType.GRE: ("gretap",), NetType.GENEVE: ("geneve",)}
 LB_NOT_WIRED = (NetType.GRE, NetType.GENEVE)   # point-to-point devices: not built yet
-IMPLEMENTED = (VSwitchKind.LINUXBRIDGE, VSwitchKind.OVS, VSwitchKind.OVN)
+IMPLEMENTED = (VSwitchKind.LINUXBRIDGE, VSwitchKind.OVS, VSwitchKind.OVS_OPENFLOW, VSwitchKind.OVN)
 
 
 @dataclass(frozen=True)
@@ -94,7 +97,15 @@ class Capabilities:
                     f"(it needs a {LB_NEEDS[ntype][0]} device per remote host); use ovs")
         if kind is VSwitchKind.OVN and ntype in OVN_NOT:
             return OVN_NOT[ntype]
-        if kind in (VSwitchKind.OVS, VSwitchKind.OVN) and datapath == "system" and not self.ovs_kernel:
+        if kind is VSwitchKind.OVS_OPENFLOW:
+            if ntype in OPENFLOW_NOT:
+                return OPENFLOW_NOT[ntype]
+            try:
+                import os_ken  # noqa: F401
+            except ImportError:
+                return "the os-ken Python package is missing; 'make install' installs it"
+        if kind in (VSwitchKind.OVS, VSwitchKind.OVS_OPENFLOW, VSwitchKind.OVN) and datapath == "system" \
+                and not self.ovs_kernel:
             return ("OVS datapath 'system' needs the openvswitch kernel module, which this "
                     "kernel lacks; use datapath 'netdev' or 'auto'")
         return None

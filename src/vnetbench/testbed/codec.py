@@ -6,7 +6,7 @@ import dataclasses
 import ipaddress
 
 from vnetbench.testbed.model import (
-    Host, Network, NetType, Nic, Pair, Testbed, Vm, Vnet, VSwitch, VSwitchKind,
+    Host, Network, NetType, Nic, OpenFlow, Pair, Testbed, Vm, Vnet, VSwitch, VSwitchKind,
 )
 
 
@@ -26,7 +26,8 @@ def from_dict(d: dict) -> Testbed:
     net = d["network"]
     return Testbed(
         name=d["name"],
-        vswitch=VSwitch(VSwitchKind(d["vswitch"]["kind"]), d["vswitch"]["datapath"]),
+        vswitch=VSwitch(VSwitchKind(d["vswitch"]["kind"]), d["vswitch"]["datapath"],
+                        openflow=_openflow(d["vswitch"].get("openflow"))),
         network=Network(NetType(net["type"]), net["underlay_mtu"], net["tenant_mtu"],
                         ipaddress.IPv4Network(net["underlay_cidr"])),
         hosts=tuple(Host(h["name"], tuple(h["cpus"]), ipaddress.IPv4Address(h["underlay_ip"]))
@@ -41,3 +42,9 @@ def from_dict(d: dict) -> Testbed:
                     for p in d["pairs"]),
         source=d.get("source", "<state>"),
     )
+
+
+def _openflow(d):
+    if d is None:
+        return None
+    return OpenFlow(**d)

@@ -17,7 +17,7 @@ import yaml
 from vnetbench.errors import TestbedFileError
 from vnetbench.testbed.model import (
     CROSS_HOST, MIN_TENANT_MTU, SAME_HOST, SEGMENTATION_RANGE, encap_overhead,
-    Host, Network, NetType, Nic, Pair, Testbed, Vm, Vnet, VSwitch, VSwitchKind,
+    Host, Network, NetType, Nic, OpenFlow, Pair, Testbed, Vm, Vnet, VSwitch, VSwitchKind,
 )
 
 DEFAULT_UNDERLAY = "198.18.0.0/24"
@@ -151,7 +151,13 @@ class _Builder:
         if datapath != "auto" and kind is VSwitchKind.LINUXBRIDGE:
             self.fail("vswitch.datapath", "linuxbridge has no datapath choice",
                       "remove 'datapath' or use an OVS kind")
-        return VSwitch(kind=kind, datapath=datapath)
+        openflow = None
+        if kind is VSwitchKind.OVS_OPENFLOW:
+            openflow = OpenFlow(**(raw.get("openflow") or {}))
+        elif "openflow" in raw:
+            self.fail("vswitch.openflow", f"openflow options apply to ovs-openflow, not {kind}",
+                      "remove 'openflow' or use kind ovs-openflow")
+        return VSwitch(kind=kind, datapath=datapath, openflow=openflow)
 
     def _network(self, kind) -> Network:
         raw = self.doc["network"]

@@ -72,9 +72,25 @@ CROSS_HOST = "cross-host"
 
 
 @dataclass(frozen=True)
+class OpenFlow:
+    """Options of ``ovs-openflow``: Floodlight v0.90 Forwarding + VirtualNetworkFilter
+    behind IVS's packet-in limit (docs/sdn.md gives the source of each default)."""
+    fail_mode: str = "secure"            # OVS bridge fail_mode: secure | standalone
+    controllers: int = 1                 # controller instances every bridge connects to
+    match: str = "host-pair"             # v0.90: L2 + IPv4 pair; "connection": v1.x 5-tuple
+    idle_timeout: int = 5                # Floodlight FLOWMOD_DEFAULT_IDLE_TIMEOUT
+    hard_timeout: int = 0                # Floodlight FLOWMOD_DEFAULT_HARD_TIMEOUT
+    broadcast_isolation: bool = False    # Floodlight's VNF lets broadcast through
+    packet_in_rate: int = 200            # per ingress port, packets/s (IVS); 0 = no limit
+    packet_in_burst: int = 32            # IVS burst
+    inactivity_probe_ms: int = 5000      # OVS Controller inactivity_probe
+
+
+@dataclass(frozen=True)
 class VSwitch:
     kind: VSwitchKind
     datapath: str = "auto"   # ovs: "system" (kernel module), "netdev" (userspace), "auto"
+    openflow: OpenFlow | None = None     # only for ovs-openflow
 
 
 @dataclass(frozen=True)

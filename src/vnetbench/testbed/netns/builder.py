@@ -18,7 +18,7 @@ from vnetbench.state import Run, new_run_id, state_root
 from vnetbench.testbed import capabilities
 from vnetbench.testbed.codec import to_dict
 from vnetbench.testbed.model import NetType, Testbed, VSwitchKind
-from vnetbench.testbed.netns import linuxbridge, links, mgmt, ovn, proc
+from vnetbench.testbed.netns import linuxbridge, links, mgmt, openflow, ovn, proc
 from vnetbench.testbed.netns.deployment import Deployment
 from vnetbench.testbed.netns.names import Names
 from vnetbench.testbed.netns.ovs import OvsHost
@@ -94,7 +94,7 @@ class _Context:
 
     @property
     def is_ovs(self) -> bool:
-        return self.testbed.vswitch.kind in (VSwitchKind.OVS, VSwitchKind.OVN)
+        return self.testbed.vswitch.kind in (VSwitchKind.OVS, VSwitchKind.OVS_OPENFLOW, VSwitchKind.OVN)
 
     @property
     def datapath(self) -> str:
@@ -166,6 +166,8 @@ class _Context:
         hosts = self.testbed.hosts
         if self.testbed.vswitch.kind is VSwitchKind.OVN:
             return ovn.wire(self)
+        if self.testbed.vswitch.kind is VSwitchKind.OVS_OPENFLOW:
+            return openflow.wire(self)
         if not self.is_ovs:
             for host in hosts:
                 linuxbridge.wire_host(self, host)

@@ -1,0 +1,1 @@
+"""Controller applications the suite ships (os-ken) and the glue that runs them."""

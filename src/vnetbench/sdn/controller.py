@@ -1,0 +1,58 @@
+"""Entry point of one controller instance: ``python -m vnetbench.sdn.controller``.
+
+os-ken 4.2 ships no ``osken-manager``: patch eventlet, import ``app_manager`` then
+``os_ken.controller.controller`` (the other order is a circular import) and the app
+module (they register their options), then parse ``os_ken.cfg.CONF``, then
+``AppManager.run_apps``. The process names itself ``osken-manager`` (what the
+collector's component list calls an os-ken controller) and writes its own pidfile;
+``--pidfile=PATH`` stays in its argv so teardown can prove the process is the run's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ctypes
+import json
+import os
+import sys
+
+PROCESS_NAME = b"osken-manager"
+PR_SET_NAME = 15
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(prog="vnetbench.sdn.controller")
+    p.add_argument("--pidfile", required=True)
+    p.add_argument("--config", required=True, help="JSON written by the testbed builder")
+    p.add_argument("--instance", type=int, default=0)
+    p.add_argument("--lock", help="lock file of the instances (master election)")
+    p.add_argument("--ready-dir", help="the master touches DIR/<dpid> once a switch is set up")
+    p.add_argument("--record", help="append raw packet-in/port-desc messages (JSON lines)")
+    p.add_argument("--listen", required=True, help="ADDRESS:PORT for OpenFlow")
+    args = p.parse_args(argv)
+    ctypes.CDLL(None).prctl(PR_SET_NAME, PROCESS_NAME, 0, 0, 0)
+
+    from os_ken.lib import hub
+    hub.patch(thread=False)                 # eventlet before anything opens a socket
+    from os_ken import cfg
+    from os_ken.base.app_manager import AppManager   # before controller: circular import
+    import os_ken.controller.controller  # noqa: F401,E402  (registers the ofp-* options)
+
+    from vnetbench.sdn import floodlight
+    with open(args.config) as f:
+        floodlight.SETTINGS.update(config=json.load(f), instance=args.instance,
+                                   lock=args.lock, record=args.record,
+                                   ready_dir=args.ready_dir)
+    host, port = args.listen.rsplit(":", 1)
+    cfg.CONF(args=["--ofp-listen-host", host, "--ofp-tcp-listen-port", port],
+             project="os_ken", default_config_files=[])
+    tmp = f"{args.pidfile}.tmp"
+    with open(tmp, "w") as f:
+        f.write(f"{os.getpid()}\n")
+    os.replace(tmp, args.pidfile)
+    AppManager.run_apps(["vnetbench.sdn.floodlight"])
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,219 @@
+"""The os-ken application: Floodlight v0.90 Forwarding + VNF behind IVS's packet-in limit.
+
+This module is the OpenFlow 1.3 side only: it turns switch events into calls of
+``forwarding.Forwarding`` (the decisions) and the decisions into OpenFlow
+messages. Per switch it installs the packet-in path IVS gives: one OpenFlow 1.3
+meter per ingress port (``packet_in_rate`` packets/s, ``packet_in_burst``) in front
+of a per-port "send to controller" flow, below every forwarding flow.
+
+Several instances: the one holding the lock file is master, the others connect as
+slaves (OpenFlow roles: a slave gets no packet-ins) and take over, with a newer
+generation id, when the master's lock is released (it died or stopped).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import logging
+import os
+import time
+
+from os_ken.base import app_manager
+from os_ken.controller import ofp_event
+from os_ken.controller.handler import CONFIG_DISPATCHER, DEAD_DISPATCHER, MAIN_DISPATCHER, set_ev_cls
+from os_ken.lib import hub
+from os_ken.lib.packet import ethernet, ipv4, packet, tcp, udp, vlan
+from os_ken.ofproto import ofproto_v1_3
+
+from vnetbench.sdn.forwarding import (
+    DeleteFlows, Drop, FlowMod, Forwarding, Frame, Options, PacketOut, Topology,
+)
+
+LOG = logging.getLogger("vnetbench.floodlight")
+COOKIE_FORWARDING = 0x00F1_00D1_1600_0090       # flows pushed by Forwarding
+COOKIE_PACKET_IN = 0x00F1_00D1_1600_0001        # the metered send-to-controller flows
+PACKET_IN_PRIORITY = 1
+SETTINGS: dict = {}          # set by vnetbench.sdn.controller before the app starts
+
+
+def parse_frame(data: bytes) -> Frame | None:
+    """The model's view of a packet (None when it is not Ethernet)."""
+    pkt = packet.Packet(data)
+    eth = pkt.get_protocol(ethernet.ethernet)
+    if eth is None:
+        return None
+    tag = pkt.get_protocol(vlan.vlan)
+    eth_type = tag.ethertype if tag else eth.ethertype
+    fields = {"src": eth.src, "dst": eth.dst, "eth_type": eth_type, "vlan": tag.vid if tag else None}
+    ip = pkt.get_protocol(ipv4.ipv4)
+    if ip is not None:
+        fields.update(ip_src=ip.src, ip_dst=ip.dst, ip_proto=ip.proto)
+        l4 = pkt.get_protocol(tcp.tcp) or pkt.get_protocol(udp.udp)
+        if l4 is not None:
+            fields.update(l4_src=l4.src_port, l4_dst=l4.dst_port)
+    return Frame(**fields)
+
+
+def forwarding_from(settings: dict) -> Forwarding:
+    cfg = settings["config"]
+    o = cfg["options"]
+    return Forwarding(Topology.from_config(cfg),
+                      Options(match=o["match"], idle_timeout=o["idle_timeout"],
+                              hard_timeout=o["hard_timeout"],
+                              broadcast_isolation=o["broadcast_isolation"]))
+
+
+class Floodlight(app_manager.OSKenApp):
+    OFP_VERSIONS = [ofproto_v1_3.OFP_VERSION]
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.settings = SETTINGS
+        self.opts = SETTINGS["config"]["options"]
+        self.fwd = forwarding_from(SETTINGS)
+        self.dps = {}
+        self.record = open(SETTINGS["record"], "a") if SETTINGS.get("record") else None
+        self.multi = self.opts["controllers"] > 1
+        self.master = not self.multi
+        self._lock_fd = None
+        if self.multi:
+            hub.spawn(self._elect)
+
+    # -- roles (several instances) -----------------------------------------------
+
+    def _elect(self):
+        """Poll the instances' lock: whoever holds it is master (flock dies with its holder)."""
+        self._lock_fd = os.open(self.settings["lock"], os.O_CREAT | os.O_RDWR, 0o600)
+        while True:
+            try:
+                fcntl.flock(self._lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                hub.sleep(0.2)
+                continue
+            self.master = True
+            LOG.info("instance %s is master", self.settings["instance"])
+            for dp in list(self.dps.values()):
+                self._send_role(dp)
+            return
+
+    def _send_role(self, dp):
+        if not self.multi:
+            return
+        ofp, parser = dp.ofproto, dp.ofproto_parser
+        role = ofp.OFPCR_ROLE_MASTER if self.master else ofp.OFPCR_ROLE_SLAVE
+        dp.send_msg(parser.OFPRoleRequest(dp, role, int(time.time() * 1000)))
+
+    # -- switch lifecycle --------------------------------------------------------
+
+    @set_ev_cls(ofp_event.EventOFPSwitchFeatures, CONFIG_DISPATCHER)
+    def _features(self, ev):
+        dp = ev.msg.datapath
+        self.dps[dp.id] = dp
+        self._send_role(dp)
+        dp.send_msg(dp.ofproto_parser.OFPPortDescStatsRequest(dp, 0))
+
+    @set_ev_cls(ofp_event.EventOFPPortDescStatsReply, MAIN_DISPATCHER)
+    def _port_desc(self, ev):
+        dp = ev.msg.datapath
+        self._record("port_desc", dp.id, ev.msg.buf)
+        ports = {p.port_no: p.name.decode() for p in ev.msg.body}
+        self.fwd.switch_up(dp.id, ports)
+        if self.master:
+            self._packet_in_path(dp, ports)
+
+    @set_ev_cls(ofp_event.EventOFPStateChange, DEAD_DISPATCHER)
+    def _gone(self, ev):
+        dp = ev.datapath
+        if dp.id is not None and self.dps.get(dp.id) is dp:
+            del self.dps[dp.id]
+            self.fwd.switch_down(dp.id)
+
+    @set_ev_cls(ofp_event.EventOFPPortStatus, MAIN_DISPATCHER)
+    def _port_status(self, ev):
+        msg, dp = ev.msg, ev.msg.datapath
+        ofp = dp.ofproto
+        if msg.reason == ofp.OFPPR_DELETE:
+            self.fwd.port_down(dp.id, msg.desc.port_no)
+            return
+        self.fwd.port_up(dp.id, msg.desc.port_no, msg.desc.name.decode())
+        if msg.reason == ofp.OFPPR_ADD and self.master:
+            self._packet_in_path(dp, {msg.desc.port_no: msg.desc.name.decode()}, fresh=False)
+
+    def _packet_in_path(self, dp, ports: dict, fresh=True):
+        """Table miss -> controller; with a limit, per ingress port through its own meter."""
+        ofp, parser = dp.ofproto, dp.ofproto_parser
+        to_ctl = [parser.OFPActionOutput(ofp.OFPP_CONTROLLER, ofp.OFPCML_NO_BUFFER)]
+        apply = parser.OFPInstructionActions(ofp.OFPIT_APPLY_ACTIONS, to_ctl)
+        rate, burst = self.opts["packet_in_rate"], self.opts["packet_in_burst"]
+        if fresh:
+            dp.send_msg(parser.OFPMeterMod(dp, ofp.OFPMC_DELETE, 0, ofp.OFPM_ALL))
+            dp.send_msg(parser.OFPFlowMod(dp, cookie=COOKIE_PACKET_IN, priority=0,
+                                          match=parser.OFPMatch(), instructions=[apply]))
+        if rate:
+            self._meters(dp, ports, apply, rate, burst)
+        dp.send_msg(parser.OFPBarrierRequest(dp))
+
+    def _meters(self, dp, ports, apply, rate, burst):
+        ofp, parser = dp.ofproto, dp.ofproto_parser
+        for number in ports:
+            if number > ofp.OFPP_MAX:
+                continue
+            band = parser.OFPMeterBandDrop(rate=rate, burst_size=burst)
+            dp.send_msg(parser.OFPMeterMod(dp, ofp.OFPMC_ADD, ofp.OFPMF_PKTPS | ofp.OFPMF_BURST,
+                                           number, [band]))
+            dp.send_msg(parser.OFPFlowMod(
+                dp, cookie=COOKIE_PACKET_IN, priority=PACKET_IN_PRIORITY,
+                match=parser.OFPMatch(in_port=number),
+                instructions=[parser.OFPInstructionMeter(number), apply]))
+
+    @set_ev_cls(ofp_event.EventOFPBarrierReply, MAIN_DISPATCHER)
+    def _barrier(self, ev):
+        """The switch applied everything sent before: its packet-in path is in place."""
+        ready = self.settings.get("ready_dir")
+        if ready and self.master:
+            path = os.path.join(ready, str(ev.msg.datapath.id))
+            with open(path, "w") as f:
+                f.write(f"{time.time()}\n")
+
+    # -- packet-ins ----------------------------------------------------------------
+
+    @set_ev_cls(ofp_event.EventOFPPacketIn, MAIN_DISPATCHER)
+    def _packet_in(self, ev):
+        msg = ev.msg
+        dp = msg.datapath
+        self._record("packet_in", dp.id, msg.buf)
+        frame = parse_frame(msg.data)
+        if frame is None:
+            return
+        for decision in self.fwd.packet_in(dp.id, msg.match["in_port"], frame):
+            self._apply(decision, msg.data)
+
+    def _apply(self, d, data: bytes) -> None:
+        dp = self.dps.get(d.dpid)
+        if dp is None or isinstance(d, Drop):
+            return
+        ofp, parser = dp.ofproto, dp.ofproto_parser
+        if isinstance(d, FlowMod):
+            actions = [parser.OFPActionOutput(d.out_port)]
+            dp.send_msg(parser.OFPFlowMod(
+                dp, cookie=COOKIE_FORWARDING, priority=d.priority, idle_timeout=d.idle_timeout,
+                hard_timeout=d.hard_timeout, match=parser.OFPMatch(**dict(d.match)),
+                instructions=[parser.OFPInstructionActions(ofp.OFPIT_APPLY_ACTIONS, actions)]))
+        elif isinstance(d, PacketOut):
+            if d.out_ports:
+                dp.send_msg(parser.OFPPacketOut(
+                    dp, buffer_id=ofp.OFP_NO_BUFFER, in_port=d.in_port,
+                    actions=[parser.OFPActionOutput(p) for p in d.out_ports], data=data))
+        elif isinstance(d, DeleteFlows):
+            dp.send_msg(parser.OFPFlowMod(
+                dp, cookie=COOKIE_FORWARDING, cookie_mask=0xFFFFFFFFFFFFFFFF,
+                table_id=ofp.OFPTT_ALL, command=ofp.OFPFC_DELETE, out_port=ofp.OFPP_ANY,
+                out_group=ofp.OFPG_ANY, match=parser.OFPMatch(**dict(d.match))))
+
+    def _record(self, kind: str, dpid: int, buf) -> None:
+        """Raw OpenFlow messages for replay in unit tests (``--record``)."""
+        if self.record:
+            self.record.write(json.dumps({"type": kind, "dpid": dpid, "t": time.time(),
+                                          "buf": bytes(buf).hex()}) + "\n")
+            self.record.flush()

@@ -1,0 +1,179 @@
+"""``ovs-openflow``: every host's OVS bridge is an OpenFlow 1.3 switch of a reactive
+controller (vnetbench.sdn: Floodlight v0.90 + IVS model) that runs in the run's
+controller namespace and is reached over the management network (``mgmt``).
+
+Per host: one bridge with VM ports, and per (vnet, peer host) a tunnel port keyed
+by the vnet's segmentation id (tunnel types) or per vnet a physnet port (flat),
+like ``ovs``; but no VLAN tags and no NORMAL action -- the controller decides every
+output. Link ports are ``protected`` so that a ``standalone`` bridge that fell back
+to MAC learning cannot loop broadcast through the tunnel mesh.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from vnetbench.errors import BuildError
+from vnetbench.testbed.model import NetType
+from vnetbench.testbed.netns import mgmt, proc
+from vnetbench.testbed.netns.deployment import CONTROLLER_DIR
+from vnetbench.testbed.netns.ovs import TUNNEL_TYPE, OvsHost, _bridge, _port
+
+OF_PORT = 6653                   # instance i listens on OF_PORT + i
+MAX_BACKOFF_MS = 1000            # reconnect within 1 s after a restart or heal
+READY_TIMEOUT_S = 20.0
+
+
+def dpid(host_i: int) -> int:
+    return host_i + 1
+
+
+def ctl_dir(run_dir: Path) -> Path:
+    return run_dir / CONTROLLER_DIR
+
+
+def pidfile(run_dir: Path, instance: int) -> Path:
+    return ctl_dir(run_dir) / f"osken-{instance}.pid"
+
+
+def targets(testbed) -> list[str]:
+    ip = mgmt.controller_ip(testbed)
+    return [f"tcp:{ip}:{OF_PORT + i}" for i in range(testbed.vswitch.openflow.controllers)]
+
+
+def controller_config(ctx) -> dict:
+    """What Floodlight learns from its REST API (VNF networks) and link discovery."""
+    tb, n = ctx.testbed, ctx.names
+    macs, ports = {}, {}
+    for vm_i, vm in enumerate(tb.vms):
+        for k, nic in enumerate(vm.nics):
+            macs[nic.mac] = nic.vnet
+            ports[n.vm_port(vm_i, k)] = nic.vnet
+    switches = {}
+    for hi, host in enumerate(tb.hosts):
+        links = []
+        for vnet in tb.vnets_on(host.name):
+            vi = ctx.vnet_index(vnet.name)
+            for peer in ctx.peers(host.name, vnet.name):
+                pi = ctx.host_index(peer.name)
+                if tb.network.type is NetType.FLAT:
+                    here = there = n.physnet(vi)
+                else:
+                    here, there = n.tunnel_port(vi, pi), n.tunnel_port(vi, hi)
+                links.append({"port": here, "peer": dpid(pi), "peer_port": there, "vnet": vnet.name})
+        switches[str(dpid(hi))] = {"host": host.name, "links": links}
+    return {"options": dataclasses.asdict(tb.vswitch.openflow), "vnets": [v.name for v in tb.vnets],
+            "macs": macs, "ports": ports, "switches": switches}
+
+
+def controller_argv(run_dir: Path, testbed, instance: int, record: str | None = None) -> list[str]:
+    d = ctl_dir(run_dir)
+    argv = [sys.executable, "-m", "vnetbench.sdn.controller",
+            f"--pidfile={pidfile(run_dir, instance)}", f"--config={d / 'config.json'}",
+            f"--instance={instance}", f"--lock={d / 'master.lock'}",
+            f"--ready-dir={d / 'ready'}",
+            f"--listen={mgmt.controller_ip(testbed)}:{OF_PORT + instance}"]
+    return argv + ([f"--record={record}"] if record else [])
+
+
+def start_controller(run, names, run_dir: Path, testbed, instance: int, record=None) -> None:
+    """Journal the instance by its run-unique pidfile argument, then start it in the
+    controller namespace (its own session: it outlives nothing but the run)."""
+    pf = pidfile(run_dir, instance)
+    run.record("daemon", name="osken-manager", host="controller", pidfile=str(pf),
+               argmark=f"--pidfile={pf}")
+    log = open(ctl_dir(run_dir) / f"osken-{instance}.log", "ab")
+    subprocess.Popen(proc.in_netns(names.ctl_ns, controller_argv(run_dir, testbed, instance, record)),
+                     stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                     start_new_session=True)
+    log.close()
+
+
+def wire(ctx) -> None:
+    """Controller instances first (they import os-ken while OVS starts), then the hosts;
+    returns once every bridge has its packet-in path installed."""
+    tb, run_dir = ctx.testbed, ctx.run.dir
+    d = ctl_dir(run_dir)
+    (d / "ready").mkdir(parents=True, mode=0o700)
+    (d / "config.json").write_text(json.dumps(controller_config(ctx), indent=1))
+    for i in range(tb.vswitch.openflow.controllers):
+        start_controller(ctx.run, ctx.names, run_dir, tb, i)
+    hosts = [OpenFlowHost(ctx, h) for h in tb.hosts]
+    with ThreadPoolExecutor(max_workers=min(8, len(hosts))) as pool:
+        for fut in [pool.submit(ctx._ovs_host, o) for o in hosts]:
+            fut.result()
+    for o in hosts:
+        o.address_underlay()
+    wait_ready(run_dir, [dpid(i) for i in range(len(tb.hosts))])
+
+
+def wait_ready(run_dir: Path, dpids, timeout=READY_TIMEOUT_S, since: float = 0.0) -> None:
+    """Every switch connected and its packet-in path installed (the master writes
+    ready/<dpid> on the barrier reply that follows)."""
+    ready = ctl_dir(run_dir) / "ready"
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        missing = [p for p in dpids if not _newer(ready / str(p), since)]
+        if not missing:
+            return
+        time.sleep(0.02)
+    logs = sorted(ctl_dir(run_dir).glob("osken-*.log"))
+    tail = (logs[0].read_text().strip().splitlines() or ["(empty)"])[-1] if logs else "no log"
+    raise BuildError(f"OpenFlow controller: switches {missing} not ready after {timeout:.0f} s "
+                     f"(controller log: {tail})")
+
+
+def _newer(path: Path, since: float) -> bool:
+    try:
+        return path.stat().st_mtime >= since
+    except OSError:
+        return False
+
+
+class OpenFlowHost(OvsHost):
+    """An OVS host whose bridge belongs to the controller (no tags, no NORMAL)."""
+
+    def _transaction(self, datapath: str) -> list[str]:
+        ctx, host = self.ctx, self.host
+        tb, names, rid = ctx.testbed, ctx.names, ctx.run.run_id
+        of = tb.vswitch.openflow
+        own = f"external_ids:vnetbench-run={rid}"
+        br, hi = names.ovs_int, ctx.host_index(host.name)
+        tx = ["--", "init", "--", "set", "Open_vSwitch", ".", own,
+              f"external_ids:system-id={rid}-{host.name}", f"external_ids:hostname={host.name}"]
+        tx += _bridge(br, datapath, own)
+        tx += ["--", "set", "Bridge", br, f"fail_mode={of.fail_mode}", "protocols=OpenFlow13",
+               f"other_config:datapath-id={dpid(hi):016x}", "other_config:disable-in-band=true"]
+        ids = []
+        for i, target in enumerate(targets(tb)):
+            ids.append(f"@c{i}")
+            tx += ["--", f"--id=@c{i}", "create", "Controller", f"target=\"{target}\"",
+                   f"max_backoff={MAX_BACKOFF_MS}", f"inactivity_probe={of.inactivity_probe_ms}",
+                   "connection_mode=out-of-band", own]
+        tx += ["--", "set", "Bridge", br, f"controller=[{','.join(ids)}]"]
+        ntype = tb.network.type
+        for vnet in tb.vnets_on(host.name):
+            vi = ctx.vnet_index(vnet.name)
+            for port in ctx.vm_ports(host.name, vnet.name):
+                tx += _port(br, port, own)
+            if ntype is NetType.FLAT:
+                tx += _port(br, names.physnet(vi), own, "protected=true")
+            else:
+                for peer in ctx.peers(host.name, vnet.name):
+                    port = names.tunnel_port(vi, ctx.host_index(peer.name))
+                    tx += _port(br, port, own, "protected=true")
+                    tx += ["--", "set", "Interface", port, f"type={TUNNEL_TYPE[ntype]}",
+                           f"options:remote_ip={peer.underlay_ip}",
+                           f"options:local_ip={host.underlay_ip}",
+                           f"options:key={vnet.segmentation_id}", own]
+        if ntype.is_tunnel:
+            tx += _bridge(names.ovs_phy, datapath, own)
+            tx += ["--", "set", "Interface", names.ovs_phy, f"mtu_request={tb.network.underlay_mtu}"]
+            tx += _port(names.ovs_phy, names.uplink, own)
+        return tx
