@@ -232,6 +232,7 @@ def test_macs_unique_across_hosts_and_vnets(name):
 def test_examples_cover_every_implemented_combination():
     names = {p.stem for p in EXAMPLES}
     want = {f"{k}-{t.value}" for k in ("linuxbridge", "ovs") for t in NetType} | {"ovn-geneve", "ovn-vxlan"}
+    want |= {f"ovs-openflow-{t.value}" for t in NetType if t is not NetType.VLAN}
     assert want | {"two-vnets-same-cidr", "scale-4x32", "jumbo-vxlan"} == names
 
 
@@ -295,3 +296,25 @@ def test_error_carries_its_parts():
     e = exc.value
     assert (e.path, e.where, e.exit_code) == ("t.yaml", "vms[0].host", 2)
     assert e.fix == "use one of: h1, h2"
+
+
+def test_openflow_options_default_and_round_trip():
+    from vnetbench.testbed.codec import from_dict, to_dict
+    t = loader.loads("vswitch: {kind: ovs-openflow, openflow: {fail_mode: standalone, "
+                     "controllers: 2}}\nnetwork: {type: gre}\n", online_cpus=ONLINE)
+    of = t.vswitch.openflow
+    assert (of.fail_mode, of.controllers, of.match, of.idle_timeout, of.packet_in_rate,
+            of.packet_in_burst, of.broadcast_isolation) == ("standalone", 2, "host-pair", 5, 200, 32, False)
+    assert from_dict(to_dict(t)) == t
+    assert loader.loads("vswitch: ovs\nnetwork: {type: gre}\n").vswitch.openflow is None
+
+
+@pytest.mark.parametrize("doc,where", [
+    ("vswitch: {kind: ovs-openflow, openflow: {fail_mode: open}}", "vswitch.openflow.fail_mode"),
+    ("vswitch: {kind: ovs-openflow, openflow: {idle: 5}}", "vswitch.openflow"),
+    ("vswitch: {kind: ovs, openflow: {}}", "vswitch.openflow"),
+])
+def test_openflow_bad_options_name_the_field(doc, where):
+    with pytest.raises(errors.TestbedFileError) as err:
+        loader.loads(doc + "\nnetwork: {type: vxlan}\n", source="t.yaml")
+    assert f"t.yaml: {where}:" in str(err.value)
