@@ -104,9 +104,11 @@ def run_namespaces(run_id: str) -> list[str]:
 
 
 def daemon_pids(dep) -> dict:
-    """{(host, program): pid} of the OVS daemons of a deployment, read from their pidfiles."""
-    return {(h.name, prog): pid for h in dep.testbed.hosts
+    """{(host, program): pid} of the vSwitch daemons of a deployment and of its controller
+    namespace (host "controller": OVN databases and northd), read from their pidfiles."""
+    pids = {(h.name, prog): pid for h in dep.testbed.hosts
             for prog, pid in dep.vswitch_pids(h.name).items()}
+    return {**pids, **{("controller", name): pid for name, pid in dep.controller_pids().items()}}
 
 
 def alive(pid: int) -> bool:

@@ -1,10 +1,11 @@
-"""Bring-up and teardown wall time of a two-host VXLAN testbed with one cross-host VM pair.
+"""Bring-up and teardown wall time of a two-host testbed with one cross-host VM pair
+(VXLAN; Geneve for ovn).
 
 'up' is builder.up(testbed) with caps=None, i.e. including the capability probe
 as the CLI does; the probe's share is timed separately. After every teardown
 the run's namespaces and run directory must be gone.
 
-    .venv/bin/python bench/bench_lifecycle.py [--repeat 10] [--vswitch ovs linuxbridge]
+    .venv/bin/python bench/bench_lifecycle.py [--repeat 10] [--vswitch ovs linuxbridge ovn]
 """
 
 from __future__ import annotations
@@ -21,8 +22,10 @@ from _common import (alive, daemon_pids, load_testbed, probe_timer, run_namespac
 
 from vnetbench.testbed.netns import builder  # noqa: E402
 
-TARGET_UP_S, TARGET_DOWN_S = 2.0, 1.0
-TESTBED = "name: lifecycle-{kind}\nvswitch: {kind}\nnetwork: {{type: vxlan}}\n" \
+# kind -> (up, down) targets in s (None: no target, a reference)
+TARGETS = {"ovs": (2.0, 1.0), "ovn": (5.0, None)}
+NETWORK = {"ovn": "geneve"}          # default: vxlan
+TESTBED = "name: lifecycle-{kind}\nvswitch: {kind}\nnetwork: {{type: {net}}}\n" \
           "pairs: [{{placement: cross-host}}]\n"
 
 
@@ -57,7 +60,8 @@ def one_cycle(testbed) -> dict:
 
 
 def bench(kind: str, repeat: int) -> dict:
-    testbed = load_testbed(TESTBED.format(kind=kind), source=f"<bench {kind}-vxlan>")
+    net = NETWORK.get(kind, "vxlan")
+    testbed = load_testbed(TESTBED.format(kind=kind, net=net), source=f"<bench {kind}-{net}>")
     cycles = []
     for i in range(repeat):
         c = one_cycle(testbed)
@@ -65,9 +69,9 @@ def bench(kind: str, repeat: int) -> dict:
         print(f"  {kind:<11} #{i + 1:>2}: up {c['up_s']:.3f} s (probe {c['probe_s']:.3f} s) "
               f"down {c['down_s']:.3f} s {'clean' if c['clean'] else 'LEFTOVERS'}", flush=True)
     summary = {k: stats(c[k] for c in cycles) for k in ("up_s", "probe_s", "build_s", "down_s")}
-    return {"vswitch": kind, "network": "vxlan", "hosts": len(testbed.hosts), "vms": len(testbed.vms),
-            "target_up_s": TARGET_UP_S if kind == "ovs" else None,
-            "target_down_s": TARGET_DOWN_S if kind == "ovs" else None,
+    up, down = TARGETS.get(kind, (None, None))
+    return {"vswitch": kind, "network": net, "hosts": len(testbed.hosts), "vms": len(testbed.vms),
+            "target_up_s": up, "target_down_s": down,
             "summary": summary, "all_clean": all(c["clean"] for c in cycles), "cycles": cycles}
 
 
@@ -82,13 +86,13 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeat", type=int, default=10)
     ap.add_argument("--vswitch", nargs="+", default=["ovs", "linuxbridge"],
-                    choices=["ovs", "linuxbridge"])
+                    choices=["ovs", "linuxbridge", "ovn"])
     args = ap.parse_args(argv)
     cold = [cold_probe_s() for _ in range(3)]
     print(f"capability probe with an empty cache: {', '.join(f'{x:.3f}' for x in cold)} s")
     results = []
     for kind in args.vswitch:
-        print(f"{kind} + vxlan, 2 hosts, 1 cross-host pair, {args.repeat} cycles")
+        print(f"{kind} + {NETWORK.get(kind, 'vxlan')}, 2 hosts, 1 cross-host pair, {args.repeat} cycles")
         results.append(bench(kind, args.repeat))
     print()
     rows = []
@@ -97,13 +101,13 @@ def main(argv=None) -> int:
         for phase, key, target in (("up (incl. probe)", "up_s", r["target_up_s"]),
                                    ("  probe", "probe_s", None), ("  build", "build_s", None),
                                    ("down", "down_s", r["target_down_s"])):
-            rows.append([f"{r['vswitch']}-vxlan", phase, s[key]["min"], s[key]["median"],
+            rows.append([f"{r['vswitch']}-{r['network']}", phase, s[key]["min"], s[key]["median"],
                          s[key]["max"], verdict(s[key], target) if key in ("up_s", "down_s") else ""])
     show(["testbed", "phase", "min s", "median s", "max s", "target"], rows,
          title=f"Lifecycle wall time over {args.repeat} cycles (probe with an empty cache: "
                f"median {stats(cold)['median']:.3f} s of 3)")
     show(["testbed", "cycles", "clean teardowns", "namespaces left", "daemons left"],
-         [[f"{r['vswitch']}-vxlan", len(r["cycles"]), sum(c["clean"] for c in r["cycles"]),
+         [[f"{r['vswitch']}-{r['network']}", len(r["cycles"]), sum(c["clean"] for c in r["cycles"]),
            sum(len(c["namespaces_left"]) for c in r["cycles"]),
            sum(len(c["daemons_left"]) for c in r["cycles"])] for r in results])
     write_json("bench_lifecycle", {"repeat": args.repeat, "cold_probe_s": cold, "results": results})

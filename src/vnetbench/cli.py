@@ -12,6 +12,10 @@ import sys
 from pathlib import Path
 
 from vnetbench.errors import VnetbenchError
+from vnetbench.testbed.model import NetType, VSwitchKind
+
+VSWITCH_CHOICES = [k.value for k in VSwitchKind]
+NETWORK_CHOICES = [t.value for t in NetType]
 
 
 def main(argv=None) -> int:
@@ -262,8 +266,11 @@ def _parser():
 
     s = sub.add_parser("compare", help="the battery over vSwitch x network type through Rally")
     s.add_argument("--profile", choices=["quick", "full"], default="quick")
-    s.add_argument("--vswitch", action="append", choices=["linuxbridge", "ovs"])
-    s.add_argument("--network", action="append", choices=["flat", "vlan", "vxlan", "gre", "geneve"])
+    s.add_argument("--vswitch", action="append", choices=VSWITCH_CHOICES,
+                   help="with --network: every vswitch x network combination instead of the "
+                   "default columns (linuxbridge/flat, ovs-openflow/vxlan, vrouter/gre, "
+                   "ovs/vxlan, ovn/geneve)")
+    s.add_argument("--network", action="append", choices=NETWORK_CHOICES)
     s.add_argument("--results", default="results", help="directory for reports and records")
     s.add_argument("--no-monitor", action="store_true",
                    help="run without Prometheus (no collectors, results not pushed)")
@@ -279,8 +286,8 @@ def _parser():
     s.set_defaults(func=cmd_report)
 
     s = sub.add_parser("demo", help="reachability and RTT of VM pairs for every vSwitch x network type")
-    s.add_argument("--vswitch", action="append", choices=["linuxbridge", "ovs"])
-    s.add_argument("--network", action="append", choices=["flat", "vlan", "vxlan", "gre", "geneve"])
+    s.add_argument("--vswitch", action="append", choices=VSWITCH_CHOICES)
+    s.add_argument("--network", action="append", choices=NETWORK_CHOICES)
     s.add_argument("--count", type=int, default=20, help="pings per direction")
     s.add_argument("--results", default="results", help="directory for the JSON record")
     s.add_argument("-q", "--quiet", action="store_true")

@@ -16,7 +16,7 @@ from vnetbench.testbed.model import NetType, VSwitchKind
 from vnetbench.testbed.netns import builder
 from vnetbench.traffic import ping
 
-KINDS = (VSwitchKind.LINUXBRIDGE, VSwitchKind.OVS)
+KINDS = (VSwitchKind.LINUXBRIDGE, VSwitchKind.OVS, VSwitchKind.OVN)
 
 
 def run(kinds=KINDS, types=tuple(NetType), count=20, interval_s=0.02,

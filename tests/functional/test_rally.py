@@ -51,3 +51,26 @@ def test_task_runs_through_rally(rally, task, tmp_path, caps):
         for metric, (lo, hi) in CHECKS[r["test"]].items():
             values = r["samples"][metric]
             assert values and all(lo <= v <= hi for v in values), (r["labels"], metric, values)
+
+
+def test_ovn_battery_through_rally_counts_its_controller(rally, tmp_path, caps):
+    """OVN through the same Rally context: its tenant MTU (underlay - 58) reaches the
+    records, and the CPU beside each value includes northd and the OVN databases."""
+    from vnetbench.testbed.model import NetType, VSwitchKind
+    if caps.why_not(VSwitchKind.OVN, NetType.GENEVE):
+        pytest.skip(caps.why_not(VSwitchKind.OVN, NetType.GENEVE))
+    records = tmp_path / "records.jsonl"
+    args = json.dumps({**SHORT, "vswitch": "ovn", "network": "geneve", "results": str(records)})
+    out = rally("task", "start", "--env", "vnetbench", str(REPO / "rally-tasks" / "udp-streams.yaml"),
+                "--task-args", args)
+    uuid = out.stdout.split("rally task report ")[1].split()[0]
+    sla = json.loads(rally("task", "sla-check", uuid, "--json", check=False).stdout)
+    assert sla and all(c["status"] == "PASS" for c in sla), sla
+    recs = [json.loads(line) for line in records.read_text().splitlines()]
+    assert {r["labels"]["placement"] for r in recs} == {"same-host", "cross-host"}
+    for r in recs:
+        assert (r["labels"]["vswitch"], r["labels"]["network"]) == ("ovn", "geneve")
+        assert r["provenance"]["tenant_mtu"] == 1442
+        ctl, total = r["samples"]["controller_pct"], r["samples"]["cpu_pct"]
+        assert len(ctl) == SHORT["repetitions"] and all(0 <= c <= t for c, t in zip(ctl, total))
+        assert all(v > 0 for v in r["samples"]["gbps"])

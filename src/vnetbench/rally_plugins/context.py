@@ -27,7 +27,7 @@ class VnetbenchTestbed(context.Context):
         "additionalProperties": False,
         "properties": {
             "file": {"type": "string", "description": "testbed YAML; overrides the keys below"},
-            "vswitch": {"enum": ["linuxbridge", "ovs"]},
+            "vswitch": {"enum": ["linuxbridge", "ovs", "ovs-openflow", "ovn", "vrouter"]},
             "network": {"enum": ["flat", "vlan", "vxlan", "gre", "geneve"]},
             "underlay_mtu": {"type": "integer", "minimum": 576, "maximum": 65535},
             "placements": {"type": "array", "minItems": 1, "uniqueItems": True,

@@ -156,14 +156,10 @@ class OvnHost(OvsHost):
         ctx, host = self.ctx, self.host
         tb, names, rid = ctx.testbed, ctx.names, ctx.run.run_id
         own = f"external_ids:vnetbench-run={rid}"
-        tx = ["--", "init",
-              "--", "set", "Open_vSwitch", ".", own,
-              f"external_ids:system-id={rid}-{host.name}", f"external_ids:hostname={host.name}",
-              f"external_ids:ovn-remote={self.central.sb_remote}",
-              f"external_ids:ovn-encap-type={ENCAP[tb.network.type]}",
-              f"external_ids:ovn-encap-ip={host.underlay_ip}",
-              f"external_ids:ovn-bridge={names.ovs_int}",
-              f"external_ids:ovn-bridge-datapath-type={datapath}"]
+        tx = self._open_vswitch(("ovn-remote", self.central.sb_remote),
+                                ("ovn-encap-type", ENCAP[tb.network.type]),
+                                ("ovn-encap-ip", host.underlay_ip), ("ovn-bridge", names.ovs_int),
+                                ("ovn-bridge-datapath-type", datapath))
         tx += _bridge(names.ovs_int, datapath, own)
         tx += ["--", "set", "Bridge", names.ovs_int, "fail_mode=secure",
                "other_config:disable-in-band=true"]

@@ -66,13 +66,18 @@ class OvsHost:
                 links.address(ns, names.ovs_phy, self.host.underlay_ip, net.underlay_cidr.prefixlen)
                 links.up(ns, names.ovs_phy)
 
+    def _open_vswitch(self, *external_ids) -> list[str]:
+        """Start of the host's transaction: the Open_vSwitch row, owned and named."""
+        rid, host = self.ctx.run.run_id, self.host.name
+        return ["--", "init", "--", "set", "Open_vSwitch", ".", f"external_ids:vnetbench-run={rid}",
+                f"external_ids:system-id={rid}-{host}", f"external_ids:hostname={host}",
+                *(f"external_ids:{k}={v}" for k, v in external_ids)]
+
     def _transaction(self, datapath: str) -> list[str]:
         ctx, host = self.ctx, self.host
         tb, names, rid = ctx.testbed, ctx.names, ctx.run.run_id
         own = f"external_ids:vnetbench-run={rid}"
-        tx = ["--", "init",
-              "--", "set", "Open_vSwitch", ".", own,
-              f"external_ids:system-id={rid}-{host.name}", f"external_ids:hostname={host.name}"]
+        tx = self._open_vswitch()
         tx += _bridge(names.ovs_int, datapath, own)
         ntype = tb.network.type
         for vnet in tb.vnets_on(host.name):
