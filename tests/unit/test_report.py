@@ -50,8 +50,8 @@ def test_cells_mean_ci_cpu_and_mss_used():
     rows = {(r.label, r.placement): r for r in t.rows}
     same, cross = rows[("tcp_stream mss 1468", "same-host")], rows[("tcp_stream mss 1468", "cross-host")]
     ovs = t.columns[0]
-    assert t.cell(same, ovs).text("gbps") == "1.02 ±0.18 @1410 (86% CPU)"
-    assert t.cell(cross, ovs).text("gbps") == "2 ±0 (150% CPU)"       # nominal MSS used: no @
+    assert t.cell(same, ovs).text("gbps") == "1.02 ±0.18 ci @1410 (86% CPU ±13 ci)"
+    assert t.cell(cross, ovs).text("gbps") == "2 [2–2] (150% CPU [150–150])"  # nominal MSS: no @
     assert t.cell(rows[("icmp_rtt flood", "same-host")], ovs).text("rtt_mean_ms") == "0.1 (5% CPU)"
 
 
@@ -100,7 +100,7 @@ def test_plain_text_is_compare_table():
     out = compare.table(records)
     lines = out.splitlines()
     assert lines[0].split(" | ")[:3] == ["test [metric]                              ", "placement ",
-                                         "linuxbridge/flat         "]
+                                         "linuxbridge/flat                        "]
     assert all(line.count(" | ") == 5 for line in lines[2:36]) and lines[36] == ""
     assert f"N/A linuxbridge/vlan: {NA_VLAN}" in out and "100% = one CPU" in out
 
@@ -112,7 +112,7 @@ def test_markdown_shape():
     rows = [line for line in md.splitlines() if line.startswith("|")]
     assert len(rows) == len(t.rows) + 2 * len(t.tests())        # each table: head + rule + rows
     assert all(line.count("|") == 3 + len(t.columns) for line in rows)
-    assert "| mss 1468 [gbps] | same-host | 23.9 ±50 @1460 (34% CPU) | N/A |" in md
+    assert "| mss 1468 [gbps] | same-host | 23.9 [20–27.8] ! @1460 (34% CPU [33–35]) | N/A |" in md
 
 
 def test_csv_one_line_per_cell_with_raw_numbers():

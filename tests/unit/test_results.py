@@ -13,11 +13,12 @@ def test_summary_and_ci():
     assert s["n"] == 3 and s["mean"] == 12.0 and s["sd"] == 2.0
     assert math.isclose(s["ci95"], 4.303 * 2.0 / math.sqrt(3))
     assert summarize([5.0])["ci95"] is None
+    assert summarize([5.0, 6.0])["ci95"] is None       # never a t-interval at one degree of freedom
     assert summarize([])["mean"] is None
 
 
 def test_t_table_is_monotonic_and_bounded():
-    values = [t95(df) for df in range(1, 200)]
+    values = [t95(df) for df in range(2, 200)]
     assert values == sorted(values, reverse=True) and values[-1] == pytest.approx(1.96, abs=0.03)
 
 

@@ -60,6 +60,7 @@ What is measured, honestly:
 from __future__ import annotations
 
 import math
+import statistics
 import subprocess
 import time
 from dataclasses import dataclass, replace
@@ -417,9 +418,14 @@ def _throughput(trial, ceiling_trial, frame, cfg):
 
     def fps(s):
         return None if s.rate is None else round(s.rate)
+
+    def upper(s):
+        return None if s.upper is None else round(s.upper)
     metrics = {
         "ceiling_fps": ceiling["rx_fps"], "sender_fps": ceiling["tx_fps"],
         "ndr_fps": fps(ndr), "pdr_fps": fps(pdr),
+        # the search's final bracket (None: even the top rate passed), the NDR/PDR spread
+        "ndr_upper_fps": upper(ndr), "pdr_upper_fps": upper(pdr),
         "ndr_gbps": None if ndr.rate is None else frame_gbps(fps(ndr), frame),
         "pdr_gbps": None if pdr.rate is None else frame_gbps(fps(pdr), frame),
         "ndr_pct_of_ceiling": (100.0 * ndr.rate / ceiling["rx_fps"]
@@ -452,7 +458,8 @@ def _latency(dep, src, dst, frame, rate, seconds, cfg):
     rtt = res["during"]
     xs = rtt["samples_ms"]
     pct = percentiles(xs, (50, 99))
-    return ({"rtt_avg_ms": rtt["rtt_avg_ms"], "rtt_min_ms": rtt["rtt_min_ms"],
+    sd = statistics.stdev(xs) if len(xs) > 1 else None
+    return ({"rtt_avg_ms": rtt["rtt_avg_ms"], "rtt_sd_ms": sd, "rtt_min_ms": rtt["rtt_min_ms"],
              "rtt_max_ms": rtt["rtt_max_ms"], "rtt_p50_ms": pct["p50"], "rtt_p99_ms": pct["p99"],
              "echo_loss_pct": rtt["loss_pct"], "rate_fps": round(rate), "loss_pct": res["loss_pct"],
              "cpu_pct": res["cpu_pct"], "softirq_pct": res["softirq_pct"]},
@@ -484,6 +491,7 @@ def _back_to_back(trial, ceiling_fps, sender_fps, cfg):
     n = None if found.rate is None else clamp(found.rate)
     at = by_n.get(n)
     return ({"burst_frames": n, "burst_at_max": float(n == IPERF3_MAX_BURST),
+             "burst_upper_frames": None if found.upper is None else clamp(found.upper),
              "sender_fps": sender_fps, "trials": len(found.trials),
              "cpu_pct": at["cpu_pct"] if at else None,
              "softirq_pct": at["softirq_pct"] if at else None},

@@ -70,7 +70,7 @@ def families(results, running: dict | None) -> list[Metric]:
             if summary.get("mean") is None:
                 continue
             add("vnetbench_result", {**labels, "metric": metric}, summary["mean"])
-            if summary.get("ci95") is not None:          # unknown with one repetition
+            if summary.get("ci95") is not None:          # none below 3 repetitions
                 add("vnetbench_result_ci95", {**labels, "metric": metric}, summary["ci95"])
         add("vnetbench_result_start_timestamp_seconds", labels, r.started)
         add("vnetbench_result_end_timestamp_seconds", labels, r.finished)

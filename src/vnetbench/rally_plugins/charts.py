@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from vnetbench.results import spread
+
 METRICS_TITLE = "vnetbench metrics"     # the SLA reads this table
 
 
@@ -19,17 +21,18 @@ def metrics_table(results, keys) -> dict:
 
 
 def results_table(title, results, keys) -> dict:
-    """Complete Table: one row per measured point, mean ± 95% CI, CPU% beside."""
-    cols = ["placement", "point"] + [f"{k} (mean ± ci95)" for k in keys]
+    """Complete Table: one row per measured point, each value with the spread the report
+    shows (vnetbench.results.spread: ±sd for RTT, CI / range / nothing by repetitions)."""
+    cols = ["placement", "point"] + [f"{k} (mean, spread)" for k in keys]
     rows = []
     for r in results:
         cells = []
         for k in keys:
-            m = r.metrics.get(k, {})
-            cells.append("-" if m.get("mean") is None else
-                         f"{m['mean']:.4g}" + (f" ± {m['ci95']:.2g}" if m.get("ci95") else ""))
+            s = spread.of(r, k) if k in r.samples else None
+            cells.append("-" if s is None else s.text() + (" !" if s.unstable else ""))
         rows.append([r.labels["placement"], r.labels.get("point", "")] + cells)
-    return {"title": title, "chart_plugin": "Table", "data": {"cols": cols, "rows": rows}}
+    return {"title": title, "chart_plugin": "Table", "data": {"cols": cols, "rows": rows},
+            "description": spread.NOTES[0]}
 
 
 def lines(title, series: dict, label: str, axis_label: str) -> dict:

@@ -1,7 +1,8 @@
 """The report's charts as inline SVG (matplotlib, no pyplot state, no JS, no external
 files): RTT, TCP Gbit/s vs MSS used, UDP Gbit/s and loss vs sessions, broadcast loss,
-flow-setup loss vs rate, CPU% per test. A chart without data is left out. Charts show
-means; the tables beside them carry the confidence intervals."""
+flow-setup loss vs rate, RFC 2544 NDR, CPU% per test. A chart without data is left out.
+Every point carries an error bar with the same spread as its table cell
+(vnetbench.results.spread) and every caption says what the bars are."""
 
 from __future__ import annotations
 
@@ -10,10 +11,17 @@ from dataclasses import dataclass
 
 import matplotlib
 from matplotlib.figure import Figure
+from matplotlib.ticker import FixedLocator, FuncFormatter, MaxNLocator, NullLocator
 
 from vnetbench.report.table import Table
 
 PLACEMENTS = ("same-host", "cross-host")
+BARS = ("error bars: the cell's spread -- RTT ±sd of the echoes; other metrics 95% CI "
+        "from 3 repetitions, min–max with 2, none with 1")
+SEARCH_BARS = ("error bars: the search's final bracket (highest passing to lowest failing "
+               "rate), an arrow when even its top rate passed")
+CPU_BARS = ("error bars: the lowest and highest point of the test (its points differ in "
+            "load, e.g. MSS or rate)")
 
 
 @dataclass(frozen=True)
@@ -27,59 +35,96 @@ def charts(table: Table) -> list[Chart]:
     colors = {c.label: matplotlib.colormaps["tab20" if len(table.columns) > 10 else "tab10"](i % 20)
               for i, c in enumerate(table.columns)}
     made = [
-        _bars("fig-rtt", "ICMP RTT per configuration (mean of rtt_mean_ms; time-deferred = "
-              "first packet of a flow, flood = steady state)", "RTT (ms)",
+        _bars("fig-rtt", "ICMP RTT per configuration (mean over all echoes; time-deferred = "
+              f"first packet of a flow, flood = steady state); {BARS}", "RTT (ms)",
               _by_row(table, "icmp_rtt", "rtt_mean_ms")),
         _lines("fig-tcp", "TCP throughput vs the MSS really used on the wire, one line per "
-               "configuration", "Gbit/s", "MSS used (bytes)", colors,
+               f"configuration; {BARS}", "Gbit/s", "MSS used (bytes)", colors,
                _series(table, "tcp_stream", "used", "gbps")),
-        _lines("fig-udp", "UDP throughput and receiver loss vs parallel sessions", "Gbit/s",
-               "sessions", colors, _series(table, "udp_stream", "sessions", "gbps"),
+        _lines("fig-udp", f"UDP throughput and receiver loss vs parallel sessions; {BARS}",
+               "Gbit/s", "sessions", colors, _series(table, "udp_stream", "sessions", "gbps"),
                ("loss %", _series(table, "udp_stream", "sessions", "loss_pct"))),
         _bars("fig-broadcast", "Broadcast loss per configuration (ARP requests, ICMP to the "
-              "broadcast address)", "loss %", _by_row(table, "broadcast", "loss_pct")),
+              f"broadcast address); {BARS}", "loss %", _by_row(table, "broadcast", "loss_pct")),
         _lines("fig-flow", "Flow-setup loss (failed or late connections) vs new TCP flows per "
-               "second", "loss %", "new connections/s (log)", colors,
+               f"second; {BARS}", "loss %", "new connections/s (log)", colors,
                _series(table, "flow_setup", "rate", "loss_pct"), logx=True),
+        _bars("fig-rfc2544", "RFC 2544 throughput (NDR, zero loss) per frame size and "
+              f"configuration; {SEARCH_BARS}", "frames/s",
+              _by_row(table, "rfc2544_throughput", "ndr_fps")),
         _bars("fig-cpu", "Host-side vSwitch CPU% per test (mean over the test's points; "
-              "100% = one CPU)", "CPU %", _cpu(table), colors=colors),
+              f"100% = one CPU); {CPU_BARS}", "CPU %", _cpu(table), colors=colors),
     ]
     return [c for c in made if c]
 
 
+@dataclass(frozen=True)
+class Point:
+    """A plotted mean with the bounds of its error bar (hi None: open upwards)."""
+    y: float
+    lo: float | None = None
+    hi: float | None = None
+    open_top: bool = False
+
+
+def _point(spread) -> Point:
+    return Point(spread.mean, spread.lo, spread.hi, spread.kind == "search" and spread.hi is None)
+
+
 def _by_row(table, test, metric) -> dict:
-    """{bar series 'variable placement': {column: mean}} of one test."""
+    """{bar series 'variable placement': {column: Point}} of one test."""
     out = {}
     for row in (r for r in table.rows if r.test == test):
         for c in table.columns:
-            mean = table.cell(row, c).stat(metric).get("mean")
-            if mean is not None:
-                out.setdefault(f"{row.variable} {row.placement}".strip(), {})[c.label] = mean
+            s = table.cell(row, c).spread(metric)
+            if s is not None and s.mean is not None:
+                out.setdefault(f"{row.variable} {row.placement}".strip(), {})[c.label] = _point(s)
     return out
 
 
 def _series(table, test, param, metric) -> dict:
-    """{placement: {column: [(x, mean), ...] sorted by x}} with x = params[param]."""
+    """{placement: {column: [(x, Point), ...] sorted by x}} with x = params[param]."""
     out = {}
     for row in (r for r in table.rows if r.test == test):
         for c in table.columns:
             cell = table.cell(row, c)
             x = cell.record.labels.get("params", {}).get(param) if cell.record else None
-            y = cell.stat(metric).get("mean")
-            if x is not None and y is not None:
-                out.setdefault(row.placement, {}).setdefault(c.label, []).append((x, y))
-    return {p: {c: sorted(xy) for c, xy in cols.items()} for p, cols in out.items()}
+            s = cell.spread(metric)
+            if x is not None and s is not None and s.mean is not None:
+                out.setdefault(row.placement, {}).setdefault(c.label, []).append((x, _point(s)))
+    return {p: {c: sorted(xy, key=lambda t: t[0]) for c, xy in cols.items()}
+            for p, cols in out.items()}
 
 
 def _cpu(table) -> dict:
-    """{column: {'test placement': mean cpu_pct over the test's points}}."""
-    sums = {}
+    """{column: {'test placement': Point(mean over the test's points, lowest, highest)}}."""
+    groups = {}
     for row in table.rows:
         for c in table.columns:
             cpu = table.cell(row, c).stat("cpu_pct").get("mean")
             if cpu is not None:
-                sums.setdefault(c.label, {}).setdefault(f"{row.test} {row.placement}", []).append(cpu)
-    return {col: {k: sum(v) / len(v) for k, v in groups.items()} for col, groups in sums.items()}
+                groups.setdefault(c.label, {}).setdefault(f"{row.test} {row.placement}", []).append(cpu)
+    return {col: {k: Point(sum(v) / len(v), min(v), max(v)) for k, v in g.items()}
+            for col, g in groups.items()}
+
+
+def _yerr(points) -> list:
+    """Asymmetric error bar lengths [[below...], [above...]] (0 where there is no spread)."""
+    return [[p.y - p.lo if p.lo is not None else 0.0 for p in points],
+            [p.hi - p.y if p.hi is not None else 0.0 for p in points]]
+
+
+def _tag(container, gid: str) -> None:
+    """Name the error bar lines in the SVG (<g id=...>) so a reader or test can find them."""
+    for lines in container.lines[2]:
+        lines.set_gid(gid)
+
+
+def _open_tops(ax, xs, points, color) -> None:
+    """An upward arrow where a search found no failing rate (the value is a lower bound)."""
+    for x, p in zip(xs, points):
+        if p.open_top:
+            ax.annotate("", (x, p.y * 1.15), (x, p.y), arrowprops={"arrowstyle": "->", "color": color})
 
 
 def _bars(fig_id, caption, ylabel, series: dict, colors=None) -> Chart | None:
@@ -94,14 +139,17 @@ def _bars(fig_id, caption, ylabel, series: dict, colors=None) -> Chart | None:
     for i, (name, values) in enumerate(series.items()):
         xs = [g + (i - (len(series) - 1) / 2) * width for g, label in enumerate(groups)
               if label in values]
-        ax.bar(xs, [values[g] for g in groups if g in values], width, label=name,
-               color=(colors or {}).get(name))
+        points = [values[g] for g in groups if g in values]
+        bars = ax.bar(xs, [p.y for p in points], width, label=name, color=(colors or {}).get(name),
+                      yerr=_yerr(points), capsize=2, error_kw={"elinewidth": 0.8})
+        _tag(bars.errorbar, f"{fig_id}-err-{i}")
+        _open_tops(ax, xs, points, "black")
     ax.set_xticks(range(len(groups)), groups, rotation=30, ha="right", fontsize=8)
     ax.set_ylabel(ylabel)
     ax.set_ylim(bottom=0)
     ax.grid(axis="y", alpha=0.3)
     fig.legend(loc="outside right upper", fontsize=8)
-    if not any(v for values in series.values() for v in values.values()):
+    if not any(p.y for values in series.values() for p in values.values()):
         caption += "; every value is 0"
     return Chart(fig_id, caption, _svg(fig, fig_id))
 
@@ -115,16 +163,31 @@ def _lines(fig_id, caption, ylabel, xlabel, colors, series: dict, second=None,
     places = [p for p in PLACEMENTS if p in series] + [p for p in series if p not in PLACEMENTS]
     fig = Figure(figsize=(4.2 * len(places) + 2, 3.2 * len(panels)), layout="constrained")
     axes = fig.subplots(len(panels), len(places), squeeze=False)
-    for (label, data), row in zip(panels, axes):
-        for place, ax in zip(places, row):
-            for col, xy in data.get(place, {}).items():
-                ax.plot(*zip(*xy), marker="o", label=col, color=colors[col])
+    for k, ((label, data), row) in enumerate(zip(panels, axes)):
+        for j, (place, ax) in enumerate(zip(places, row)):
+            for i, (col, xy) in enumerate(data.get(place, {}).items()):
+                xs, points = [x for x, _ in xy], [p for _, p in xy]
+                bars = ax.errorbar(xs, [p.y for p in points], yerr=_yerr(points), marker="o",
+                                   label=col, color=colors[col], capsize=3, elinewidth=0.8)
+                _tag(bars, f"{fig_id}-err-{k}-{j}-{i}")
             ax.set(title=place, xlabel=xlabel, ylabel=label)
-            ax.set_xscale("log" if logx else "linear")
+            _integer_x(ax, sorted({x for xy in data.get(place, {}).values() for x, _ in xy}), logx)
             ax.grid(alpha=0.3)
-    handles = {h.get_label(): h for ax in axes.flat for h in ax.get_lines()}
+    handles = {label: h for ax in axes.flat for h, label in zip(*ax.get_legend_handles_labels())}
     fig.legend(list(handles.values()), list(handles), loc="outside right upper", fontsize=8)
     return Chart(fig_id, caption, _svg(fig, fig_id))
+
+
+def _integer_x(ax, xs, logx) -> None:
+    """Counts (sessions, flows/s, bytes) get whole-number ticks: the measured points on a
+    log axis (10, 100, 1,000, 10,000 -- no 10^3), integers only on a linear one."""
+    if logx:
+        ax.set_xscale("log")
+        ax.xaxis.set_major_locator(FixedLocator(xs))
+        ax.xaxis.set_minor_locator(NullLocator())
+    else:
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda x, _: f"{x:,.0f}"))
 
 
 def _svg(fig: Figure, fig_id: str) -> str:

@@ -16,6 +16,7 @@ table{border-collapse:collapse;margin:.5em 0 1.5em;font-size:13px}
 th,td{border:1px solid #ccc;padding:2px 6px}
 th{background:#f3f3f3;text-align:left;white-space:nowrap}td.v{text-align:right;white-space:nowrap}
 td.na{color:#999;text-align:center}span.cpu{color:#666;font-size:85%}
+td.unstable{background:#fde2c8}p.stability{font-weight:bold}
 figure{margin:1em 0}figure svg{max-width:100%;height:auto}figcaption{font-style:italic}
 caption{text-align:left;font-weight:bold}"""
 
@@ -25,6 +26,7 @@ def page(runs: list[Run], table: Table, charts: list[Chart], title="vnetbench co
                       f"({len(r.records)} records)</li>" for r in runs)
     body = [f"<h1>{escape(title)}</h1>",
             f"<p>Generated {time.strftime('%Y-%m-%d %H:%M:%S %Z')} from:</p><ul>{sources}</ul>",
+            f"<p class='stability' id='stability'>{escape(table.stability())}</p>",
             "<h2 id='notes'>Reading notes</h2><ul>" +
             "".join(f"<li>{escape(n)}</li>" for n in NOTES) + "</ul>",
             "<h2 id='charts'>Charts</h2>"] + [_figure(c) for c in charts] + \
@@ -55,12 +57,12 @@ def _cell(table: Table, row: Row, column) -> str:
         return f"<td class='na' title='{escape(cell.na)}'>N/A</td>"
     if not cell.record:
         return "<td></td>"
-    m = cell.stat(row.metric)
-    g = lambda k: "-" if m.get(k) is None else f"{m[k]:.4g}"
-    hover = f"n={m['n']}, sd {g('sd')}, min {g('min')}, max {g('max')}" if m else "no value"
+    s = cell.spread(row.metric)
+    hover = s.describe() if s and s.mean is not None else "no value"
     value, _, cpu = cell.text(row.metric).partition(" (")
     cpu = f" <span class='cpu'>({escape(cpu)}</span>" if cpu else ""
-    return f"<td class='v' title='{escape(hover)}'>{escape(value)}{cpu}</td>"
+    cls = "v unstable" if s and s.unstable else "v"
+    return f"<td class='{cls}' title='{escape(hover)}'>{escape(value)}{cpu}</td>"
 
 
 def _provenance(table: Table) -> str:

@@ -1,12 +1,14 @@
 """The one comparison table every format renders: rows = test x variable x placement,
 columns = configurations (vswitch/network, per run when several runs are compared),
-cells = mean +-95% CI of the test's headline metric with the vSwitch CPU% beside it."""
+cells = the test's headline metric with the spread that fits it (vnetbench.results.spread),
+flagged when unstable, and the vSwitch CPU% beside it."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
 from vnetbench.report.load import Run
+from vnetbench.results import spread
 from vnetbench.results.record import Result
 
 # test -> the metrics its table cells show, first one a record has
@@ -52,15 +54,23 @@ class Cell:
         p = self.record.labels.get("params", {}) if self.record else {}
         return p.get("used") if p.get("used") not in (None, p.get("nominal")) else None
 
+    def spread(self, metric: str) -> spread.Spread | None:
+        """The metric's spread by the rules of vnetbench.results.spread (None: no value)."""
+        if not self.record or metric not in self.record.samples:
+            return None
+        return spread.of(self.record, metric)
+
     def text(self, metric: str) -> str:
-        """e.g. '1.02 ±0.05 @1410 (86% CPU)'; 'N/A'; '' when not measured."""
+        """e.g. '1.02 ±0.05 ci @1410 (86% CPU ±4 ci)', '9.4 [3–16] ! (86% CPU [80–90])';
+        'N/A'; '' when not measured."""
         if self.na or not self.record:
             return "N/A" if self.na else ""
-        m, cpu = self.stat(metric), self.stat("cpu_pct").get("mean")
-        value = "-" if m.get("mean") is None else f"{m['mean']:.3g}"
-        value += "" if m.get("ci95") is None else f" ±{m['ci95']:.2g}"
+        s, cpu = self.spread(metric), self.spread("cpu_pct")
+        value = s.text() + (" !" if s.unstable else "") if s else "-"
         value += f" @{self.mss_used}" if self.mss_used else ""
-        return value + ("" if cpu is None else f" ({cpu:.0f}% CPU)")
+        if cpu is None or cpu.mean is None:
+            return value
+        return value + f" ({cpu.text('% CPU', lambda x: f'{x:.0f}')})"
 
 
 @dataclass
@@ -74,6 +84,22 @@ class Table:
 
     def tests(self) -> list[str]:
         return list(dict.fromkeys(r.test for r in self.rows))
+
+    def spreads(self) -> list[spread.Spread]:
+        """The headline spread of every measured cell."""
+        return [s for row in self.rows for c in self.columns
+                if (s := self.cell(row, c).spread(row.metric)) is not None and s.mean is not None]
+
+    def stability(self) -> str:
+        """How many cells are unstable or have no spread at all, and what to do about it."""
+        cells = self.spreads()
+        bad = sum(s.unstable for s in cells)
+        single = sum(s.kind == "none" for s in cells)
+        out = f"stability: {bad} of {len(cells)} cells unstable (marked !)"
+        out += f", {single} from a single repetition (no spread)" if single else ""
+        if bad or single:
+            out += f"; to firm them up: {spread.UNSTABLE_FIX}"
+        return out
 
 
 def build(runs: list[Run]) -> Table:
@@ -133,9 +159,11 @@ def _ordered_rows(rows) -> list[Row]:
 
 
 # how to read a cell; every format prints these
-NOTES = ("cell: mean over the repetitions ±95% confidence half-width (Student t), "
+NOTES = ("cell: the test's headline metric with its spread, "
          "@N: the MSS the path really used when not the nominal one",
+         *spread.NOTES,
          "CPU%: host-side data-plane CPU over each repetition's window: the vSwitch processes "
-         "of every emulated host plus the softirq time of the hosts' CPUs; 100% = one CPU",
+         "of every emulated host plus the softirq time of the hosts' CPUs; 100% = one CPU; "
+         "its spread follows the rule for repetitions",
          "N/A: the configuration cannot be built on the machine that ran it (the reason is "
          "listed, and shown on hover in HTML); blank: not measured")

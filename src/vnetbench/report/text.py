@@ -17,7 +17,7 @@ def plain(table: Table) -> str:
     widths = [max(len(x[i]) for x in [head] + body) for i in range(len(head))]
     fmt = lambda line: " | ".join(v.ljust(w) for v, w in zip(line, widths)).rstrip()
     lines = [fmt(head), "-+-".join("-" * w for w in widths)] + [fmt(b) for b in body]
-    return "\n".join(lines + [""] + list(NOTES) + na_list(table)) + "\n"
+    return "\n".join(lines + ["", table.stability()] + list(NOTES) + na_list(table)) + "\n"
 
 
 def markdown(table: Table, title="vnetbench comparison") -> str:
@@ -32,7 +32,8 @@ def markdown(table: Table, title="vnetbench comparison") -> str:
                                   [_md(table.cell(r, c).text(r.metric)) for c in table.columns]) + " |"
                 for r in rows]
         out.append("")
-    return "\n".join(out + [f"- {n}" for n in NOTES] + [f"- {n}" for n in na_list(table)]) + "\n"
+    notes = [table.stability(), *NOTES, *na_list(table)]
+    return "\n".join(out + [f"- {n}" for n in notes]) + "\n"
 
 
 def _md(text: str) -> str:
@@ -46,7 +47,8 @@ def na_list(table: Table) -> list[str]:
 
 
 CSV_FIELDS = ("configuration", "run", "vswitch", "network", "test", "variable", "placement",
-              "metric", "mean", "ci95", "sd", "n", "cpu_pct", "vswitch_proc_pct", "softirq_pct",
+              "metric", "mean", "spread", "lo", "hi", "unstable", "ci95", "sd", "n", "repetitions",
+              "p50", "p99", "cpu_pct", "cpu_lo", "cpu_hi", "vswitch_proc_pct", "softirq_pct",
               "mss_used", "not_applicable")
 
 
@@ -63,11 +65,17 @@ def csv_text(table: Table) -> str:
 
 
 def _csv_row(row, column, cell) -> dict:
-    m = cell.stat(row.metric)
+    """spread: sd | ci | range | search | none (vnetbench.results.spread); lo/hi: its bounds."""
     mean = lambda k: cell.stat(k).get("mean")
-    return {"configuration": column.label, "run": column.run, "vswitch": column.vswitch,
-            "network": column.network, "test": row.test, "variable": row.variable,
-            "placement": row.placement, "metric": row.metric, "mean": m.get("mean"),
-            "ci95": m.get("ci95"), "sd": m.get("sd"), "n": m.get("n"), "cpu_pct": mean("cpu_pct"),
-            "vswitch_proc_pct": mean("vswitch_proc_pct"), "softirq_pct": mean("softirq_pct"),
-            "mss_used": cell.mss_used, "not_applicable": cell.na}
+    out = {"configuration": column.label, "run": column.run, "vswitch": column.vswitch,
+           "network": column.network, "test": row.test, "variable": row.variable,
+           "placement": row.placement, "metric": row.metric,
+           "vswitch_proc_pct": mean("vswitch_proc_pct"), "softirq_pct": mean("softirq_pct"),
+           "mss_used": cell.mss_used, "not_applicable": cell.na}
+    s, cpu = cell.spread(row.metric), cell.spread("cpu_pct")
+    if s:
+        out.update(mean=s.mean, spread=s.kind, lo=s.lo, hi=s.hi, unstable=int(s.unstable),
+                   ci95=s.ci95, sd=s.sd, n=s.n, repetitions=s.repetitions, p50=s.p50, p99=s.p99)
+    if cpu:
+        out.update(cpu_pct=cpu.mean, cpu_lo=cpu.lo, cpu_hi=cpu.hi)
+    return out
