@@ -7,10 +7,12 @@ PYTHON   ?= python3
 VENV     ?= .venv
 APT_PACKAGES := iproute2 iputils-ping util-linux procps ethtool iperf3 tcpdump \
                 openvswitch-switch ovn-central ovn-host python3-venv python3-pip chromium \
-                prometheus prometheus-pushgateway
+                prometheus prometheus-pushgateway \
+                busybox-static dash dropbear-bin arping cpio syslinux syslinux-common mtools \
+                dosfstools qemu-utils qemu-system-x86 wget
 PYTEST_ARGS ?=
 
-.PHONY: install deps venv flowgen demo smoke test unit functional capabilities cleanup clean dashboards
+.PHONY: install deps venv flowgen demo smoke test unit functional capabilities cleanup clean dashboards image
 
 install: deps venv flowgen
 
@@ -56,6 +58,10 @@ dashboards: venv
 
 functional: install
 	$(VENV)/bin/pytest -ra tests/functional
+
+# the guest image for real VMs (vm-images/README.md): kernel + initrd, raw and qcow2 disk
+image: install
+	$(VENV)/bin/vnetbench image build --out vm-images/build
 
 capabilities: venv
 	$(VENV)/bin/vnetbench testbed capabilities

@@ -263,6 +263,8 @@ def _parser():
 
     from vnetbench.monitor import commands as monitor_commands
     monitor_commands.add_parsers(sub)
+    from vnetbench.image import commands as image_commands
+    image_commands.add_parsers(sub)
 
     s = sub.add_parser("compare", help="the battery over vSwitch x network type through Rally")
     s.add_argument("--profile", choices=["quick", "full"], default="quick")

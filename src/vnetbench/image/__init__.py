@@ -1,0 +1,1 @@
+"""The test guest image: recipe (data) and build (Debian packages only)."""

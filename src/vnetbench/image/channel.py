@@ -1,0 +1,86 @@
+"""The command channel into a guest: SSH with a key, to the guest's own sshd (dropbear).
+
+Why SSH: it works unchanged for libvirt guests (key on the kernel command line) and for
+cloud VMs (key from the metadata service, as every cloud image does), needs no agent
+protocol of our own, and one multiplexed connection per guest (ControlMaster) keeps a
+command's round trip to one channel open on an existing session, which scales to many
+guests. Executors stay pure: they build argv, this runs it and returns the output.
+"""
+
+from __future__ import annotations
+
+import shlex
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Sequence
+
+from vnetbench.errors import VnetbenchError
+
+
+@dataclass(frozen=True)
+class Ssh:
+    address: str
+    key: Path
+    control_dir: Path                  # one master connection per guest, socket kept here
+    user: str = "root"
+    connect_timeout_s: int = 10
+    netns: str | None = None           # run the client in this namespace (the guest's network)
+
+    def __post_init__(self):
+        # ssh binds <dir>/<40 hex>.<16 random> and a unix socket path has 107 bytes at most
+        if len(str(self.control_dir)) > 48:
+            raise ValueError(f"control_dir {str(self.control_dir)[:60]}...: longer than 48 "
+                             "characters, too long for ssh's control socket; use a short one")
+
+    def _options(self) -> list[str]:
+        # Host keys are made at each boot, so none can be known in advance: the channel
+        # trusts the address it was given inside the suite's own network.
+        return ["-i", str(self.key), "-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=no",
+                "-o", "UserKnownHostsFile=/dev/null", "-o", "LogLevel=ERROR",
+                "-o", f"ConnectTimeout={self.connect_timeout_s}",
+                "-o", f"ControlPath={self.control_dir}/%C", "-o", "ServerAliveInterval=5"]
+
+    def _prefix(self) -> list[str]:
+        return ["ip", "netns", "exec", self.netns] if self.netns else []
+
+    def argv(self, command: Sequence[str]) -> list[str]:
+        """ssh argv running COMMAND (an argv itself, quoted for the guest's shell) over the
+        master connection when it is open, else on a connection of its own."""
+        return [*self._prefix(), "ssh", *self._options(), "-o", "ControlMaster=no",
+                f"{self.user}@{self.address}", "--", shlex.join(command)]
+
+    def open_argv(self) -> list[str]:
+        """The master connection, in the background; it ends itself after 120 s unused,
+        so a crashed runner cannot leave it behind for long."""
+        return [*self._prefix(), "ssh", *self._options(), "-o", "ControlMaster=yes",
+                "-o", "ControlPersist=120", "-N", "-f", f"{self.user}@{self.address}"]
+
+    def close_argv(self) -> list[str]:
+        """Ends the master connection through its socket (never by process name)."""
+        return [*self._prefix(), "ssh", *self._options(), "-O", "exit", f"{self.user}@{self.address}"]
+
+    def run(self, command: Sequence[str], timeout_s: float = 60,
+            check: bool = True) -> subprocess.CompletedProcess:
+        try:
+            done = subprocess.run(self.argv(command), capture_output=True, text=True,
+                                  timeout=timeout_s, stdin=subprocess.DEVNULL)
+        except subprocess.TimeoutExpired:
+            raise VnetbenchError(f"guest {self.address}: {shlex.join(command)[:80]} did not finish "
+                                 f"within {timeout_s:g} s") from None
+        if check and done.returncode != 0:
+            tail = (done.stderr.strip().splitlines() or ["no output"])[-1]
+            raise VnetbenchError(f"guest {self.address}: {shlex.join(command)[:80]} exited "
+                                 f"{done.returncode}: {tail[:200]}")
+        return done
+
+    def open(self, timeout_s: float = 30) -> None:
+        # all stdio to /dev/null: the backgrounded master must not hold a caller's pipe open
+        done = subprocess.run(self.open_argv(), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                              stderr=subprocess.PIPE, text=True, timeout=timeout_s)
+        if done.returncode != 0:
+            tail = (done.stderr.strip().splitlines() or ["no output"])[-1]
+            raise VnetbenchError(f"guest {self.address}: SSH connection failed: {tail[:200]}")
+
+    def close(self) -> None:
+        subprocess.run(self.close_argv(), capture_output=True, timeout=10, stdin=subprocess.DEVNULL)
