@@ -34,7 +34,7 @@ pairs:
 VSWITCH = {VSwitchKind.OVS_OPENFLOW: "{kind: ovs-openflow, openflow: {broadcast_isolation: true}}"}
 
 COMBOS = [(k, t) for k in (VSwitchKind.LINUXBRIDGE, VSwitchKind.OVS) for t in NetType] + [
-    (VSwitchKind.OVN, t) for t in (NetType.GENEVE, NetType.VXLAN)] + [   # what OVN encapsulates
+    (VSwitchKind.OVN, t) for t in NetType if t is not NetType.GRE] + [   # OVN has no GRE
     (VSwitchKind.OVS_OPENFLOW, t) for t in NetType]
 
 

@@ -112,3 +112,26 @@ def test_collectors_count_ovn_controller_on_its_host_and_northd_dbs_as_controlle
     assert ctl[ctl.index("--host") + 1] == "controller" and ctl[ctl.index("--cpus") + 1] == ""
     assert {a for a in ctl if a.startswith("--pidfile")} == {
         f"--pidfile={run}/controller/{n}.pid" for n in ("ovn-northd", "ovsdb-server-nb", "ovsdb-server-sb")}
+
+
+@pytest.mark.parametrize("ntype, seg, tags, maps", [
+    ("flat", "", set(), "physnet0:{b0},physnet1:{b1}"),
+    ("vlan", ", segmentation_id: 300", {"tag=101", "tag=300"}, "physnet:{b}")])
+def test_flat_and_vlan_reach_the_provider_network_through_localnet_ports(ntype, seg, tags, maps):
+    tb = loads(f"vswitch: ovn\nnetwork: {{type: {ntype}}}\n"
+               f"vnets: [{{name: red}}, {{name: blue{seg}}}]\n"
+               "pairs: [{name: r, placement: cross-host, vnet: red}, {name: b, placement: cross-host, vnet: blue}]\n",
+               source="<ovn>", online_cpus=[0, 1])
+    tx = ovn.nb_transaction(tb, "abc123")
+    for vnet in ("red", "blue"):
+        i = tx.index(f"ln-{vnet}")
+        assert tx[i - 2:i] == ["lsp-add", vnet]
+        assert tx[i + 2:i + 5] == ["lsp-set-type", f"ln-{vnet}", "localnet"]
+    assert {a for a in tx if a.startswith("tag=")} == tags
+    c = ctx(tb)
+    c.vnet_index = {v.name: i for i, v in enumerate(tb.vnets)}.__getitem__
+    htx = ovn.OvnHost(c, tb.hosts[0], ovn.Central(c))._transaction("netdev")
+    n = c.names
+    want = maps.format(b0=n.provider_bridge(0), b1=n.provider_bridge(1), b=n.provider_bridge())
+    assert f'external_ids:ovn-bridge-mappings="{want}"' in htx
+    assert n.ovs_phy not in htx

@@ -40,10 +40,6 @@ NEEDS = {
 # What OVN can carry here, and why not the rest.
 OVN_NOT = {
     NetType.GRE: "OVN has no GRE encapsulation (ovn-encap-type takes geneve, vxlan or stt)",
-    NetType.FLAT: "ovn over flat (localnet ports on a provider bridge) is not wired by the "
-                  "netns backend yet; use geneve or vxlan",
-    NetType.VLAN: "ovn over vlan (tagged localnet ports) is not wired by the netns backend "
-                  "yet; use geneve or vxlan",
 }
 NEEDS[VSwitchKind.OVS_OPENFLOW] = NEEDS[VSwitchKind.OVS]
 OPENFLOW_NOT = {NetType.VLAN: "ovs-openflow over vlan (controller-pushed 802.1q tags on the "

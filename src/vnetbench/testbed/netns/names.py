@@ -81,6 +81,10 @@ class Names:
     def ovs_phy(self) -> str:
         return _ifname(f"bp{self.rid}")
 
+    def provider_bridge(self, vnet_i: int | None = None) -> str:
+        """OVN provider bridge: one per flat vnet, or one for all VLANs (no index)."""
+        return _ifname(f"bx{self.rid}" + ("" if vnet_i is None else f"-{vnet_i}"))
+
     def tunnel_port(self, vnet_i: int, host_i: int) -> str:
         return _ifname(f"tn{self.rid}-{vnet_i}-{host_i}")
 

@@ -129,6 +129,8 @@ def nb_transaction(testbed, run_id: str) -> list[str]:
         key = vnet.segmentation_id
         if key and (testbed.network.type is not NetType.VXLAN or key <= VXLAN_MAX_KEY):
             tx += ["--", "set", "Logical_Switch", vnet.name, f"other_config:requested-tnl-key={key}"]
+    if not testbed.network.type.is_tunnel:
+        tx += _localnet_ports(testbed, own)
     for vm in testbed.vms:
         for k, nic in enumerate(vm.nics):
             lsp, addr = port_name(vm.name, k), f"{nic.mac} {nic.ip}"
@@ -137,6 +139,27 @@ def nb_transaction(testbed, run_id: str) -> list[str]:
                    "--", "lsp-set-port-security", lsp, addr,
                    "--", "set", "Logical_Switch_Port", lsp, own]
     return tx[1:]
+
+
+def physnet(testbed, vnet_i: int) -> str:
+    """Provider network name of a vnet: flat vnets each have their own physical
+    network; VLAN vnets share one, told apart by their tag."""
+    return f"physnet{vnet_i}" if testbed.network.type is NetType.FLAT else "physnet"
+
+
+def _localnet_ports(testbed, own) -> list[str]:
+    """Flat/VLAN: each logical switch reaches the provider network through a
+    localnet port (tagged with the segmentation id on VLAN)."""
+    tx = []
+    for vi, vnet in enumerate(testbed.vnets):
+        ln = f"ln-{vnet.name}"
+        tx += ["--", "lsp-add", vnet.name, ln, "--", "lsp-set-type", ln, "localnet",
+               "--", "lsp-set-addresses", ln, "unknown",
+               "--", "lsp-set-options", ln, f"network_name={physnet(testbed, vi)}",
+               "--", "set", "Logical_Switch_Port", ln, own]
+        if vnet.segmentation_id is not None:
+            tx += ["--", "set", "Logical_Switch_Port", ln, f"tag={vnet.segmentation_id}"]
+    return tx
 
 
 class OvnHost(OvsHost):
@@ -156,10 +179,13 @@ class OvnHost(OvsHost):
         ctx, host = self.ctx, self.host
         tb, names, rid = ctx.testbed, ctx.names, ctx.run.run_id
         own = f"external_ids:vnetbench-run={rid}"
+        uplinks, mappings = self._provider(datapath, own)
+        # a chassis always has an encapsulation; flat/VLAN switches never use it
         tx = self._open_vswitch(("ovn-remote", self.central.sb_remote),
-                                ("ovn-encap-type", ENCAP[tb.network.type]),
+                                ("ovn-encap-type", ENCAP.get(tb.network.type, "geneve")),
                                 ("ovn-encap-ip", host.underlay_ip), ("ovn-bridge", names.ovs_int),
-                                ("ovn-bridge-datapath-type", datapath))
+                                ("ovn-bridge-datapath-type", datapath),
+                                *([("ovn-bridge-mappings", f'"{mappings}"')] if mappings else []))
         tx += _bridge(names.ovs_int, datapath, own)
         tx += ["--", "set", "Bridge", names.ovs_int, "fail_mode=secure",
                "other_config:disable-in-band=true"]
@@ -170,10 +196,30 @@ class OvnHost(OvsHost):
                 tx += _port(names.ovs_int, port, own)
                 tx += ["--", "set", "Interface", port,
                        f"external_ids:iface-id={port_name(vm.name, k)}", own]
-        tx += _bridge(names.ovs_phy, datapath, own)
-        tx += ["--", "set", "Interface", names.ovs_phy, f"mtu_request={tb.network.underlay_mtu}"]
-        tx += _port(names.ovs_phy, names.uplink, own)
-        return tx
+        return tx + uplinks
+
+    def _provider(self, datapath: str, own) -> tuple[list[str], str]:
+        """The host's way out: tunnels leave through the bridge holding the underlay
+        address; flat vnets each through a provider bridge on their physnet veth;
+        VLAN through one provider bridge on the uplink. Returns (transaction part,
+        ovn-bridge-mappings)."""
+        tb, names, ntype = self.ctx.testbed, self.ctx.names, self.ctx.testbed.network.type
+        if ntype.is_tunnel:
+            return (_bridge(names.ovs_phy, datapath, own)
+                    + ["--", "set", "Interface", names.ovs_phy, f"mtu_request={tb.network.underlay_mtu}"]
+                    + _port(names.ovs_phy, names.uplink, own)), ""
+        tx, maps = [], []
+        if ntype is NetType.VLAN:
+            br = names.provider_bridge()
+            tx += _bridge(br, datapath, own) + _port(br, names.uplink, own)
+            maps.append(f"{physnet(tb, 0)}:{br}")
+        else:
+            for vnet in tb.vnets_on(self.host.name):
+                vi = self.ctx.vnet_index(vnet.name)
+                br = names.provider_bridge(vi)
+                tx += _bridge(br, datapath, own) + _port(br, names.physnet(vi), own)
+                maps.append(f"{physnet(tb, vi)}:{br}")
+        return tx, ",".join(maps)
 
 
 def wire(ctx) -> None:
