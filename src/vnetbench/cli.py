@@ -1,5 +1,5 @@
 """Command line: ``vnetbench testbed up|status|exec|down|capabilities|validate|schema``,
-``vnetbench cleanup``, ``demo``, ``compare`` and ``report``. Library code raises; only
+``vnetbench cleanup``, ``fault``, ``demo``, ``compare`` and ``report``. Library code raises; only
 this exits."""
 
 from __future__ import annotations
@@ -132,6 +132,73 @@ def cmd_cleanup(args):
     return 1 if failed else 0
 
 
+def cmd_fault(args):
+    from vnetbench.faults import Faults
+    from vnetbench.testbed.netns.deployment import Deployment
+    dep = Deployment.attach(args.run)
+    tb = dep.testbed
+    for what, name, names in (("VM", getattr(args, "vm", None), [v.name for v in tb.vms]),
+                              ("host", getattr(args, "host", None), [h.name for h in tb.hosts]),
+                              ("host", getattr(args, "to", None), [h.name for h in tb.hosts]),
+                              ("VM", getattr(args, "peer", None), [v.name for v in tb.vms])):
+        if name is not None and name not in names:
+            raise VnetbenchError(f"fault: run {dep.run_id} has no {what} named {name!r}; "
+                                 f"use one of: {', '.join(names)}")
+    if getattr(args, "interval", 0.005) <= 0 or getattr(args, "interval", 0.005) > 0.01:
+        raise VnetbenchError(f"fault migrate: --interval {args.interval} s; use 0 < interval <= 0.01")
+    f = Faults(dep, results=args.results)
+    action = args.action
+    if action in ("stop", "kill", "start", "restart"):
+        call = {"stop": f.controller_stop, "kill": f.controller_kill, "start": f.controller_start,
+                "restart": f.controller_restart}[action]
+        done = call(args.component)
+        print(f"run {dep.run_id}: controller {action}: {', '.join(done)}")
+    elif action in ("partition", "heal"):
+        done = getattr(f, action)(args.host)
+        print(f"run {dep.run_id}: management network {action}: {', '.join(done)}")
+    elif action == "vswitch-restart":
+        f.vswitch_restart(args.host)
+        print(f"run {dep.run_id}: vSwitch of {args.host} restarted")
+    else:
+        out = f.migrate(args.vm, args.to, live=not args.cold, peer=args.peer,
+                        interval_s=args.interval)
+        print(json.dumps(out) if args.json else
+              f"run {dep.run_id}: {args.vm} migrated to {args.to} ({'cold' if args.cold else 'live'})"
+              + (f": downtime {out['downtime_ms']:.0f} ms ({out['lost']}/{out['sent']} probes "
+                 f"lost at {args.interval * 1000:.0f} ms)" if "downtime_ms" in out else ""))
+    print(f"fault record: {args.results}")
+
+
+def _fault_parsers(sub):
+    fault = sub.add_parser("fault", help="inject a fault into a testbed (recorded in the results)")
+    acts = fault.add_subparsers(required=True, metavar="FAULT", dest="action")
+
+    def add(name, text):
+        s = acts.add_parser(name, help=text)
+        s.add_argument("--run", help="run id or testbed name (default: the only run)")
+        s.add_argument("--results", default="results/faults.jsonl",
+                       help="JSON-lines file the fault record is appended to")
+        s.set_defaults(func=cmd_fault)
+        return s
+    for name, text in (("stop", "stop the controller gracefully (SIGTERM)"),
+                       ("kill", "kill the controller (SIGKILL)"),
+                       ("start", "start the controller again"),
+                       ("restart", "stop and start the controller")):
+        add(name, text).add_argument("--component", help="one controller process (default: all), "
+                                     "e.g. osken-0, or northd / sb / nb for ovn")
+    for name, text in (("partition", "cut the management network of a host (default: all)"),
+                       ("heal", "restore the management network")):
+        add(name, text).add_argument("--host")
+    add("vswitch-restart", "restart the vSwitch of one host").add_argument("host")
+    s = add("migrate", "move a VM to another host keeping MAC and IP (live by default)")
+    s.add_argument("vm")
+    s.add_argument("to", metavar="HOST")
+    s.add_argument("--cold", action="store_true", help="shut down, move, boot")
+    s.add_argument("--peer", help="VM that probes the migrating VM (live; default: one on its vnet)")
+    s.add_argument("--interval", type=float, default=0.005, help="probe spacing, s (<= 0.01)")
+    s.add_argument("--json", action="store_true")
+
+
 def cmd_capabilities(args):
     from vnetbench.testbed.capabilities import probe
     caps = probe()
@@ -260,6 +327,8 @@ def _parser():
         s = parent.add_parser("cleanup", help="remove every object of vnetbench runs (also after a crash)")
         s.add_argument("--run", action="append", help="only this run (repeatable)")
         s.set_defaults(func=cmd_cleanup)
+
+    _fault_parsers(sub)
 
     from vnetbench.monitor import commands as monitor_commands
     monitor_commands.add_parsers(sub)

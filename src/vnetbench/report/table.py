@@ -108,6 +108,8 @@ def build(runs: list[Run]) -> Table:
     columns, cells, na, rows = {}, {}, [], []
     for run in runs:
         for r in run.records:
+            if r.test == "fault":          # an event (vnetbench.faults), not a measured point
+                continue
             col = _column(columns, r, run.name if len(runs) > 1 else "")
             col.records.append(r)
             if "not_applicable" in r.extra:

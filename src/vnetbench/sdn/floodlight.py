@@ -134,7 +134,8 @@ class Floodlight(app_manager.OSKenApp):
         msg, dp = ev.msg, ev.msg.datapath
         ofp = dp.ofproto
         if msg.reason == ofp.OFPPR_DELETE:
-            self.fwd.port_down(dp.id, msg.desc.port_no)
+            for decision in self.fwd.port_down(dp.id, msg.desc.port_no):
+                self._apply(decision, b"")
             return
         self.fwd.port_up(dp.id, msg.desc.port_no, msg.desc.name.decode())
         if msg.reason == ofp.OFPPR_ADD and self.master:

@@ -15,8 +15,9 @@ modules of the 2013 era (docs/sdn.md lists the source of each):
   walking back from the destination, then packet-outs on the asking switch. Match:
   in_port, VLAN, Ethernet source/destination and type, IPv4 source/destination
   (``host-pair``, v0.90) or the 5-tuple (``connection``, v1.x);
-* a MAC seen at a new attachment point (a migrated VM) deletes the flows to and from
-  it on every switch, so the next packet sets up the new path.
+* a MAC seen at a new attachment point, or whose port went away (a migrated VM),
+  has the flows to and from it deleted on every switch, so the next packet sets up
+  the new path.
 """
 
 from __future__ import annotations
@@ -136,10 +137,16 @@ class Forwarding:
         self.port_name.setdefault(dpid, {})[number] = name
         self.port_no.setdefault(dpid, {})[name] = number
 
-    def port_down(self, dpid: int, number: int) -> None:
+    def port_down(self, dpid: int, number: int) -> list:
+        """Forget the port; the devices attached there lose their attachment point and
+        the flows to and from them go (else traffic to a migrated VM would keep its old,
+        never idle path)."""
         name = self.port_name.get(dpid, {}).pop(number, None)
         self.port_no.get(dpid, {}).pop(name, None)
-        self.ap = {m: a for m, a in self.ap.items() if a != (dpid, number)}
+        gone = sorted(m for m, a in self.ap.items() if a == (dpid, number))
+        for mac in gone:
+            del self.ap[mac]
+        return [d for mac in gone for d in self._forget_flows(mac)]
 
     def link_ports(self, dpid: int) -> set:
         return {ln.port for ln in self.topo.links.get(dpid, ())}
@@ -163,6 +170,9 @@ class Forwarding:
         self.ap[mac] = where
         if old is None or old == where:
             return []
+        return self._forget_flows(mac)
+
+    def _forget_flows(self, mac: str) -> list:
         return [DeleteFlows(d, ((key, mac),)) for d in sorted(self.port_name)
                 for key in ("eth_dst", "eth_src")]
 

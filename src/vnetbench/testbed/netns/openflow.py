@@ -177,3 +177,48 @@ class OpenFlowHost(OvsHost):
             tx += ["--", "set", "Interface", names.ovs_phy, f"mtu_request={tb.network.underlay_mtu}"]
             tx += _port(names.ovs_phy, names.uplink, own)
         return tx
+
+
+# -- faults (vnetbench.faults drives these) ---------------------------------------
+
+def instances(dep) -> list[str]:
+    return [f"osken-{i}" for i in range(dep.testbed.vswitch.openflow.controllers)]
+
+
+def _instance(dep, name: str) -> int:
+    if name not in instances(dep):
+        raise BuildError(f"run {dep.run_id} has no controller instance {name!r}; "
+                         f"use one of: {', '.join(instances(dep))}")
+    return int(name.split("-")[1])
+
+
+def instance_pid(dep, name: str) -> int | None:
+    """The running instance (pidfile, guarded by its run-unique --pidfile argument)."""
+    pf = pidfile(dep.run.dir, _instance(dep, name))
+    try:
+        pid = int(pf.read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
+    return pid if f"--pidfile={pf}" in proc.cmdline(pid).split() else None
+
+
+def stop_instance(dep, name: str, graceful: bool = True) -> None:
+    """SIGTERM (graceful) or SIGKILL one instance; its switches keep their flows."""
+    pf = pidfile(dep.run.dir, _instance(dep, name))
+    pid = instance_pid(dep, name)
+    if pid and not proc.stop(pid, lambda p: f"--pidfile={pf}" in proc.cmdline(p).split(),
+                             grace=1.0, hard=not graceful):
+        raise BuildError(f"controller {name} (pid {pid}) of run {dep.run_id} did not exit")
+    pf.unlink(missing_ok=True)
+
+
+def start_instance(dep, name: str, timeout: float = READY_TIMEOUT_S) -> None:
+    """Start one instance again (journaled again); with a single instance, wait until
+    every switch reconnected and got its packet-in path back."""
+    i = _instance(dep, name)
+    if instance_pid(dep, name):
+        return
+    since = time.time()
+    start_controller(dep.run, dep.names, dep.run.dir, dep.testbed, i)
+    if dep.testbed.vswitch.openflow.controllers == 1:
+        wait_ready(dep.run.dir, [dpid(h) for h in range(len(dep.testbed.hosts))], timeout, since)

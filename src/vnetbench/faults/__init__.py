@@ -1,0 +1,77 @@
+"""The fault API: controller stop/kill/start/restart, management-network partition and
+heal, vSwitch restart on one host, cold and live VM migration -- on every kind where
+it applies. Each call acts, then logs a timestamped fault record (``record``).
+
+    from vnetbench.faults import Faults
+    f = Faults(Deployment.attach(run_id), results="results/records.jsonl")
+    f.controller_kill(); f.controller_start(); f.partition("h2"); f.heal("h2")
+    f.vswitch_restart("h1"); f.migrate("cross-b", "h1", live=True)["downtime_ms"]
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from vnetbench.faults import control, migrate, vswitch
+from vnetbench.faults.record import FaultLog
+
+
+class Faults:
+    def __init__(self, dep, results: Path | str | None = None):
+        self.dep = dep
+        self.log = FaultLog(dep, Path(results) if results else None)
+
+    def _logged(self, fault, target, action, params=None, values=None):
+        t0 = time.time()
+        out = action()
+        vals = values(out) if values else {}
+        self.log.add(fault, target, t0, time.time(), vals, params)
+        return out
+
+    # -- controller ---------------------------------------------------------------
+
+    def controller_stop(self, component: str | None = None, graceful: bool = True):
+        fault = "controller-stop" if graceful else "controller-kill"
+        return self._logged(fault, component or "all",
+                            lambda: control.stop(self.dep, component, graceful=graceful))
+
+    def controller_kill(self, component: str | None = None):
+        return self.controller_stop(component, graceful=False)
+
+    def controller_start(self, component: str | None = None):
+        return self._logged("controller-start", component or "all",
+                            lambda: control.start(self.dep, component))
+
+    def controller_restart(self, component: str | None = None, graceful: bool = True):
+        def act():
+            control.stop(self.dep, component, graceful=graceful)
+            return control.start(self.dep, component)
+        return self._logged("controller-restart", component or "all", act,
+                            params={"graceful": graceful})
+
+    def partition(self, host: str | None = None):
+        return self._logged("partition", host or "all",
+                            lambda: control.partition(self.dep, host))
+
+    def heal(self, host: str | None = None):
+        return self._logged("heal", host or "all",
+                            lambda: control.partition(self.dep, host, heal=True))
+
+    # -- data plane ---------------------------------------------------------------------
+
+    def vswitch_restart(self, host: str):
+        return self._logged("vswitch-restart", host, lambda: vswitch.restart(self.dep, host))
+
+    def migrate(self, vm: str, to_host: str, live: bool = True, peer: str | None = None,
+                interval_s: float = 0.005) -> dict:
+        """Live: the probe summary (downtime_ms, lost, ...); cold: the time it took."""
+        origin = self.dep.testbed.vm(vm).host
+        if live:
+            act = lambda: migrate.live(self.dep, vm, to_host, peer, interval_s)   # noqa: E731
+        else:
+            act = lambda: migrate.cold(self.dep, vm, to_host)                     # noqa: E731
+        keep = ("downtime_ms", "lost", "sent", "loss_pct", "move_s")
+        return self._logged("migrate-live" if live else "migrate-cold", vm, act,
+                            params={"from": origin, "to": to_host},
+                            values=lambda out: {k: out[k] for k in keep if k in out})

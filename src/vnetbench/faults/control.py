@@ -1,0 +1,70 @@
+"""Control-plane faults: stop, kill, start, restart a kind's controller processes, and
+cut or heal the management network. Generic: each kind lists its components and
+how to stop/start one (``KINDS``); the management network is the same for all."""
+
+from __future__ import annotations
+
+from vnetbench.errors import VnetbenchError
+from vnetbench.testbed.model import VSwitchKind
+from vnetbench.testbed.netns import mgmt, openflow, ovn
+
+
+def _ovn():
+    return {"components": lambda dep: list(ovn.FAULT_TARGETS),
+            "stop": ovn.stop, "start": ovn.start}
+
+
+KINDS = {
+    VSwitchKind.OVS_OPENFLOW: {"components": openflow.instances, "stop": openflow.stop_instance,
+                               "start": openflow.start_instance},
+    VSwitchKind.OVN: _ovn(),
+}
+
+
+def _ops(dep) -> dict:
+    kind = dep.testbed.vswitch.kind
+    if kind not in KINDS:
+        raise VnetbenchError(f"run {dep.run_id} ({kind}) has no controller; controller faults "
+                             f"apply to: {', '.join(k.value for k in KINDS)}")
+    return KINDS[kind]
+
+
+def components(dep) -> list[str]:
+    return _ops(dep)["components"](dep)
+
+
+def _pick(dep, component: str | None) -> list[str]:
+    names = components(dep)
+    if component is None:
+        return names
+    if component not in names:
+        raise VnetbenchError(f"run {dep.run_id}: no controller component {component!r}; "
+                             f"use one of: {', '.join(names)}")
+    return [component]
+
+
+def stop(dep, component: str | None = None, graceful: bool = True) -> list[str]:
+    """SIGTERM (``graceful``) or SIGKILL; every component when none is named."""
+    picked = _pick(dep, component)
+    for name in picked:
+        _ops(dep)["stop"](dep, name, graceful=graceful)
+    return picked
+
+
+def start(dep, component: str | None = None) -> list[str]:
+    picked = _pick(dep, component)
+    for name in reversed(picked):         # databases before the daemons that need them
+        _ops(dep)["start"](dep, name)
+    return picked
+
+
+def partition(dep, host: str | None = None, heal: bool = False) -> list[str]:
+    """Cut (or heal) the management link of ``host`` (every host when None) at the
+    controller's bridge; the tenant underlay is untouched."""
+    if not mgmt.needed(dep.testbed):
+        raise VnetbenchError(f"run {dep.run_id} ({dep.testbed.vswitch.kind}) has no management "
+                             "network to partition")
+    hosts = [dep.testbed.host(host).name] if host else [h.name for h in dep.testbed.hosts]
+    for h in hosts:
+        mgmt.set_link(dep, h, up=heal)
+    return hosts
