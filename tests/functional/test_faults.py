@@ -1,0 +1,102 @@
+"""The fault API on real testbeds: live and cold migration (downtime from UDP probes),
+vSwitch restart, controller instances taking over, management-network partition;
+every fault leaves a timestamped record."""
+
+import json
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+from vnetbench.faults import Faults
+from vnetbench.results.record import ResultStore
+from vnetbench.testbed.loader import loads
+from vnetbench.testbed.netns import builder
+from vnetbench.traffic import ping
+
+from leaks import leftovers
+
+KINDS = ["linuxbridge", "ovs", "ovs-openflow"]
+
+
+def _ping(dep, src, dst, count=3, interval=0.1):
+    argv = ping.command(ping.PingParams(dest=dep.ip(dst), count=count, interval_s=interval))
+    return ping.parse(dep.exec(src, argv, timeout=count * interval + 20).stdout)["received"]
+
+
+def _build(caps, vswitch, ntype="vxlan"):
+    tb = loads(f"vswitch: {vswitch}\nnetwork: {{type: {ntype}}}\n", source="<test_faults>",
+               online_cpus=[0, 1])
+    if caps.why_not(tb.vswitch.kind, tb.network.type):
+        pytest.skip(caps.why_not(tb.vswitch.kind, tb.network.type))
+    return builder.up(tb, caps=caps)
+
+
+@pytest.fixture
+def testbeds(caps, state_dir):
+    built = []
+    yield lambda *a: built.append(_build(caps, *a)) or built[-1]
+    for dep in built:
+        run_dir = dep.run.dir
+        assert dep.down() == []
+        assert leftovers(dep.run_id, run_dir) == {}
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_migration_and_vswitch_restart(testbeds, kind, tmp_path):
+    dep = testbeds(kind)
+    results = tmp_path / "faults.jsonl"
+    f = Faults(dep, results)
+    live = f.migrate("cross-b", "h1", live=True, peer="same-a")
+    assert dep.testbed.vm("cross-b").host == "h1"
+    assert live["sent"] >= 500 and live["interval_ms"] == 5.0
+    assert 0 < live["downtime_ms"] < 3000, live       # the port was away: probes were lost
+    assert _ping(dep, "cross-a", "cross-b") == 3 and _ping(dep, "cross-b", "same-a") == 3
+    cold = f.migrate("cross-b", "h2", live=False)
+    assert cold["move_s"] > 0
+    assert _ping(dep, "cross-a", "cross-b") == 3 and _ping(dep, "cross-b", "cross-a") == 3
+    f.vswitch_restart("h2")
+    assert _ping(dep, "cross-a", "cross-b") == 3
+    recs = list(ResultStore(results))
+    assert [r.labels["fault"] for r in recs] == ["migrate-live", "migrate-cold", "vswitch-restart"]
+    assert all(r.test == "fault" and 0 < r.started <= r.finished for r in recs)
+    assert recs[0].samples["downtime_ms"] == [live["downtime_ms"]]
+
+
+def test_partition_cuts_only_the_control_plane(testbeds):
+    dep = testbeds("{kind: ovs-openflow, openflow: {inactivity_probe_ms: 1000}}")
+    f = Faults(dep)
+    assert _ping(dep, "cross-a", "cross-b") == 3
+    f.partition()
+    assert _ping(dep, "cross-a", "cross-b", 10, 0.2) == 10      # installed flows: underlay intact
+    assert _ping(dep, "same-a", "same-b") == 0                  # a new flow needs the controller
+    f.heal()
+    deadline = time.monotonic() + 15
+    while _ping(dep, "same-a", "same-b", 2, 0.2) == 0:
+        assert time.monotonic() < deadline, "no new flows 15 s after the heal"
+    assert [r.labels["fault"] for r in f.log.records] == ["partition", "heal"]
+
+
+def test_second_controller_instance_takes_over(testbeds):
+    dep = testbeds("{kind: ovs-openflow, openflow: {controllers: 2}}")
+    assert _ping(dep, "cross-a", "cross-b") == 3
+    Faults(dep).controller_kill("osken-0")
+    deadline = time.monotonic() + 10
+    while _ping(dep, "same-a", "same-b", 2, 0.2) == 0:        # a new flow: osken-1 is master
+        assert time.monotonic() < deadline, "osken-1 did not take over within 10 s"
+
+
+def test_cli_migrate_live_prints_the_downtime(testbeds, tmp_path):
+    dep = testbeds("ovs-openflow")
+    results = tmp_path / "r.jsonl"
+    done = subprocess.run([sys.executable, "-m", "vnetbench.cli", "fault", "migrate", "cross-b", "h1",
+                           "--json", "--results", str(results)], capture_output=True, text=True,
+                          timeout=60, env={**os.environ})
+    assert done.returncode == 0, done.stderr
+    out = json.loads(done.stdout.splitlines()[0])
+    assert out["downtime_ms"] > 0 and results.exists()
+    bad = subprocess.run([sys.executable, "-m", "vnetbench.cli", "fault", "migrate", "cross-b", "h9"],
+                         capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 2 and "no host named 'h9'" in bad.stderr

@@ -1,0 +1,120 @@
+"""ovs-openflow behaviours that follow from the Floodlight v0.90 + IVS model, measured.
+Each would fail if the mechanism were absent: flows that idle out (packet-in on the
+first packet), the per-port packet-in meter, fail_mode, VNF letting broadcast through."""
+
+import statistics
+import time
+from types import SimpleNamespace
+
+import pytest
+
+from vnetbench.battery.broadcast import _one as broadcast_once
+from vnetbench.faults import Faults
+from vnetbench.testbed.loader import loads
+from vnetbench.testbed.model import NetType, VSwitchKind
+from vnetbench.testbed.netns import builder
+from vnetbench.traffic import ping
+
+from leaks import leftovers
+
+
+def _testbed(openflow: str, extra: str = "", ntype="vxlan"):
+    return loads(f"vswitch: {{kind: ovs-openflow, openflow: {{{openflow}}}}}\n"
+                 f"network: {{type: {ntype}}}\n{extra}", source="<test_openflow>",
+                 online_cpus=[0, 1])
+
+
+@pytest.fixture
+def up(caps, state_dir):
+    if caps.why_not(VSwitchKind.OVS_OPENFLOW, NetType.VXLAN):
+        pytest.skip(caps.why_not(VSwitchKind.OVS_OPENFLOW, NetType.VXLAN))
+    built = []
+
+    def make(*args, **kw):
+        dep = builder.up(_testbed(*args, **kw), caps=caps)
+        built.append(dep)
+        return dep
+    yield make
+    for dep in built:
+        run_dir = dep.run.dir
+        assert dep.down() == []
+        assert leftovers(dep.run_id, run_dir) == {}
+
+
+def _ping(dep, src, dst, count, interval):
+    argv = ping.command(ping.PingParams(dest=dep.ip(dst), count=count, interval_s=interval))
+    return ping.parse(dep.exec(src, argv, timeout=count * interval + 20).stdout)
+
+
+def test_first_packet_after_idle_timeout_is_slower_than_steady_state(up):
+    """Reactive set-up: once the flows idled out, a lone echo takes a packet-in on
+    each switch of the path; a flood rides the installed flows."""
+    dep = up("idle_timeout: 1")
+    _ping(dep, "cross-a", "cross-b", 3, 0.2)                    # ARP + flows
+    lone = []
+    for _ in range(5):
+        time.sleep(2.5)                                         # > idle_timeout: flows gone
+        res = _ping(dep, "cross-a", "cross-b", 1, 0.2)
+        assert res["received"] == 1, res
+        lone.append(res["samples_ms"][0])
+    flood = _ping(dep, "cross-a", "cross-b", 200, 0.005)
+    assert flood["received"] >= 190, flood
+    assert statistics.median(lone) > 2 * statistics.median(flood["samples_ms"]), (lone, flood)
+
+
+def test_broadcast_at_1000_per_s_through_the_200_per_s_packet_in_limit(up):
+    """Every broadcast frame is a packet-in; the port's meter passes ~200/s (+ burst 32),
+    so a 1,000/s stream loses about 80% at the receiver."""
+    dep = up("packet_in_rate: 200, packet_in_burst: 32")
+    pair = dep.testbed.pair("cross")
+    got, _ = broadcast_once(dep, pair, "icmp", 1000, 3)
+    delivered_pps = got["received"] / 3
+    assert got["achieved_pps"] > 900, got
+    assert 140 <= delivered_pps <= 260, got                     # 200/s + 32 burst over 3 s
+    assert 70 <= got["loss_pct"] <= 88, got
+
+
+@pytest.mark.parametrize("fail_mode", ["secure", "standalone"])
+def test_controller_killed(up, fail_mode):
+    """secure: installed flows keep forwarding until their idle timeout, new flows fail;
+    standalone: the bridge falls back to MAC learning and new flows work."""
+    dep = up(f"fail_mode: {fail_mode}, idle_timeout: 3, inactivity_probe_ms: 1000")
+    assert _ping(dep, "cross-a", "cross-b", 3, 0.2)["received"] == 3
+    Faults(dep).controller_kill()
+    kept = _ping(dep, "cross-a", "cross-b", 10, 0.2)           # < idle: the flows stay alive
+    assert kept["received"] == 10, kept
+    if fail_mode == "secure":
+        assert _ping(dep, "same-a", "same-b", 5, 0.2)["received"] == 0   # needs a packet-in
+        time.sleep(4.5)                                          # > idle_timeout: flows expire
+        assert _ping(dep, "cross-a", "cross-b", 5, 0.2)["received"] == 0
+    else:
+        time.sleep(4.0)                                          # 3 x inactivity probe: fail-open
+        assert _ping(dep, "same-a", "same-b", 5, 0.2)["received"] > 0
+    Faults(dep).controller_start()
+    assert _ping(dep, "same-a", "same-b", 5, 0.2)["received"] > 0
+
+
+TWO_VNETS = """
+vnets:
+  - {name: red, cidr: 198.19.1.0/24}
+  - {name: blue, cidr: 198.19.2.0/24}
+pairs:
+  - {name: red, placement: cross-host, vnet: red}
+  - {name: blue, placement: cross-host, vnet: blue}
+"""
+
+
+@pytest.mark.parametrize("isolation", [False, True])
+def test_broadcast_crosses_vnets_unless_isolated(up, isolation):
+    """Floodlight's VNF lets broadcast through: a red VM's broadcast is captured in a
+    blue VM (on the other host too). broadcast_isolation floods within the vnet only."""
+    dep = up(f"broadcast_isolation: {str(isolation).lower()}", TWO_VNETS)
+    red_to_blue = SimpleNamespace(vms=("red-a", "blue-b"), vnet="red")
+    got, _ = broadcast_once(dep, red_to_blue, "icmp", 100, 2)
+    red_to_red = SimpleNamespace(vms=("red-a", "red-b"), vnet="red")
+    inside, _ = broadcast_once(dep, red_to_red, "icmp", 100, 2)
+    assert inside["received"] > 100, inside                    # the vnet itself gets it
+    if isolation:
+        assert got["received"] == 0, got
+    else:
+        assert got["received"] > 100, got
