@@ -102,12 +102,12 @@ def test_host_sources_spread_over_the_source_host_keeping_the_placement():
 
 
 def test_receiver_port_is_the_host_side_veth_of_the_receiver():
-    from vnetbench.testbed.netns.names import Names
+    from types import SimpleNamespace
 
-    class Dep:
-        testbed, names = TB, Names("abc123")
-    assert fairness.receiver_port(Dep, TB.pair("cross")) == ("h2", "tpabc123-3-0")
-    assert fairness.receiver_port(Dep, TB.pair("same")) == ("h1", "tpabc123-1-0")
+    from vnetbench.testbed.netns.deployment import Deployment
+    dep = Deployment(SimpleNamespace(run_id="abc123"), TB)
+    assert fairness.receiver_port(dep, TB.pair("cross")) == ("h2", "tpabc123-3-0")
+    assert fairness.receiver_port(dep, TB.pair("same")) == ("h1", "tpabc123-1-0")
 
 
 @pytest.mark.parametrize("kw", [dict(settings=[]), dict(settings=[[10e6, 0]]),

@@ -183,12 +183,9 @@ def run(dep, pair, settings=SEED_SETTINGS, bottleneck_bps=100 * M, seconds=10, l
 
 def receiver_port(dep, pair) -> tuple[str, str]:
     """(host, host-side veth) of the receiver VM's NIC on the pair's vnet."""
-    tb = dep.testbed
     dst = pair.vms[1]
-    vm_i = [v.name for v in tb.vms].index(dst)
-    vm = tb.vm(dst)
-    nic_i = [n.vnet for n in vm.nics].index(pair.vnet)
-    return vm.host, dep.names.vm_port(vm_i, nic_i)
+    nic_i = [n.vnet for n in dep.testbed.vm(dst).nics].index(pair.vnet)
+    return dep.vm_port(dst, nic_i)
 
 
 def _tc(dep, host, argv, check=True) -> str:

@@ -74,8 +74,8 @@ class VnetbenchTestbed(context.Context):
         info = self.context.get("vnetbench")
         if not info or "run_id" not in info:
             return
-        from vnetbench.testbed.netns.deployment import Deployment
-        errors = Deployment.attach(info["run_id"]).down()
+        from vnetbench.testbed import deployment
+        errors = deployment.attach(info["run_id"]).down()
         if errors:
             raise RuntimeError(f"teardown of run {info['run_id']} incomplete: {errors}; "
                                f"run 'vnetbench cleanup --run {info['run_id']}'")

@@ -25,8 +25,8 @@ class _Base(scenario.Scenario):
         if info.get("unsupported"):
             return None
         os.environ["VNETBENCH_STATE_DIR"] = info["state_dir"]
-        from vnetbench.testbed.netns.deployment import Deployment
-        return Deployment.attach(info["run_id"])
+        from vnetbench.testbed import deployment
+        return deployment.attach(info["run_id"])
 
     def _not_applicable(self, test):
         """Record and show N/A with the missing feature: a measured outcome, not a skip."""

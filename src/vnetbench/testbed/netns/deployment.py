@@ -22,7 +22,12 @@ CONTROLLER_DIR = "controller"
 
 
 class Deployment:
-    """What the netns backend built; everything it needs is in the run's state."""
+    """What the netns backend built; everything it needs is in the run's state.
+    Implements vnetbench.testbed.deployment.Deployment."""
+
+    backend = "netns"
+    run: Run
+    testbed: Testbed
 
     def __init__(self, run: Run, testbed: Testbed):
         self.run, self.testbed = run, testbed
@@ -60,6 +65,10 @@ class Deployment:
         self.run.record("process", pid=p.pid, starttime=proc.starttime(p.pid), vm=vm,
                         argv=list(map(str, argv)))
         return p
+
+    def vm_port(self, vm: str, nic: int = 0) -> tuple[str, str]:
+        v = self.testbed.vm(vm)
+        return v.host, self.names.vm_port(self.testbed.vms.index(v), nic)
 
     def host_file(self, host: str, name: str) -> Path:
         """A file of ``host``'s run directory: its daemons' pidfiles, unixctl sockets, logs."""

@@ -1,0 +1,89 @@
+"""The one interface every backend implements (netns today; libvirt and OpenStack next).
+
+The battery, the Rally scenarios, the CPU windows, the monitor and the functional suite
+use only this: they never import a backend. ``attach`` finds a run's backend in its
+state (``meta.json``: ``backend``; runs from before the key existed are netns).
+"""
+
+from __future__ import annotations
+
+import importlib
+import subprocess
+from pathlib import Path
+from typing import Protocol, Sequence, runtime_checkable
+
+from vnetbench.errors import VnetbenchError
+from vnetbench.state import Run, find_run
+from vnetbench.testbed.model import Testbed
+
+# backend name -> "module:class" of its Deployment
+BACKENDS = {"netns": "vnetbench.testbed.netns.deployment:Deployment"}
+DEFAULT_BACKEND = "netns"
+
+
+@runtime_checkable
+class Deployment(Protocol):
+    """What a backend built from a Testbed, re-attachable from the run's state alone."""
+
+    backend: str
+    testbed: Testbed
+    run: Run                            # the run's journal and meta (vnetbench.state)
+
+    @property
+    def run_id(self) -> str: ...
+
+    def ip(self, vm: str, vnet: str | None = None) -> str:
+        """The VM's address on VNET (its first NIC by default)."""
+
+    def exec(self, vm: str, argv: Sequence[str], timeout: float | None = 60) -> subprocess.CompletedProcess:
+        """Run ARGV in the VM (pinned to its CPUs) and wait; text output captured."""
+
+    def popen(self, vm: str, argv: Sequence[str], **kwargs) -> subprocess.Popen:
+        """Start ARGV in the VM in the background, journaled so teardown stops it."""
+
+    def host_argv(self, host: str, argv: Sequence[str]) -> list[str]:
+        """ARGV as run on HOST's side (its vSwitch's namespace or machine)."""
+
+    def vm_port(self, vm: str, nic: int = 0) -> tuple[str, str]:
+        """(host, port name) of the VM NIC's port on its host's vSwitch (where a host-side
+        qdisc or capture goes)."""
+
+    def host_file(self, host: str, name: str) -> Path:
+        """A file of HOST's run directory (daemon pidfiles, unixctl sockets)."""
+
+    def vswitch_pids(self, host: str) -> dict:
+        """{program: pid} of the vSwitch daemons this run started on HOST."""
+
+    def controller_pids(self) -> dict:
+        """{name: pid} of the run's controller daemons (none for kinds without one)."""
+
+    def ovs_appctl(self, host: str, *args, timeout: float = 10) -> str:
+        """ovs-appctl against HOST's ovs-vswitchd (datapath facts, flow cache)."""
+
+    def status(self) -> dict: ...
+
+    def down(self) -> list[str]:
+        """Tear everything down from the state; the errors of steps that failed."""
+
+
+def backend_class(name: str):
+    try:
+        module, cls = BACKENDS[name].split(":")
+    except KeyError:
+        raise VnetbenchError(f"backend {name!r} is not available; use one of "
+                             f"{', '.join(sorted(BACKENDS))}") from None
+    return getattr(importlib.import_module(module), cls)
+
+
+def attach(ref: str | None = None) -> Deployment:
+    """The deployment of run REF (id or testbed name; the only run when None)."""
+    run = find_run(ref)
+    return backend_class(run.meta().get("backend", DEFAULT_BACKEND)).attach(run.run_id)
+
+
+def missing(cls) -> list[str]:
+    """Protocol members CLS lacks: methods, and attributes it neither defines nor
+    declares (a backend annotates what its __init__ sets)."""
+    members = {n for n in dir(Deployment) if not n.startswith("_")} | set(Deployment.__annotations__)
+    declared = set(getattr(cls, "__annotations__", {}))
+    return sorted(n for n in members if not hasattr(cls, n) and n not in declared)
