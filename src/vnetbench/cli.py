@@ -339,8 +339,8 @@ def _parser():
     s.add_argument("--profile", choices=["quick", "full"], default="quick")
     s.add_argument("--vswitch", action="append", choices=VSWITCH_CHOICES,
                    help="with --network: every vswitch x network combination instead of the "
-                   "default columns (linuxbridge/flat, ovs-openflow/vxlan, vrouter/gre, "
-                   "ovs/vxlan, ovn/geneve)")
+                   "default columns (linuxbridge/flat, ovs-openflow/vxlan, ovs/vxlan, "
+                   "ovn/geneve)")
     s.add_argument("--network", action="append", choices=NETWORK_CHOICES)
     s.add_argument("--results", default="results", help="directory for reports and records")
     s.add_argument("--no-monitor", action="store_true",

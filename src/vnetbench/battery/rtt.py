@@ -1,8 +1,10 @@
 """ICMP RTT: single-packet time-deferred (slow path), steady-state flood, payload sweep.
 
 'deferred' sends one echo at a time and, before each, empties the vSwitch's
-datapath flow cache (OVS ``dpctl/del-flows``) -- the same effect as waiting out
-the flow idle timeout, without waiting -- unless ``gap_s`` is used to really wait.
+datapath flow cache (OVS ``dpctl/del-flows``; on ``ovs-openflow`` also the
+controller's reactive flows, so the echo takes the packet-ins) -- the same effect as
+waiting out the flow idle timeout, without waiting -- unless ``gap_s`` is used to
+really wait.
 """
 
 from __future__ import annotations
@@ -62,9 +64,14 @@ def _deferred(dep, src, dst, count, payload, gap_s, flush_flows):
 
 
 def _flush(dep):
-    """Empty every host's OVS datapath flow cache so the next packet takes the slow path."""
-    if dep.testbed.vswitch.kind is not VSwitchKind.OVS:
+    """Empty every host's OVS datapath flow cache so the next packet takes the slow path
+    (and, under a reactive controller, the controller's flows: it sets them up again)."""
+    kind = dep.testbed.vswitch.kind
+    if kind not in (VSwitchKind.OVS, VSwitchKind.OVS_OPENFLOW):
         return
+    if kind is VSwitchKind.OVS_OPENFLOW:
+        from vnetbench.testbed.netns import openflow
+        openflow.expire_flows(dep)
     for h in dep.testbed.hosts:
         dep.ovs_appctl(h.name, "dpctl/del-flows")
 

@@ -179,6 +179,16 @@ class OpenFlowHost(OvsHost):
         return tx
 
 
+def expire_flows(dep) -> None:
+    """Delete the controller's forwarding flows on every bridge (cookie-matched; the
+    packet-in path stays): the state the flows' idle timeout leaves, without waiting."""
+    from vnetbench.sdn.floodlight import COOKIE_FORWARDING
+    for h in dep.testbed.hosts:
+        mgmt_sock = dep.host_file(h.name, f"{dep.names.ovs_int}.mgmt")
+        proc.run(["ovs-ofctl", "-O", "OpenFlow13", "del-flows", f"unix:{mgmt_sock}",
+                  f"cookie={COOKIE_FORWARDING:#x}/-1"], what=f"ovs-ofctl del-flows on {h.name}")
+
+
 # -- faults (vnetbench.faults drives these) ---------------------------------------
 
 def instances(dep) -> list[str]:
