@@ -135,3 +135,14 @@ def test_flat_and_vlan_reach_the_provider_network_through_localnet_ports(ntype, 
     want = maps.format(b0=n.provider_bridge(0), b1=n.provider_bridge(1), b=n.provider_bridge())
     assert f'external_ids:ovn-bridge-mappings="{want}"' in htx
     assert n.ovs_phy not in htx
+
+
+def test_faults_name_the_kind_and_the_components():
+    from vnetbench.errors import BuildError
+    dep = SimpleNamespace(run_id="abc123", testbed=SimpleNamespace(
+        vswitch=SimpleNamespace(kind=VSwitchKind.OVS)))
+    with pytest.raises(BuildError, match="is ovs, not ovn"):
+        ovn.stop(dep, "northd")
+    dep.testbed.vswitch.kind = VSwitchKind.OVN
+    with pytest.raises(BuildError, match="use one of: northd, sb, nb"):
+        ovn.start(dep, "southd")

@@ -7,11 +7,12 @@ management network (``mgmt``) and programs the host's integration bridge.
 One logical switch per vnet (CIDRs may overlap: they are separate datapaths),
 one logical switch port per VM NIC with ``addresses`` and ``port_security``
 "MAC IP"; the OVS interface carries ``external_ids:iface-id`` = the port's name.
-Userspace tunnels leave through the OVS bridge that holds the underlay address
-(native tunnelling), as for the ``ovs`` kind.
+Userspace tunnels (geneve, vxlan) leave through the OVS bridge that holds the
+underlay address (native tunnelling), as for the ``ovs`` kind; flat and VLAN
+vnets leave through a localnet port and a provider bridge (``ovn-bridge-mappings``).
 
-Faults for the functional suite (``stop``/``start`` of a component): ovn-northd
-and the SB database can be stopped and started again on their own files.
+Faults (``stop``/``start``, called by ``vnetbench.faults``): ovn-northd and the
+NB/SB database servers can be stopped and started again on their own files.
 """
 
 from __future__ import annotations
@@ -259,13 +260,16 @@ def _target(dep, which: str) -> str:
 def stop(dep, which: str, graceful: bool = True) -> None:
     """Stop the run's ovn-northd (``northd``) or SB/NB database server (``sb``/``nb``):
     SIGTERM, or SIGKILL when not ``graceful``. Its database file stays."""
-    Central(dep).stop_component(_target(dep, which), graceful=graceful)
+    component = _target(dep, which)
+    Central(dep).stop_component(component, graceful=graceful)
 
 
 def start(dep, which: str) -> None:
     """Start it again on its own files (journaled again: teardown stops it)."""
-    Central(dep).start_component(_target(dep, which))
+    component = _target(dep, which)
+    Central(dep).start_component(component)
 
 
 def running(dep, which: str) -> bool:
-    return Central(dep).pid(_target(dep, which)) is not None
+    component = _target(dep, which)
+    return Central(dep).pid(component) is not None
