@@ -63,6 +63,8 @@ def test_suite_report_renders_offline(task, tmp_path):
     output = visible_text(offline_dom(tmp_path, f"{report.as_uri()}#/{NAMES[0]}/output"))
     assert "linuxbridge/flat · single-packet time-deferred ICMP RTT" in output
     assert "vnetbench metrics" in output and "cross-host rtt_mean_ms" in output
+    metrics = output.split("vnetbench metrics", 1)[1][:400]
+    assert "Metric (unit in its name)" in metrics and "(sec)" not in metrics   # not Rally's labels
 
 
 def test_input_file_keeps_real_scenario_names(task, tmp_path):
