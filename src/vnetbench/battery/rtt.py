@@ -15,7 +15,6 @@ import time
 from vnetbench.battery.common import repeat, result
 from vnetbench.results.record import now
 from vnetbench.results.stats import percentiles
-from vnetbench.testbed.model import VSwitchKind
 from vnetbench.traffic import ping
 
 MODES = ("deferred", "flood")
@@ -64,16 +63,9 @@ def _deferred(dep, src, dst, count, payload, gap_s, flush_flows):
 
 
 def _flush(dep):
-    """Empty every host's OVS datapath flow cache so the next packet takes the slow path
-    (and, under a reactive controller, the controller's flows: it sets them up again)."""
-    kind = dep.testbed.vswitch.kind
-    if kind not in (VSwitchKind.OVS, VSwitchKind.OVS_OPENFLOW):
-        return
-    if kind is VSwitchKind.OVS_OPENFLOW:
-        from vnetbench.testbed.netns import openflow
-        openflow.expire_flows(dep)
-    for h in dep.testbed.hosts:
-        dep.ovs_appctl(h.name, "dpctl/del-flows")
+    """Empty the flow caches (and a reactive controller's flows: it sets them up again)
+    so the next packet takes the slow path."""
+    dep.expire_flows()
 
 
 def _metrics(res):

@@ -60,6 +60,10 @@ class Deployment(Protocol):
     def ovs_appctl(self, host: str, *args, timeout: float = 10) -> str:
         """ovs-appctl against HOST's ovs-vswitchd (datapath facts, flow cache)."""
 
+    def expire_flows(self) -> None:
+        """Empty the vSwitches' flow caches and a reactive controller's flows: the state
+        the flows' idle timeout leaves, so the next packet takes the slow path."""
+
     def status(self) -> dict: ...
 
     def down(self) -> list[str]:

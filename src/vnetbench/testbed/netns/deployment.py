@@ -9,7 +9,7 @@ from pyroute2 import netns
 
 from vnetbench.state import Run, find_run
 from vnetbench.testbed.codec import from_dict
-from vnetbench.testbed.model import Testbed
+from vnetbench.testbed.model import Testbed, VSwitchKind
 from vnetbench.testbed.netns import proc
 from vnetbench.testbed.netns.names import Names
 from vnetbench.testbed.netns.teardown import teardown
@@ -101,6 +101,17 @@ class Deployment:
         ctl = self.host_file(host, "ovs-vswitchd.ctl")
         return proc.run(["ovs-appctl", "-t", str(ctl), *args], timeout=timeout,
                         what=f"ovs-appctl on {host}")
+
+    def expire_flows(self) -> None:
+        """OVS kinds: the datapath flow cache of every host (``dpctl/del-flows``) and, for
+        ovs-openflow, the controller's reactive flows; kernel bridges cache no flows."""
+        kind = self.testbed.vswitch.kind
+        if kind is VSwitchKind.OVS_OPENFLOW:
+            from vnetbench.testbed.netns import openflow
+            openflow.expire_flows(self)
+        if kind in (VSwitchKind.OVS, VSwitchKind.OVS_OPENFLOW):
+            for h in self.testbed.hosts:
+                self.ovs_appctl(h.name, "dpctl/del-flows")
 
     def status(self) -> dict:
         meta = self.run.meta()
