@@ -1,7 +1,10 @@
-"""OVN's control plane down, measured: the flows ovn-controller installed keep
-forwarding while ovn-northd and then the SB database are down, and a logical
-port created meanwhile cannot come up until both return (REFERENCE §5)."""
+"""OVN's control plane down, measured through the fault API: the flows
+ovn-controller installed keep forwarding while ovn-northd and then the SB
+database are down (or while the host is cut from the SB over the management
+network), and a logical port created meanwhile cannot come up until the
+control plane returns (REFERENCE §5)."""
 
+import json
 import subprocess
 import time
 
@@ -43,7 +46,29 @@ def _reaches(dep, src, dst, count=5):
     return ping.parse(dep.exec(src, argv).stdout)["received"]
 
 
-def test_established_traffic_survives_northd_and_sb_down_new_port_waits(dep):
+def _outage(f, dep, kind):
+    """Take the control plane away in two steps; after each, the caller checks."""
+    if kind == "northd-then-sb":
+        f.controller_stop("northd")
+        assert not ovn.running(dep, "northd")
+        yield "ovn-northd down"
+        f.controller_kill("sb")
+        assert not ovn.running(dep, "sb")
+        yield "ovn-northd and the SB database down"
+        f.controller_start("sb")
+        f.controller_start("northd")
+    else:                      # the host of the new port loses its management link
+        f.partition("h2")
+        yield "h2 cut from the SB database"
+        yield "h2 still cut"
+        f.heal("h2")
+
+
+@pytest.mark.parametrize("kind", ["northd-then-sb", "partition"])
+def test_established_traffic_survives_new_port_waits(dep, kind, tmp_path):
+    """Through the fault API (vnetbench.faults): each step is a fault record."""
+    from vnetbench.faults import Faults
+    f = Faults(dep, results=tmp_path / "faults.jsonl")
     central, lsp = ovn.Central(dep), ovn.port_name("late", 0)
     nic = dep.testbed.vm("late").nics[0]
     # "late" becomes a port that does not exist yet: delete it from the NB database.
@@ -57,26 +82,27 @@ def test_established_traffic_survives_northd_and_sb_down_new_port_waits(dep):
                                                        interval_s=INTERVAL, reply_timeout_s=1)),
                      stdout=subprocess.PIPE, text=True)
     time.sleep(1)
-    ovn.stop(dep, "northd")
-    assert not ovn.running(dep, "northd")
+    steps = _outage(f, dep, kind)
+    next(steps)
     central.nbctl("lsp-add", "vnet1", lsp, "--", "lsp-set-addresses", lsp, f"{nic.mac} {nic.ip}",
                   "--", "lsp-set-port-security", lsp, f"{nic.mac} {nic.ip}")
-    time.sleep(2)
-    assert _reaches(dep, "late", "a") == 0, "a new port came up without ovn-northd"
-    ovn.stop(dep, "sb", graceful=False)
-    assert not ovn.running(dep, "sb")
-    time.sleep(2)
-    assert _reaches(dep, "late", "a") == 0, "a new port came up without the SB database"
+    for state in steps:
+        time.sleep(2)
+        assert _reaches(dep, "late", "a") == 0, f"a new port came up with {state}"
     out, _ = flow.communicate(timeout=30)
     steady = ping.parse(out)
     assert steady["transmitted"] >= count * 0.9
     assert steady["loss_pct"] <= 1.0, \
-        f"established traffic lost {steady['loss_pct']:.1f}% with northd and the SB database down"
+        f"established traffic lost {steady['loss_pct']:.1f}% during the outage ({kind})"
+    print(f"{kind}: steady ping {steady['received']}/{steady['transmitted']} received")
 
-    ovn.start(dep, "sb")
-    ovn.start(dep, "northd")
     central.nbctl("wait-until", "Logical_Switch_Port", lsp, "up=true", timeout=30)
     deadline = time.monotonic() + 10
     while time.monotonic() < deadline and not _reaches(dep, "late", "a", count=2):
         pass
-    assert _reaches(dep, "late", "a") > 0, "the new port did not come up after northd and SB returned"
+    assert _reaches(dep, "late", "a") > 0, f"the new port did not come up after the outage ({kind})"
+    faults = [json.loads(line) for line in (tmp_path / "faults.jsonl").read_text().splitlines()]
+    assert all(r["test"] == "fault" and r["started"] <= r["finished"] for r in faults)
+    assert [r["labels"]["fault"] for r in faults] == (
+        ["controller-stop", "controller-kill", "controller-start", "controller-start"]
+        if kind == "northd-then-sb" else ["partition", "heal"])
