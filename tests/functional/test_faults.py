@@ -18,7 +18,7 @@ from vnetbench.traffic import ping
 
 from leaks import leftovers
 
-KINDS = ["linuxbridge", "ovs", "ovs-openflow"]
+KINDS = ["linuxbridge", "ovs", "ovs-openflow", "ovn"]
 
 
 def _ping(dep, src, dst, count=3, interval=0.1):

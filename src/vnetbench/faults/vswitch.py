@@ -3,7 +3,8 @@
 OVS kinds: ``ovs-vswitchd`` is stopped (SIGTERM) and started again on the same
 database, as ``systemctl restart ovs-vswitchd`` would: ports come back from the
 database, OpenFlow flows do not (a controller re-installs them when the bridge
-reconnects). The userspace datapath recreates the bridge's internal port, so the
+reconnects; on ovn, ovn-controller does, and the restart returns once every chassis
+has caught up). The userspace datapath recreates the bridge's internal port, so the
 host's tunnel endpoint address is put back. Linux bridge: every bridge of the host
 goes down and up, which flushes its learned forwarding database (the kernel
 disables each port), the closest a kernel bridge has to a restart.
@@ -18,7 +19,7 @@ from pyroute2 import NetNS
 
 from vnetbench.errors import VnetbenchError
 from vnetbench.testbed.model import VSwitchKind
-from vnetbench.testbed.netns import links, openflow, proc
+from vnetbench.testbed.netns import links, openflow, ovn, proc
 from vnetbench.testbed.netns.ovs import OvsHost
 
 VSWITCHD = "ovs-vswitchd"
@@ -37,12 +38,15 @@ def restart(dep, host: str) -> None:
     except (OSError, ValueError, IndexError):
         pid = None
     since = time.time()
+    ovn_flows = ovn.flow_count(dep, h.name) if dep.testbed.vswitch.kind is VSwitchKind.OVN else 0
     if pid and ours(pid) and not proc.stop(pid, ours, grace=5.0):
         raise VnetbenchError(f"{VSWITCHD} of {host} (pid {pid}) did not exit")
     ovs._daemon(VSWITCHD, [ovs.db], netns=dep.names.host_ns(h.name))
     _readdress(dep, h)
     if dep.testbed.vswitch.kind is VSwitchKind.OVS_OPENFLOW:
         openflow.wait_ready(dep.run.dir, [openflow.dpid(dep.testbed.hosts.index(h))], since=since)
+    if dep.testbed.vswitch.kind is VSwitchKind.OVN:     # ovn-controller programs it again
+        ovn.wait_programmed(dep, h.name, ovn_flows)
 
 
 def _readdress(dep, host) -> None:

@@ -270,6 +270,29 @@ def start(dep, which: str) -> None:
     Central(dep).start_component(component)
 
 
+def flow_count(dep, host: str) -> int:
+    """OpenFlow flows on the host's integration bridge (what ovn-controller installed)."""
+    mgmt_sock = dep.run.dir / dep.testbed.host(host).name / f"{dep.names.ovs_int}.mgmt"
+    out = proc.run(["ovs-ofctl", "dump-aggregate", f"unix:{mgmt_sock}"], what=f"ovs-ofctl on {host}")
+    return int(out.split("flow_count=")[1].split()[0])
+
+
+def wait_programmed(dep, host: str, flows: int, timeout: float = 30) -> None:
+    """After a vSwitch restart: until ovn-controller has reconnected (it retries after
+    a second) and installed at least ``flows`` flows again."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            if flow_count(dep, host) >= flows:
+                return
+        except BuildError:              # the bridge is not back yet
+            pass
+        if time.monotonic() > deadline:
+            raise BuildError(f"ovn-controller of {host} did not re-program its bridge "
+                             f"({flows} flows) within {timeout:.0f} s")
+        time.sleep(0.1)
+
+
 def running(dep, which: str) -> bool:
     component = _target(dep, which)
     return Central(dep).pid(component) is not None
