@@ -47,12 +47,14 @@ def cpu_list(text: str) -> frozenset[int]:
 
 
 def pidfile_source(paths: list[Path]):
-    """The pids in these pidfiles, re-read at every scrape (daemons may restart)."""
-    def pids() -> list[int]:
-        out = []
+    """{pid: component} from these pidfiles, re-read at every scrape (daemons may
+    restart); a daemon is named after its pidfile (``osken-manager.pid`` ->
+    ``osken-manager``), so a controller run by an interpreter keeps its name."""
+    def pids() -> dict[int, str]:
+        out = {}
         for path in paths:
             try:
-                out.append(int(path.read_text().split()[0]))
+                out[int(path.read_text().split()[0])] = path.name.removesuffix(".pid")
             except (OSError, ValueError, IndexError):
                 continue
         return out
@@ -87,6 +89,12 @@ def parser() -> argparse.ArgumentParser:
                    "softirq metrics; e.g. a Linux bridge host)")
     p.add_argument("--no-qemu", action="store_true",
                    help="do not export QEMU vCPU/vhost threads")
+    p.add_argument("--controller", action="store_true",
+                   help="every process exported is an SDN controller/agent (data-plane part "
+                   "'controller'), e.g. on an OVN or OpenFlow controller node")
+    p.add_argument("--probe-file", type=Path, metavar="FILE",
+                   help="snapshot file of the interrupt-time probe (python -m "
+                   "vnetbench_collector.probe --out FILE): exact data-plane split (method bpf)")
     p.add_argument("--port-file", type=Path, metavar="FILE",
                    help="write the port actually bound here (useful with --listen HOST:0)")
     p.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
@@ -101,7 +109,8 @@ def build_registry(args) -> CollectorRegistry:
         names=() if args.no_processes else procfs.VSWITCH_PROCESSES,
         extra_names=args.process, extra_pids=args.pid, cpus=args.cpus,
         datapaths=None if args.no_datapath or args.vswitch not in OVS_KINDS else
-        datapath.ovs_source(args.ovs_target), qemu=not args.no_qemu))
+        datapath.ovs_source(args.ovs_target), qemu=not args.no_qemu,
+        probe_file=args.probe_file, controller=args.controller))
     return registry
 
 

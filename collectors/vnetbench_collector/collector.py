@@ -18,7 +18,7 @@ from typing import Callable, Iterable
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
-from . import procfs
+from . import attribution, procfs, reading
 
 CPU_SECONDS = "vnetbench_vswitch_cpu_seconds"
 PROCESSES = "vnetbench_vswitch_processes"
@@ -28,6 +28,9 @@ KSOFTIRQD_SECONDS = "vnetbench_ksoftirqd_cpu_seconds"
 DP_LOOKUPS = "vnetbench_datapath_lookups"
 DP_FLOWS = "vnetbench_datapath_flows"
 IRQ_TIME = "vnetbench_irq_time_accounting"
+DATAPLANE_SECONDS = "vnetbench_dataplane_cpu_seconds"
+CPU_METHOD = "vnetbench_cpu_method"
+CPU_RESOLUTION = "vnetbench_cpu_resolution_seconds"
 
 
 class VSwitchCollector:
@@ -36,7 +39,8 @@ class VSwitchCollector:
     host, vswitch: values of the ``host`` and ``vswitch`` labels (e.g. "compute-1", "ovs").
     proc: the /proc root to read.
     pid_source: if given, the processes are exactly these pids (e.g. those of one
-        emulated host's pidfiles), named after their executable; called at every
+        emulated host's pidfiles), named after their executable, or after the
+        names given when it returns a {pid: name} mapping; called at every
         scrape, and nothing is looked up by name.
     names: executable names to look for; extra_names are added to them.
     extra_pids: pids always exported (component = their exe/comm name).
@@ -45,6 +49,12 @@ class VSwitchCollector:
         ``datapath.ovs_source(ctl)``), called at every scrape.
     qemu: also export QEMU processes (vCPU, vhost worker and other threads) and
         their old-style vhost kernel threads.
+    probe_file: the interrupt-time probe's snapshot file (``probe.py``): the
+        data-plane split is then exact (method ``bpf``); without it, or while it
+        has no snapshot, the split falls back to /proc/stat (``irqtime`` or ``tick``).
+    controller: every process is an SDN controller/agent (part ``controller``),
+        e.g. the daemons of an OVN or OpenFlow controller node; otherwise each
+        process's part follows its name (``attribution.role``).
     rescan_s: a scrape reads only the processes and kernel threads found by the last
         full /proc scan; the next full scan is at most this much later (sooner if
         one of them is gone), so a scrape's cost does not grow with the node's
@@ -57,10 +67,15 @@ class VSwitchCollector:
                  extra_names: Iterable[str] = (), extra_pids: Iterable[int] = (),
                  cpus: Iterable[int] | None = None, hz: int | None = None,
                  datapaths: Callable[[], list] | None = None, qemu: bool = True,
-                 rescan_s: float = 10.0, clock: Callable[[], float] = time.monotonic):
+                 rescan_s: float = 10.0, clock: Callable[[], float] = time.monotonic,
+                 probe_file: Path | str | None = None, controller: bool = False):
         self.host, self.vswitch, self.proc = host, vswitch, Path(proc)
         self.datapaths, self.qemu = datapaths, qemu
         self.irq_time_accounting = procfs.irq_time_accounting(self.proc)
+        self.probe_file = Path(probe_file) if probe_file else None
+        self.role = attribution.TASK_PARTS[1] if controller else ""
+        self._reading: attribution.Reading | None = None   # the last scrape's
+        self._split: dict = {}       # (part, component, class) -> seconds since the first scrape
         self.pid_source = pid_source
         self.rescan_s, self.clock = rescan_s, clock
         self._found: dict | None = None      # last scan: pid -> (component, start ticks)
@@ -98,6 +113,15 @@ class VSwitchCollector:
             GaugeMetricFamily(IRQ_TIME, "1 if the kernel has CONFIG_IRQ_TIME_ACCOUNTING (task "
                               "and softirq CPU time are disjoint), 0 if not (they overlap)",
                               labels=["host"]),
+            CounterMetricFamily(DATAPLANE_SECONDS, "Data-plane CPU time split into disjoint "
+                                "parts (vswitch, controller, softirq_in_vswitch, softirq_other, "
+                                "hardirq) by component or context; the sum is the data-plane CPU",
+                                labels=["host", "vswitch", "part", "component", "thread_class"]),
+            GaugeMetricFamily(CPU_METHOD, "1 for the method of the data-plane split: bpf "
+                              "(exact), irqtime (exact, softirq not split by context) or tick "
+                              "(parts overlap: an upper bound)", labels=["host", "method"]),
+            GaugeMetricFamily(CPU_RESOLUTION, "Time resolution of the interrupt parts of the "
+                              "split (probe interval, or one tick)", labels=["host"]),
         )
 
     def describe(self):
@@ -172,11 +196,65 @@ class VSwitchCollector:
     def _mine(self, cpu_id: int) -> bool:
         return self.cpus is None or cpu_id in self.cpus
 
+    def processes(self) -> tuple[dict[int, str], list]:
+        """pid -> component of the processes found now, and the kernel threads of interest."""
+        with self._lock:
+            return self._discover()
+
+    def reading(self) -> attribution.Reading:
+        """This host's data-plane reading, now (``reading.read``; waits for the
+        probe's next snapshot when there is a probe)."""
+        return self._read(*self.processes())
+
+    def cpu_set(self) -> frozenset:
+        """The CPUs whose interrupts belong to this host: ``cpus``, else all of them."""
+        if self.cpus is not None:
+            return self.cpus
+        return frozenset(procfs.cpu_times(self.proc, self.hz))
+
+    def daemons(self, processes: dict[int, str]) -> dict[int, str]:
+        """The processes whose threads are split (QEMU is the VMs' own CPU, not the data plane's)."""
+        return {pid: name for pid, name in processes.items() if name != procfs.QEMU}
+
+    def threads(self, daemons: dict[int, str]) -> dict:
+        """The daemons' threads now, for a ``reading.Scope``."""
+        return reading.daemon_threads(self.proc, daemons, self.hz, self.role)
+
+    def _read(self, processes: dict[int, str], kthreads: list) -> attribution.Reading:
+        ksoftirqd = frozenset(t.tid for t in kthreads if t.comm.startswith("ksoftirqd/"))
+        daemons, cpus = self.daemons(processes), self.cpu_set()
+        scopes = lambda: [reading.Scope(self.threads(daemons), cpus)]
+        return reading.read(self.proc, scopes, self.probe_file, self.irq_time_accounting is not True,
+                            self.hz, ksoftirqd)[0]
+
+    def _accumulate(self, r: attribution.Reading) -> dict:
+        """Add the split since the last scrape to the counters; returns them."""
+        with self._lock:
+            prev, self._reading = self._reading, r
+            if prev is not None and r.t > prev.t:
+                try:
+                    done = attribution.split(prev, r)
+                except ValueError:
+                    done = None
+                for key, secs in (done.components.items() if done else ()):
+                    self._split[key] = self._split.get(key, 0.0) + secs
+            return dict(self._split)
+
+    def _split_families(self, r: attribution.Reading, split: dict):
+        parts, method, resolution = self._families()[8:]
+        for (part, comp, cls), secs in sorted(split.items()):
+            parts.add_metric([self.host, self.vswitch, part, comp, cls], secs)
+        method.add_metric([self.host, r.method], 1)
+        resolution.add_metric([self.host], r.resolution_s)
+        return parts, method, resolution
+
     def collect(self):
-        cpu, nprocs, sirq_s, sirqs, ksirqd, lookups, flows, irqtime = self._families()
+        cpu, nprocs, sirq_s, sirqs, ksirqd, lookups, flows, irqtime = self._families()[:8]
         with self._lock:
             processes, kthreads = self._discover()
             totals = self._cpu_seconds(processes)
+        r = self._read(processes, kthreads)
+        split = self._accumulate(r)
         ksoftirqd = self._kernel(processes, kthreads, totals)
         for (comp, cls), secs in sorted(totals.items()):
             cpu.add_metric([self.host, self.vswitch, comp, cls], secs)
@@ -202,3 +280,4 @@ class VSwitchCollector:
         if self.irq_time_accounting is not None:
             irqtime.add_metric([self.host], int(self.irq_time_accounting))
         yield from (cpu, nprocs, sirq_s, sirqs, ksirqd, lookups, flows, irqtime)
+        yield from self._split_families(r, split)

@@ -200,8 +200,8 @@ def find_processes(proc: Path, names: Iterable[str] = VSWITCH_PROCESSES,
                    extra_pids: Iterable[int] = (), entries: list[ThreadCpu] | None = None
                    ) -> dict[int, str]:
     """pid -> process name of every process named exactly as one of ``names``
-    (from ``entries``, a ``scan``, when given), plus ``extra_pids`` (named after
-    their exe/comm) if they exist."""
+    (from ``entries``, a ``scan``, when given), plus ``extra_pids`` if they exist:
+    a {pid: name} mapping names them, other pids are named after their exe/comm."""
     names = tuple(names)
     out = {}
     if names:
@@ -209,9 +209,10 @@ def find_processes(proc: Path, names: Iterable[str] = VSWITCH_PROCESSES,
             name = match_name(proc, t.tid, t.comm, names)
             if name:
                 out[t.tid] = name
-    for pid in extra_pids:
+    named = extra_pids if isinstance(extra_pids, dict) else dict.fromkeys(extra_pids)
+    for pid, given in named.items():
         if pid not in out and (proc / str(pid)).is_dir():
-            out[pid] = process_name(proc, pid) or str(pid)
+            out[pid] = given or process_name(proc, pid) or str(pid)
     return out
 
 
@@ -244,13 +245,67 @@ def vhost_kthreads(threads: Iterable[ThreadCpu], owners: Iterable[int]) -> dict[
     return out
 
 
-def irq_time_accounting(proc: Path) -> bool | None:
-    """CONFIG_IRQ_TIME_ACCOUNTING from /proc/config.gz, None if unknown. Without it,
-    a tick that lands in softirq while a task runs is charged to the task *and* to
-    the CPU's softirq time: task CPU and softirq CPU then overlap."""
+def irq_time_accounting(proc: Path, boot: Path = Path("/boot")) -> bool | None:
+    """CONFIG_IRQ_TIME_ACCOUNTING from /proc/config.gz, else /boot/config-RELEASE;
+    None if unknown. Without it, a tick that lands in softirq while a task runs is
+    charged to the task *and* to the CPU's softirq time, and the task's scheduler
+    runtime contains the softirq: task CPU and softirq CPU then overlap."""
     import gzip
     try:
         with gzip.open(proc / "config.gz", "rt") as f:
             return any(line.strip() == "CONFIG_IRQ_TIME_ACCOUNTING=y" for line in f)
     except (OSError, EOFError):
+        if Path(proc) != Path("/proc"):
+            return None                  # a fake or foreign procfs: /boot is not its kernel's
+    try:
+        text = (boot / f"config-{os.uname().release}").read_text()
+    except OSError:
         return None
+    return "CONFIG_IRQ_TIME_ACCOUNTING=y" in text.splitlines()
+
+
+def schedstat_seconds(text: str) -> float:
+    """Scheduler runtime from a /proc/PID[/task/TID]/schedstat line ("run_ns wait_ns
+    slices"): ns-exact, unlike the tick-sampled utime/stime of stat."""
+    return int(text.split()[0]) / 1e9
+
+
+def thread_runtimes(proc: Path, pid: int, hz: int | None = None) -> list[tuple[ThreadCpu, float]]:
+    """(stat, runtime seconds from schedstat) of every live thread of ``pid``."""
+    hz = hz or clk_tck()
+    try:
+        tids = os.listdir(proc / str(pid) / "task")
+    except OSError:
+        return []
+    out = []
+    for tid in sorted(tids, key=lambda t: int(t) if t.isdigit() else 0):
+        base = f"{proc}/{pid}/task/{tid}"
+        text, sched = _read(f"{base}/stat"), _read(f"{base}/schedstat")
+        if not text or not sched:
+            continue
+        try:
+            out.append((parse_stat(text, hz), schedstat_seconds(sched)))
+        except (ValueError, IndexError):
+            continue
+    return out
+
+
+CPU_FIELDS = ("user", "nice", "system", "idle", "iowait", "irq", "softirq", "steal")
+
+
+def cpu_times(proc: Path, hz: int | None = None) -> dict[int, dict[str, float]]:
+    """Per CPU, the /proc/stat columns (user ... steal) in seconds."""
+    hz = hz or clk_tck()
+    out = {}
+    for line in (_read(proc / "stat") or "").splitlines():
+        m = re.match(r"cpu(\d+)\s", line)
+        if m:
+            values = line.split()[1:1 + len(CPU_FIELDS)]
+            out[int(m.group(1))] = {f: int(v) / hz for f, v in zip(CPU_FIELDS, values)}
+    return out
+
+
+def busy_seconds(times: dict[str, float]) -> float:
+    """A CPU's time spent running this kernel's work: every column but idle, iowait
+    and steal (time the hypervisor gave to someone else)."""
+    return sum(v for f, v in times.items() if f not in ("idle", "iowait", "steal"))

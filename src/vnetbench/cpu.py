@@ -1,119 +1,142 @@
-"""vSwitch CPU cost on the host side, over exactly a test's time window, read
-through the same collector that Prometheus scrapes (vnetbench-collector).
+"""Data-plane CPU on the host side over exactly a test's time window, split into
+disjoint parts by the same code that the collector's Prometheus counters use
+(``vnetbench_collector.attribution``; definitions in docs/metrics.md):
 
-Attribution in the embedded testbed: an emulated host's vSwitch CPU is
-(a) the CPU time of its own vSwitch processes (for OVS: ovsdb-server and every
-ovs-vswitchd thread, grouped by thread class: main, handler, revalidator, pmd,
-urcu), plus (b) the softirq time of the host's CPU set (kernel packet work:
-Linux bridge, VXLAN, veth backlog). (b) is a machine-wide per-CPU counter, so
-when VMs share their host's CPUs it also contains the VMs' own softirq work;
-that is reported apart ("softirq") and never folded into (a). 100% = one CPU.
+    cpu_pct = vswitch + controller + softirq_in_vswitch + softirq_other + hardirq
 
-Without CONFIG_IRQ_TIME_ACCOUNTING the kernel charges a tick that lands in
-softirq while a vSwitch thread runs to both (a) and (b); the record's provenance
-says which kernel it was (``irq_time_accounting``), so a reader knows whether
-cpu_pct = (a) + (b) can overlap.
+over the testbed's hosts (their daemons, and the interrupts of the union of their
+CPU sets, so a CPU shared by two hosts is counted once) and its controller
+namespace (OVN northd and databases, an SDN controller: all of it ``controller``;
+its CPUs are the hosts', so it adds no interrupts of its own). 100% = one CPU; the sum
+never exceeds 100% x the CPUs in use, except by the stated uncertainty.
+
+Daemon time is scheduler runtime (ns); interrupt time comes from the testbed's
+interrupt-time probe (eBPF, ``testbed.netns.cpuprobe``) when the kernel lacks
+IRQ time accounting, which makes the parts disjoint and splits softirq by the
+context it ran in. Without a probe the method is ``irqtime`` or ``tick`` (an
+upper bound), and every record says which (``cpu_method``).
 """
 
 from __future__ import annotations
 
 import functools
-import time
-from dataclasses import dataclass
 from pathlib import Path
 
+from vnetbench_collector import attribution, reading
 from vnetbench_collector import collector as vc
+from vnetbench_collector import procfs
 
+# record metric -> split part (cpu_pct itself is the sum)
+PART_METRICS = {f"cpu_{p}_pct": p for p in attribution.PARTS}
+METRICS = ("cpu_pct", "cpu_pct_err", *PART_METRICS)
+DEFINITION = "docs/metrics.md#data-plane-cpu"
 CONTROLLER = "controller"     # the result key of the controller namespace's processes
 
 
-@dataclass(frozen=True)
-class Sample:
-    t: float
-    components: dict          # "process/thread class" (or "process") -> CPU seconds
-    softirq: float            # seconds over the host's CPUs
+def fields(res: dict | None) -> dict:
+    """The CPU fields of a window's metrics (None each when there was no window)."""
+    return {k: (res or {}).get(k) for k in METRICS}
 
 
-def component(process: str, thread_class: str) -> str:
-    return process if thread_class == "all" else f"{process}/{thread_class}"
+def host_collector(deployment, host, proc: Path = Path("/proc"),
+                   probe_file: Path | None = None) -> vc.VSwitchCollector:
+    """The collector of one emulated host: its own daemons (by pidfile, named after
+    it) and CPUs."""
+    daemons = tuple(sorted(deployment.vswitch_pids(host.name).items()))
+    return _collector(host.name, deployment.testbed.vswitch.kind.value, daemons,
+                      tuple(host.cpus), proc, probe_file)
 
 
-def host_collector(deployment, host, proc: Path = Path("/proc")) -> vc.VSwitchCollector:
-    """The collector of one emulated host: its own daemons (by pidfile) and CPUs."""
-    pids = tuple(sorted(set(deployment.vswitch_pids(host.name).values())))
-    return _collector(host.name, deployment.testbed.vswitch.kind.value, pids, tuple(host.cpus), proc)
-
-
-def controller_collector(deployment, proc: Path = Path("/proc")) -> vc.VSwitchCollector | None:
+def controller_collector(deployment, proc: Path = Path("/proc"),
+                         probe_file: Path | None = None) -> vc.VSwitchCollector | None:
     """The controller namespace's daemons (OVN databases and northd, an SDN controller),
-    host "controller", without softirq (its CPUs are the hosts'); None without them."""
-    pids = tuple(sorted(set(deployment.controller_pids().values())))
-    if not pids:
+    host "controller", no CPUs of its own (they are the hosts'); None without them."""
+    daemons = tuple(sorted(deployment.controller_pids().items()))
+    if not daemons:
         return None
-    return _collector(CONTROLLER, deployment.testbed.vswitch.kind.value, pids, (), proc)
+    return _collector(CONTROLLER, deployment.testbed.vswitch.kind.value, daemons, (), proc,
+                      probe_file, controller=True)
 
 
 @functools.lru_cache(maxsize=64)
-def _collector(host: str, vswitch: str, pids: tuple, cpus: tuple, proc: Path) -> vc.VSwitchCollector:
+def _collector(host: str, vswitch: str, daemons: tuple, cpus: tuple, proc: Path,
+               probe_file, controller: bool = False) -> vc.VSwitchCollector:
     """One collector per (host, daemons) for every window: it reads the kernel config
     and finds ksoftirqd once, not at every repetition."""
-    return vc.VSwitchCollector(host=host, vswitch=vswitch, proc=proc, names=(), extra_pids=pids,
-                               cpus=cpus, qemu=False)
+    return vc.VSwitchCollector(host=host, vswitch=vswitch, proc=proc, names=(),
+                               extra_pids={pid: name for name, pid in daemons},
+                               cpus=cpus, qemu=False, probe_file=probe_file,
+                               controller=controller)
 
 
-def sample(collector: vc.VSwitchCollector) -> Sample:
-    comps, softirq = {}, 0.0
-    for family in collector.collect():
-        for s in family.samples:
-            if family.name == vc.CPU_SECONDS:
-                key = component(s.labels["component"], s.labels["thread_class"])
-                comps[key] = comps.get(key, 0.0) + s.value
-            elif family.name == vc.SOFTIRQ_SECONDS:
-                softirq += s.value
-    return Sample(t=time.monotonic(), components=comps, softirq=softirq)
+def read(collectors: list) -> tuple[dict, attribution.Reading]:
+    """{host: Reading} and the testbed's Reading (all daemons, union of CPUs), at one
+    instant and from one pair of probe snapshots."""
+    found = [(c, *c.processes()) for c in collectors]
+    ksoftirqd = frozenset(t.tid for _, _, kthreads in found for t in kthreads
+                          if t.comm.startswith("ksoftirqd/"))
+
+    def scopes():
+        hosts = [reading.Scope(c.threads(c.daemons(p)), c.cpu_set()) for c, p, _ in found]
+        union = reading.Scope({k: v for s in hosts for k, v in s.threads.items()},
+                              frozenset().union(*(s.cpus for s in hosts)))
+        return hosts + [union]
+    first = collectors[0]
+    readings = reading.read(first.proc, scopes, first.probe_file,
+                            first.irq_time_accounting is not True, first.hz, ksoftirqd)
+    return {c.host: r for c, r in zip(collectors, readings)}, readings[-1]
 
 
-def percent(a: Sample, b: Sample) -> dict:
-    """CPU% per component between two samples; 'vswitch' sums the processes, 100% = one CPU."""
-    secs = b.t - a.t
-    if secs <= 0:
-        raise ValueError("samples must be taken in order")
-    pct = lambda s: 100.0 * s / secs
-    out = {k: pct(b.components.get(k, 0.0) - a.components.get(k, 0.0))
-           for k in sorted(set(a.components) | set(b.components))}
-    out["vswitch"] = sum(out.values())
-    out["softirq"] = pct(b.softirq - a.softirq)
-    return out
+def metrics(split: attribution.Split) -> dict:
+    """A record's CPU fields: cpu_pct (the data-plane headline), its uncertainty, each part."""
+    pct = split.percent()
+    return {"cpu_pct": pct["dataplane"], "cpu_pct_err": pct["dataplane_err"],
+            **{m: pct[p] for m, p in PART_METRICS.items()}}
+
+
+def describe(split: attribution.Split) -> dict:
+    """How a window was measured: method, whether exact, resolution, CPUs, per component."""
+    return {"method": split.method, "exact": split.exact, "resolution_s": split.resolution_s,
+            "seconds": split.seconds, "cpus": split.ncpus,
+            "components": {"/".join(k): 100.0 * s / split.seconds
+                           for k, s in sorted(split.components.items()) if s}}
 
 
 class Window:
-    """CPU% of every host over a with-block: ``with Window(dep) as w: ...; w.result``."""
+    """Data-plane CPU% over a with-block: ``with Window(dep) as w: ...; w.metrics()``."""
 
     def __init__(self, deployment):
-        self.collectors = [host_collector(deployment, h) for h in deployment.testbed.hosts]
-        ctl = controller_collector(deployment)
+        from vnetbench.testbed.netns import cpuprobe
+        probe_file = cpuprobe.ensure(deployment)
+        self.collectors = [host_collector(deployment, h, probe_file=probe_file)
+                           for h in deployment.testbed.hosts]
+        ctl = controller_collector(deployment, probe_file=probe_file)
         self.collectors += [ctl] if ctl else []
+        self.split: attribution.Split | None = None
         self.result: dict = {}
 
     def __enter__(self):
-        self._start = [sample(c) for c in self.collectors]
+        self._start = read(self.collectors)
         return self
 
     def __exit__(self, *exc):
-        end = [sample(c) for c in self.collectors]
-        self.result = {c.host: percent(a, b) for c, a, b in zip(self.collectors, self._start, end)}
+        (hosts_a, all_a), (hosts_b, all_b) = self._start, read(self.collectors)
+        self.split = attribution.split(all_a, all_b)
+        self.result = {**describe(self.split), "hosts": {
+            h: attribution.split(hosts_a[h], hosts_b[h]).percent() for h in hosts_b}}
         return False
 
-    def total(self, key="vswitch") -> float:
-        return sum(h[key] for name, h in self.result.items() if name != CONTROLLER)
-
     def metrics(self) -> dict:
-        """The record's CPU fields: cpu_pct is the host-side data plane, vSwitch processes
-        plus softirq of the hosts' CPUs, plus the controller's processes where the kind
-        has one (OVN northd and databases); every part is kept too."""
-        procs, softirq = self.total("vswitch"), self.total("softirq")
-        out = {"cpu_pct": procs + softirq, "vswitch_proc_pct": procs, "softirq_pct": softirq}
-        if CONTROLLER in self.result:
-            out["controller_pct"] = self.result[CONTROLLER]["vswitch"]
-            out["cpu_pct"] += out["controller_pct"]
-        return out
+        return metrics(self.split)
+
+
+def provenance(deployment) -> dict:
+    """What a record says about its CPU figures: the method the testbed's windows use
+    now, the definition, and the kernel fact behind it."""
+    from vnetbench.testbed.netns import cpuprobe
+    irqtime = procfs.irq_time_accounting(Path("/proc"))
+    running = cpuprobe.running(deployment)
+    method = attribution.BPF if running else (attribution.IRQTIME if irqtime else attribution.TICK)
+    return {"method": method, "exact": method != attribution.TICK,
+            "resolution_s": running.interval_ns / 1e9 if running else 1 / procfs.clk_tck(),
+            "parts": list(attribution.PARTS), "definition": DEFINITION}

@@ -126,14 +126,19 @@ def test_metric_names_labels_and_types(proc):
         "vnetbench_vswitch_cpu_seconds": "counter", "vnetbench_vswitch_processes": "gauge",
         "vnetbench_softirq_cpu_seconds": "counter", "vnetbench_softirqs": "counter",
         "vnetbench_ksoftirqd_cpu_seconds": "counter", "vnetbench_datapath_lookups": "counter",
-        "vnetbench_datapath_flows": "gauge", "vnetbench_irq_time_accounting": "gauge"}
+        "vnetbench_datapath_flows": "gauge", "vnetbench_irq_time_accounting": "gauge",
+        "vnetbench_dataplane_cpu_seconds": "counter", "vnetbench_cpu_method": "gauge",
+        "vnetbench_cpu_resolution_seconds": "gauge"}
     labels = {n: {tuple(sorted(s.labels)) for s in f.samples} for n, f in fams.items()}
     assert labels["vnetbench_vswitch_cpu_seconds"] == {("component", "host", "thread_class", "vswitch")}
     assert labels["vnetbench_softirq_cpu_seconds"] == {("cpu", "host")}
     assert labels["vnetbench_softirqs"] == {("cpu", "host", "type")}
     text = generate_latest(r).decode()
     assert "# TYPE vnetbench_vswitch_cpu_seconds_total counter" in text
-    assert 'component="ksoftirqd' not in text and "sshd" not in text
+    vswitch_series = [line for line in text.splitlines()
+                      if line.startswith("vnetbench_vswitch_cpu_seconds_total")]
+    assert not any('component="ksoftirqd' in line for line in vswitch_series)
+    assert "sshd" not in text
 
 
 def test_softirq_seconds_per_cpu_and_cpu_filter(proc):
@@ -243,8 +248,8 @@ def test_serves_metrics_over_http(proc):
     from prometheus_client import start_http_server
     from vnetbench_collector.__main__ import build_registry, parser
     args = parser().parse_args(["--host", "h1", "--proc", str(proc), "--pidfile",
-                                str(proc / "pidfile"), "--cpus", "0-0"])
-    (proc / "pidfile").write_text("20\n")
+                                str(proc / "ovsdb-server.pid"), "--cpus", "0-0"])
+    (proc / "ovsdb-server.pid").write_text("20\n")      # the component is named after the pidfile
     server, thread = start_http_server(0, addr="127.0.0.1", registry=build_registry(args))
     try:
         body = urllib.request.urlopen(f"http://127.0.0.1:{server.server_port}/metrics",

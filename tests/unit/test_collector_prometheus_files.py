@@ -61,7 +61,7 @@ def test_rules_use_only_documented_metrics():
         assert names <= known, f"{rule['record']}: not in docs/metrics.md: {sorted(names - known)}"
         used |= names
     assert {"vnetbench_vswitch_cpu_seconds_total", "vnetbench_softirq_cpu_seconds_total",
-            "vnetbench_datapath_lookups_total"} <= used
+            "vnetbench_dataplane_cpu_seconds_total", "vnetbench_datapath_lookups_total"} <= used
 
 
 def test_scrape_config_shape():
@@ -113,6 +113,15 @@ tests:
       # h2 (Linux bridge): no vSwitch process, softirq only
       - series: 'vnetbench_softirq_cpu_seconds_total{{host="h2",cpu="2"}}'
         values: '0+7.5x8'      # 0.5 CPU
+      # the split: h1 0.3 + 0.15 + 0.05 CPU, h2 softirq only 0.5 CPU
+      - series: 'vnetbench_dataplane_cpu_seconds_total{{host="h1",vswitch="ovs",part="vswitch",component="ovs-vswitchd",thread_class="main"}}'
+        values: '0+4.5x8'
+      - series: 'vnetbench_dataplane_cpu_seconds_total{{host="h1",vswitch="ovs",part="softirq_in_vswitch",component="ovs-vswitchd",thread_class="main"}}'
+        values: '0+2.25x8'
+      - series: 'vnetbench_dataplane_cpu_seconds_total{{host="h1",vswitch="ovs",part="softirq_other",component="idle",thread_class="all"}}'
+        values: '0+0.75x8'
+      - series: 'vnetbench_dataplane_cpu_seconds_total{{host="h2",vswitch="linuxbridge",part="softirq_other",component="task",thread_class="all"}}'
+        values: '0+7.5x8'
     promql_expr_test:           # round(): promtool compares floats exactly
       - expr: round(host:vnetbench_vswitch_cpu_percent:rate1m, 0.001)
         eval_time: 2m
@@ -142,8 +151,19 @@ tests:
         eval_time: 2m
         exp_samples:
           - labels: '{{host="h1"}}'
-            value: 100
+            value: 50
           - labels: '{{host="h2"}}'
+            value: 50
+      - expr: round(host_part:vnetbench_dataplane_cpu_percent:rate1m, 0.001)
+        eval_time: 2m
+        exp_samples:
+          - labels: '{{host="h1",part="vswitch"}}'
+            value: 30
+          - labels: '{{host="h1",part="softirq_in_vswitch"}}'
+            value: 15
+          - labels: '{{host="h1",part="softirq_other"}}'
+            value: 5
+          - labels: '{{host="h2",part="softirq_other"}}'
             value: 50
       - expr: round(host_datapath:vnetbench_datapath_miss_ratio:rate1m, 0.001)
         eval_time: 2m
@@ -155,7 +175,8 @@ tests:
 
 def test_rules_compute_what_they_say(tmp_path):
     """promtool test rules on synthetic series: per-host and per-component CPU%,
-    total = processes + softirq (also for a host with no vSwitch process),
+    data-plane total = the sum of the split's parts (also for a host with no vSwitch
+    process), per part,
     ksoftirqd apart, miss ratio = missed / (hit + missed)."""
     test = tmp_path / "rules_test.yml"
     test.write_text(UNIT_TEST.format(rules=RULES))

@@ -1,15 +1,199 @@
-"""vSwitch CPU windows (through vnetbench-collector) against fake /proc trees."""
+"""Data-plane CPU split: the probe's output parser, the attribution arithmetic on
+recorded /proc and probe samples, and the battery's windows on fake /proc trees."""
 
+import json
+import threading
+import time
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 
 from vnetbench import cpu
+from vnetbench_collector import attribution as attr
+from vnetbench_collector import probe, procfs, reading
 
+DATA = Path(__file__).resolve().parents[1] / "data" / "cpu"
 STAT = "{pid} ({comm}) S 1 1 1 0 -1 4194560 0 0 0 0 {utime} {stime} 0 0 20 0 1 0 100 0 0\n"
 
 
-def fake_proc(root, processes, softirq, hz):
+# ----------------------------------------------------------------- the probe's output
+
+def test_parse_recorded_bpftrace_output():
+    deltas = list(probe.parse((DATA / "bpftrace.jsonl").read_text().splitlines()))
+    assert len(deltas) >= 20                                # 100 ms intervals over ~3 s
+    ts = [d.t_ns for d in deltas]
+    # an interval whose timer was skipped (a BPF program was running on that CPU) is folded
+    # into the next one: the generation did not flip, nothing is lost
+    steps = [(b - a) / 100e6 for a, b in zip(ts, ts[1:])]
+    assert all(abs(x - round(x)) < 0.01 and round(x) >= 1 for x in steps)
+    assert all(isinstance(c, int) and isinstance(t, int) and ns > 0
+               for d in deltas for (c, t), ns in d.softirq.items())
+    busy = max(sum(d.softirq.values()) for d in deltas)
+    assert busy > 1e6                                       # traffic ran: >1 ms of softirq in 100 ms
+
+
+def test_accumulator_sums_deltas_and_prunes_exited_tasks():
+    acc = probe.Accumulator(start_ns=0, interval_ns=100)
+    acc.add(probe.Delta(100, softirq={(0, 0): 5, (0, 7): 10, (1, 8): 1}, hardirq={(1, 8): 2}))
+    acc.add(probe.Delta(200, softirq={(0, 7): 10}))
+    acc.prune(lambda tid: tid != 8)
+    snap = probe.Snapshot.from_dict(json.loads(json.dumps(acc.snapshot())))
+    assert (snap.seq, snap.t_ns) == (2, 200)
+    assert snap.softirq == {(0, 0): 5, (0, 7): 20}           # tid 8 exited: per task forgotten,
+    assert snap.softirq_cpu == {0: 25, 1: 1} and snap.hardirq_cpu == {1: 2}   # per CPU kept
+    assert snap.hardirq == {}
+
+
+def test_program_measures_net_softirq_and_flips_generations():
+    text = probe.program(50)
+    assert "interval:ms:50" in text and "args->vec == 2 || args->vec == 3" in text
+    argv = probe.bpftrace_argv("/run/x/cpuprobe.json", 50)
+    assert argv[:3] == ["bpftrace", "-f", "json"] and argv[-1] == "/run/x/cpuprobe.json"
+
+
+def test_following_waits_for_the_next_snapshot(tmp_path):
+    out = tmp_path / "snap.json"
+    acc = probe.Accumulator(start_ns=1, interval_ns=50_000_000)
+    acc.add(probe.Delta(time.monotonic_ns()))
+    probe.write_json(out, acc.snapshot())
+    lo = probe.read_snapshot(out)
+    t_ns = time.monotonic_ns()
+
+    def later():
+        time.sleep(0.05)
+        acc.add(probe.Delta(time.monotonic_ns(), softirq={(0, 1): 9}))
+        probe.write_json(out, acc.snapshot())
+    threading.Thread(target=later).start()
+    hi = probe.following(out, lo, t_ns)
+    assert hi is not None and lo.t_ns <= t_ns <= hi.t_ns and hi.softirq == {(0, 1): 9}
+    restarted = probe.Accumulator(start_ns=2, interval_ns=50_000_000)
+    restarted.add(probe.Delta(time.monotonic_ns()))
+    probe.write_json(out, restarted.snapshot())
+    assert probe.following(out, lo, t_ns, timeout_s=0.1) is None    # counters began again
+
+
+# ----------------------------------------------------------------- the arithmetic
+
+def reading_at(t, runtime, sirq, hirq=0.0, all_sirq=0.0, own_sirq=None, idle=0.0, method="bpf",
+               err=0.0, threads=None):
+    threads = threads or {(1, 1, 1, 1): attr.ThreadTime("ovs-vswitchd", "main", runtime, sirq, hirq)}
+    return attr.Reading(t=t, method=method, irq_in_task=True, threads=threads, ncpus=2,
+                        softirq_s=all_sirq, own_softirq_s=sirq if own_sirq is None else own_sirq,
+                        hardirq_s=hirq, own_hardirq_s=hirq, contexts={"idle": idle}, err_s=err,
+                        resolution_s=0.1)
+
+
+def test_softirq_in_a_vswitch_thread_is_taken_out_of_its_runtime_once():
+    a = reading_at(10.0, runtime=5.0, sirq=1.0, hirq=0.1, all_sirq=3.0, idle=0.5)
+    b = reading_at(11.0, runtime=5.9, sirq=1.3, hirq=0.15, all_sirq=3.6, idle=0.6)
+    s = attr.split(a, b)
+    assert s.parts["vswitch"] == pytest.approx(0.9 - 0.3 - 0.05)
+    assert s.parts["softirq_in_vswitch"] == pytest.approx(0.3)
+    assert s.parts["softirq_other"] == pytest.approx(0.6 - 0.3)            # other contexts only
+    assert s.components[("softirq_other", "idle", "all")] == pytest.approx(0.1)
+    assert s.components[("softirq_other", "task", "all")] == pytest.approx(0.2)
+    assert s.parts["hardirq"] == pytest.approx(0.05)
+    assert s.dataplane_s == pytest.approx(0.9 + 0.3)     # runtime + softirq elsewhere: no overlap
+    assert s.percent()["dataplane"] == pytest.approx(120.0)
+
+
+def test_controller_daemons_are_their_own_part():
+    th = lambda run: {(1, 1, 1, 1): attr.ThreadTime("ovs-vswitchd", "main", run),
+                      (2, 1, 2, 1): attr.ThreadTime("osken-manager", "all", run / 2)}
+    s = attr.split(reading_at(0.0, 0, 0, threads=th(0.0)), reading_at(2.0, 0, 0, threads=th(1.0)))
+    assert s.parts["vswitch"] == pytest.approx(1.0) and s.parts["controller"] == pytest.approx(0.5)
+    assert attr.role("ovn-controller") == "controller" and attr.role("ovsdb-server") == "vswitch"
+
+
+def test_tick_method_is_labelled_inexact_and_irqtime_exact():
+    for method, exact in (("tick", False), ("irqtime", True)):
+        a = attr.Reading(t=0.0, method=method, irq_in_task=method == "tick", threads={}, ncpus=1)
+        assert attr.split(a, attr.Reading(t=1.0, method=method, irq_in_task=method == "tick",
+                                          threads={}, ncpus=1)).exact is exact
+
+
+def test_readings_of_different_methods_fall_back_to_proc_stat():
+    stat_a = reading_at(0.0, 1.0, 0, method="tick", all_sirq=1.0, own_sirq=0)
+    stat_b = reading_at(1.0, 1.5, 0, method="tick", all_sirq=1.2, own_sirq=0)
+    bpf_b = attr.Reading(**{**vars(reading_at(1.0, 1.5, 0.1)), "fallback": stat_b})
+    s = attr.split(stat_a, bpf_b)
+    assert s.method == "tick" and s.parts["vswitch"] == pytest.approx(0.5)
+    with pytest.raises(ValueError):
+        attr.split(stat_b, stat_a)
+
+
+def test_interpolation_bound():
+    assert attr.interpolate(10.0, 20.0, 0.25) == (12.5, 7.5)
+    assert attr.interpolate(10.0, 20.0, 1.0) == (20.0, 10.0)
+
+
+# ----------------------------------------------------------------- recorded samples
+
+def fake_proc(root: Path, raw: dict) -> dict:
+    """A /proc tree holding one recorded reading; returns {host: {pid: daemon}}."""
+    root.mkdir(parents=True)
+    (root / "stat").write_text(raw["proc_stat"])
+    hosts = {}
+    for host, h in raw["hosts"].items():
+        for name, d in h["daemons"].items():
+            base = root / str(d["pid"])
+            (base / "task").mkdir(parents=True)
+            (base / "stat").write_text(d["stat"])
+            for tid, t in d["tasks"].items():
+                (base / "task" / tid).mkdir()
+                (base / "task" / tid / "stat").write_text(t["stat"])
+                (base / "task" / tid / "schedstat").write_text(t["schedstat"])
+            hosts.setdefault(host, {})[d["pid"]] = name
+    return hosts
+
+
+def recorded(tmp_path, name):
+    """(bpf reading, /proc/stat reading, naive seconds, busy seconds) at both ends."""
+    doc = json.loads((DATA / name).read_text())
+    out = []
+    for end in ("start", "end"):
+        raw, root = doc[end], tmp_path / end
+        hosts = fake_proc(root, raw)
+        threads = {}
+        for procs in hosts.values():
+            threads.update(reading.daemon_threads(root, procs, doc["hz"]))
+        cpus = frozenset(c for h in raw["hosts"].values() for c in h["cpus"])
+        scope = reading.Scope(threads, cpus)
+        lo, hi = (probe.Snapshot.from_dict(raw[k]) for k in ("probe_lo", "probe_hi"))
+        stat = procfs.cpu_times(root, doc["hz"])
+        ticks = sum(t.seconds for procs in hosts.values() for pid in procs
+                    for t in procfs.thread_cpu(root, pid, doc["hz"]))
+        out.append((reading.probe_reading(raw["t_ns"], scope, lo, hi, irq_in_task=True),
+                    reading.stat_reading(raw["t_ns"], scope, stat, True, doc["hz"]),
+                    ticks + sum(stat[c]["softirq"] for c in cpus),
+                    sum(procfs.busy_seconds(stat[c]) for c in cpus)))
+    return out
+
+
+@pytest.mark.parametrize("name", sorted(p.name for p in DATA.glob("ovs-*.json")))
+def test_recorded_split_never_exceeds_the_cpus_busy_time(tmp_path, name):
+    (a, a_stat, a_naive, a_busy), (b, b_stat, b_naive, b_busy) = recorded(tmp_path, name)
+    s = attr.split(a, b)
+    pct = s.percent()
+    assert s.method == "bpf" and s.exact and s.ncpus == 2
+    assert pct["dataplane"] <= 200.0 and s.dataplane_s <= (b_busy - a_busy) + s.err_s
+    assert min(pct[p] for p in attr.PARTS) >= 0
+    # the vSwitch threads' runtime is vswitch + the interrupts that ran on their back, exactly
+    runtime = sum(t.runtime_s for t in b.threads.values()) - sum(t.runtime_s for t in a.threads.values())
+    inside = s.parts["vswitch"] + s.parts["softirq_in_vswitch"] + sum(
+        v for (part, comp, _), v in s.components.items() if part == "hardirq" and comp != "other")
+    assert inside == pytest.approx(runtime, rel=1e-6)
+    naive = 100 * (b_naive - a_naive) / s.seconds       # what cpu_pct used to add up
+    tick = attr.split(a_stat, b_stat)
+    assert not tick.exact and naive > pct["dataplane"] + 0.5 * pct["softirq_in_vswitch"]
+    if "overload" in name:                                  # the issue's case: naive > 2 CPUs
+        assert naive > 200.0 >= pct["dataplane"]
+
+
+# ----------------------------------------------------------------- battery windows
+
+def write_proc(root, processes, softirq, hz, runtime_ns=None):
     """processes: pid -> (name, [(tid, comm, utime, stime)]); softirq: cpu -> seconds."""
     for pid, (name, tasks) in processes.items():
         (root / str(pid)).mkdir(parents=True, exist_ok=True)
@@ -19,6 +203,8 @@ def fake_proc(root, processes, softirq, hz):
             d = root / str(pid) / "task" / str(tid)
             d.mkdir(parents=True, exist_ok=True)
             (d / "stat").write_text(STAT.format(pid=tid, comm=comm, utime=ut, stime=st))
+            ns = (runtime_ns or {}).get(tid, (ut + st) * 1_000_000_000 // hz)
+            (d / "schedstat").write_text(f"{ns} 0 1\n")
             total = [total[0] + ut, total[1] + st]
         (root / str(pid) / "stat").write_text(STAT.format(pid=pid, comm=name, utime=total[0],
                                                           stime=total[1]))
@@ -35,38 +221,48 @@ def deployment(pids):
                                kind=SimpleNamespace(value="ovs"))))
 
 
-def test_window_percent_per_component_and_softirq_of_host_cpus_only(tmp_path):
+def test_window_without_probe_uses_runtime_and_softirq_of_host_cpus_only(tmp_path):
     dep = deployment({"ovs-vswitchd": 10, "ovsdb-server": 20})
     col = cpu.host_collector(dep, dep.testbed.hosts[0], proc=tmp_path)
     hz = col.hz
-    fake_proc(tmp_path, {10: ("ovs-vswitchd", [(10, "ovs-vswitchd", 5, 5), (11, "handler1", 0, 0)]),
-                         20: ("ovsdb-server", [(20, "ovsdb-server", 1, 1)]),
-                         30: ("ovs-vswitchd", [(30, "ovs-vswitchd", 0, 0)])},   # another run's
-              {0: 10.0, 1: 0.5}, hz)
-    a = cpu.sample(col)
-    fake_proc(tmp_path, {10: ("ovs-vswitchd", [(10, "ovs-vswitchd", 5 + hz // 10, 5),
-                                               (11, "handler1", hz // 2, 0)]),
-                         20: ("ovsdb-server", [(20, "ovsdb-server", 1, 1)]),
-                         30: ("ovs-vswitchd", [(30, "ovs-vswitchd", 9 * hz, 0)])},
-              {0: 99.0, 1: 0.75}, hz)
-    b = cpu.sample(col)
-    b = cpu.Sample(t=a.t + 1.0, components=b.components, softirq=b.softirq)
-    pct = cpu.percent(a, b)
-    assert pct["ovs-vswitchd/main"] == pytest.approx(10.0)
-    assert pct["ovs-vswitchd/handler"] == pytest.approx(50.0)
-    assert pct["ovsdb-server"] == pytest.approx(0.0)
-    assert pct["vswitch"] == pytest.approx(60.0)        # pid 30 is not this host's daemon
-    assert pct["softirq"] == pytest.approx(25.0)        # CPU 0's softirq is another host's
+    write_proc(tmp_path, {10: ("ovs-vswitchd", [(10, "ovs-vswitchd", 5, 5), (11, "handler1", 0, 0)]),
+                          20: ("ovsdb-server", [(20, "ovsdb-server", 1, 1)]),
+                          30: ("ovs-vswitchd", [(30, "ovs-vswitchd", 0, 0)])},   # another run's
+               {0: 10.0, 1: 0.5}, hz)
+    _, a = cpu.read([col])
+    # runtime (ns) is what counts; ticks of utime/stime say less (a short window reads 0 ticks)
+    write_proc(tmp_path, {10: ("ovs-vswitchd", [(10, "ovs-vswitchd", 5, 5), (11, "handler1", 0, 0)]),
+                          20: ("ovsdb-server", [(20, "ovsdb-server", 1, 1)]),
+                          30: ("ovs-vswitchd", [(30, "ovs-vswitchd", 9 * hz, 0)])},
+               {0: 99.0, 1: 0.75}, hz,
+               runtime_ns={10: 10 * 10**9 // hz + 100_000_000, 11: 500_000_000, 20: 2 * 10**9 // hz})
+    _, b = cpu.read([col])
+    b = attr.Reading(**{**vars(b), "t": a.t + 1.0})
+    s = attr.split(a, b)
+    m = cpu.metrics(s)
+    assert s.method == ("irqtime" if col.irq_time_accounting else "tick") and s.ncpus == 1
+    assert s.components[("vswitch", "ovs-vswitchd", "main")] == pytest.approx(0.1)
+    assert s.components[("vswitch", "ovs-vswitchd", "handler")] == pytest.approx(0.5)
+    assert m["cpu_vswitch_pct"] == pytest.approx(60.0)       # pid 30 is not this host's daemon
+    assert m["cpu_softirq_other_pct"] == pytest.approx(25.0)  # CPU 0's softirq is another host's
+    assert m["cpu_pct"] == pytest.approx(85.0) and m["cpu_pct_err"] > 0
 
 
 def test_vanished_daemon_is_skipped(tmp_path):
     dep = deployment({"ovs-vswitchd": 99})
     col = cpu.host_collector(dep, dep.testbed.hosts[0], proc=tmp_path)
-    fake_proc(tmp_path, {}, {1: 0.0}, col.hz)
-    assert cpu.sample(col).components == {}
+    write_proc(tmp_path, {}, {1: 0.0}, col.hz)
+    assert cpu.read([col])[1].threads == {}
 
 
-def test_samples_out_of_order_are_refused():
-    a = cpu.Sample(t=2.0, components={}, softirq=0.0)
+def test_readings_out_of_order_are_refused():
+    a = reading_at(2.0, 0, 0)
     with pytest.raises(ValueError):
-        cpu.percent(a, a)
+        attr.split(a, a)
+
+
+def test_fields_of_a_missing_window_are_none():
+    assert cpu.fields(None) == dict.fromkeys(cpu.METRICS)
+    assert set(cpu.METRICS) == {"cpu_pct", "cpu_pct_err", "cpu_vswitch_pct", "cpu_controller_pct",
+                                "cpu_softirq_in_vswitch_pct", "cpu_softirq_other_pct",
+                                "cpu_hardirq_pct"}

@@ -50,9 +50,29 @@ def test_cells_mean_ci_cpu_and_mss_used():
     rows = {(r.label, r.placement): r for r in t.rows}
     same, cross = rows[("tcp_stream mss 1468", "same-host")], rows[("tcp_stream mss 1468", "cross-host")]
     ovs = t.columns[0]
-    assert t.cell(same, ovs).text("gbps") == "1.02 ±0.18 ci @1410 (86% CPU ±13 ci)"
-    assert t.cell(cross, ovs).text("gbps") == "2 [2–2] (150% CPU [150–150])"  # nominal MSS: no @
-    assert t.cell(rows[("icmp_rtt flood", "same-host")], ovs).text("rtt_mean_ms") == "0.1 (5% CPU)"
+    # records without a CPU method are from before the exact split: labelled, still shown
+    assert t.cell(same, ovs).text("gbps") == "1.02 ±0.18 ci @1410 (86% CPU ±13 ci†)"
+    assert t.cell(cross, ovs).text("gbps") == "2 [2–2] (150% CPU [150–150]†)"  # nominal MSS: no @
+    assert t.cell(rows[("icmp_rtt flood", "same-host")], ovs).text("rtt_mean_ms") == "0.1 (5% CPU†)"
+
+
+def with_cpu(r, method, **samples):
+    return Result(r.test, r.labels, {**r.samples, **samples},
+                  provenance={**r.provenance, "cpu": {"method": method}})
+
+
+@pytest.mark.parametrize("method, err, bound, meas", [
+    ("bpf", [0.2, 0.3], False, ""), ("bpf", [2.0, 3.0], False, ", meas. ±2"),
+    ("irqtime", [0.1, 0.1], False, ""), ("tick", [1.6, 1.6], True, ", meas. ±2")])
+def test_cpu_figure_says_its_method_and_uncertainty(method, err, bound, meas):
+    r = with_cpu(rec("icmp_rtt", params={"mode": "deferred"}, rtt_mean_ms=[1.0, 1.0]), method,
+                 cpu_pct=[85.0, 87.0], cpu_pct_err=err)
+    t = table.build([run([r])])
+    cpu = t.cell(t.rows[0], t.columns[0]).text("rtt_mean_ms").split(" (", 1)[1]
+    assert cpu.startswith("<=86" if bound else "86") and cpu.endswith(f"{meas})")
+    assert "†" not in cpu
+    line = next(csv.DictReader(io.StringIO(text.csv_text(t))))
+    assert line["cpu_method"] == method and float(line["cpu_pct"]) == 86.0
 
 
 def test_na_covers_its_tests_rows_and_keeps_a_row_of_its_own():
@@ -100,7 +120,7 @@ def test_plain_text_is_compare_table():
     out = compare.table(records)
     lines = out.splitlines()
     assert lines[0].split(" | ")[:3] == ["test [metric]                              ", "placement ",
-                                         "linuxbridge/flat                        "]
+                                         "linuxbridge/flat                         "]
     assert all(line.count(" | ") == 5 for line in lines[2:36]) and lines[36] == ""
     assert f"N/A linuxbridge/vlan: {NA_VLAN}" in out and "100% = one CPU" in out
 
@@ -112,7 +132,7 @@ def test_markdown_shape():
     rows = [line for line in md.splitlines() if line.startswith("|")]
     assert len(rows) == len(t.rows) + 2 * len(t.tests())        # each table: head + rule + rows
     assert all(line.count("|") == 3 + len(t.columns) for line in rows)
-    assert "| mss 1468 [gbps] | same-host | 23.9 [20–27.8] ! @1460 (34% CPU [33–35]) | N/A |" in md
+    assert "| mss 1468 [gbps] | same-host | 23.9 [20–27.8] ! @1460 (34% CPU [33–35]†) | N/A |" in md
 
 
 def test_csv_one_line_per_cell_with_raw_numbers():

@@ -31,9 +31,9 @@ def repeat(dep, times: int, measure) -> tuple[dict, list]:
     """Call ``measure()`` (-> metrics dict, extra) ``times`` times, each inside a CPU
     window; return metric -> list of values and the extras.
 
-    cpu_pct is the host-side data plane: the vSwitch processes of every host plus
-    the softirq time of the hosts' CPUs (see vnetbench.cpu for the attribution);
-    both parts are kept too (vswitch_proc_pct, softirq_pct). 100% = one CPU."""
+    cpu_pct is the host-side data-plane CPU (docs/metrics.md), the sum of disjoint
+    parts kept beside it (cpu_vswitch_pct, cpu_softirq_in_vswitch_pct, ...; see
+    vnetbench.cpu), with its uncertainty cpu_pct_err. 100% = one CPU."""
     def windowed():
         with cpu.Window(dep) as window:
             metrics, extra = measure()

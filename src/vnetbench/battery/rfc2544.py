@@ -368,8 +368,7 @@ def _one_size(dep, pair, frame, cfg, repetitions, measures, skipped):
             def loss_point():
                 res = trial(rate)
                 return ({"offered_fps": round(rate), "rx_fps": res["rx_fps"],
-                         "frame_loss_pct": res["loss_pct"], "cpu_pct": res["cpu_pct"],
-                         "softirq_pct": res["softirq_pct"]},
+                         "frame_loss_pct": res["loss_pct"], **cpu.fields(res)},
                         {"trial": _brief(res), "cpu": res["cpu"]})
             samples, extras = collect(repetitions, loss_point)
             params = _params(dep, frame, cfg, load_pct=pct, ceiling_fps=ceiling_fps)
@@ -432,8 +431,7 @@ def _throughput(trial, ceiling_trial, frame, cfg):
                                if ndr.rate is not None and ceiling["rx_fps"] else None),
         "pdr_loss_pct": at_pdr["loss_pct"] if at_pdr else None,
         "trials": 1 + len(ndr.trials) + len(pdr.trials),
-        "cpu_pct": at_ndr["cpu_pct"] if at_ndr else None,
-        "softirq_pct": at_ndr["softirq_pct"] if at_ndr else None,
+        **cpu.fields(at_ndr),
         "pdr_cpu_pct": at_pdr["cpu_pct"] if at_pdr else None,
     }
     extra = {"trials": log, "search_upper_fps": top, "resolution_fps": step,
@@ -462,7 +460,7 @@ def _latency(dep, src, dst, frame, rate, seconds, cfg):
     return ({"rtt_avg_ms": rtt["rtt_avg_ms"], "rtt_sd_ms": sd, "rtt_min_ms": rtt["rtt_min_ms"],
              "rtt_max_ms": rtt["rtt_max_ms"], "rtt_p50_ms": pct["p50"], "rtt_p99_ms": pct["p99"],
              "echo_loss_pct": rtt["loss_pct"], "rate_fps": round(rate), "loss_pct": res["loss_pct"],
-             "cpu_pct": res["cpu_pct"], "softirq_pct": res["softirq_pct"]},
+             **cpu.fields(res)},
             {"rtt_samples_ms": xs, "stream": _brief(res), "cpu": res["cpu"]})
 
 
@@ -493,8 +491,7 @@ def _back_to_back(trial, ceiling_fps, sender_fps, cfg):
     return ({"burst_frames": n, "burst_at_max": float(n == IPERF3_MAX_BURST),
              "burst_upper_frames": None if found.upper is None else clamp(found.upper),
              "sender_fps": sender_fps, "trials": len(found.trials),
-             "cpu_pct": at["cpu_pct"] if at else None,
-             "softirq_pct": at["softirq_pct"] if at else None},
+             **cpu.fields(at)},
             {"trials": log, "converged": found.converged,
              "upper_burst": None if found.upper is None else clamp(found.upper),
              "cpu": at["cpu"] if at else None})
@@ -502,7 +499,7 @@ def _back_to_back(trial, ceiling_fps, sender_fps, cfg):
 
 def _brief(res) -> dict:
     return {k: res[k] for k in ("bitrate_bps", "burst", "packets", "lost_packets", "loss_pct",
-                                "rx_fps", "tx_fps", "cpu_pct", "softirq_pct", "retried")}
+                                "rx_fps", "tx_fps", *cpu.METRICS, "retried")}
 
 
 def _mean(xs):

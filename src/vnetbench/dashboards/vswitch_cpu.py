@@ -63,13 +63,27 @@ def graph(title: str, description: str, unit: str, panel_id: int) -> timeseries.
             .height(9).span(12))
 
 
+DATAPLANE = "vnetbench_dataplane_cpu_seconds_total"
+
+
+def by_part(panel_id: int) -> timeseries.Panel:
+    """The data-plane CPU's disjoint parts, stacked: the stack's top is the headline."""
+    expr = (f"100 * sum by (host, part) (rate({DATAPLANE}{{{VSWITCH_FILTER}}}{RATE}))")
+    return (graph("Data-plane CPU by part", "vswitch, controller, softirq_in_vswitch, "
+                  "softirq_other, hardirq: disjoint, stacked; the top is the data-plane CPU "
+                  "(docs/metrics.md; 100% = one CPU)", "percent", panel_id)
+            .with_target(query(expr, "{{host}} {{part}}", "A"))
+            .stacking(StackingConfig().mode(StackingMode.NORMAL)))
+
+
 def by_component(panel_id: int) -> timeseries.Panel:
-    expr = ("100 * sum by (host, component, thread_class) "
-            f"(rate(vnetbench_vswitch_cpu_seconds_total{{{VSWITCH_FILTER}, "
+    expr = ("100 * sum by (host, part, component, thread_class) "
+            f"(rate({DATAPLANE}{{{VSWITCH_FILTER}, "
             f'component=~"$component"}}{RATE}))')
-    return (graph("vSwitch CPU by component", "user+system CPU of the vSwitch "
-                  "processes, stacked (100% = one CPU)", "percent", panel_id)
-            .with_target(query(expr, "{{host}} {{component}}/{{thread_class}}", "A"))
+    return (graph("Data-plane CPU by component", "each part by daemon thread class (vswitch, "
+                  "controller, and the interrupts in their context) or by context (softirq_other: "
+                  "idle, ksoftirqd, task), stacked (100% = one CPU)", "percent", panel_id)
+            .with_target(query(expr, "{{host}} {{part}} {{component}}/{{thread_class}}", "A"))
             .stacking(StackingConfig().mode(StackingMode.NORMAL)))
 
 
@@ -77,7 +91,8 @@ def softirq(panel_id: int) -> timeseries.Panel:
     """ksoftirqd time is part of softirq time: drawn dashed, never stacked on it."""
     def rate(metric: str) -> str:
         return f"100 * sum by (host) (rate({metric}{{{COLLECTOR_FILTER}}}{RATE}))"
-    return (graph("softirq CPU per host", "softirq CPU of all CPUs of a host; the "
+    return (graph("softirq CPU per host (tick-sampled, /proc/stat)", "softirq CPU of all "
+                  "CPUs of a host, every vector, as the kernel's tick accounting sees it; the "
                   "dashed line is the part run by ksoftirqd", "percent", panel_id)
             .with_target(query(rate("vnetbench_softirq_cpu_seconds_total"),
                                "{{host}} softirq", "A"))
@@ -89,13 +104,10 @@ def softirq(panel_id: int) -> timeseries.Panel:
 
 
 def host_total(panel_id: int) -> timeseries.Panel:
-    """The docs/metrics.md vSwitch CPU% of a host: processes + softirq."""
-    def rate(metric: str, selector: str) -> str:
-        return f"sum by (run_id, host) (rate({metric}{{{selector}}}{RATE}))"
-    expr = (f"100 * ({rate('vnetbench_vswitch_cpu_seconds_total', VSWITCH_FILTER)}"
-            f" + {rate('vnetbench_softirq_cpu_seconds_total', COLLECTOR_FILTER)})")
-    return (graph("vSwitch CPU% per host (processes + softirq)", "what the "
-                  "results' cpu_pct averages over a point", "percent", panel_id)
+    """The docs/metrics.md data-plane CPU% of a host: the sum of the parts."""
+    expr = f"100 * sum by (run_id, host) (rate({DATAPLANE}{{{VSWITCH_FILTER}}}{RATE}))"
+    return (graph("Data-plane CPU% per host", "the sum of the parts: what the results' "
+                  "cpu_pct averages over a point", "percent", panel_id)
             .with_target(query(expr, "{{host}} run {{run_id}}", "A")))
 
 
@@ -126,7 +138,7 @@ def flows(panel_id: int) -> timeseries.Panel:
 def variables() -> list[dash.QueryVariable]:
     """The result variables (they filter the test windows too), then host and
     component from the collector."""
-    cpu = "vnetbench_vswitch_cpu_seconds_total"
+    cpu = DATAPLANE
     return [*common.result_variables(),
             common.variable("host", "host", cpu, 'run_id=~"$run_id"'),
             common.variable("component", "component", cpu,
@@ -141,7 +153,7 @@ def build() -> dash.Dashboard:
              .refresh("10s")
              .variables(variables())
              .annotation(test_windows()))
-    panels = (by_component, host_total, softirq, net_softirqs, lookups, flows)
+    panels = (by_part, by_component, host_total, softirq, net_softirqs, lookups, flows)
     for panel_id, make in enumerate(panels, start=1):
         board.with_panel(make(panel_id))
     return board

@@ -16,23 +16,24 @@ from pathlib import Path
 
 from vnetbench.errors import BuildError
 from vnetbench.monitor.server import Monitor
-from vnetbench.testbed.netns import proc
+from vnetbench.testbed.netns import cpuprobe, proc
 from vnetbench.testbed.netns.deployment import CONTROLLER_DIR
 
 CONTROLLER = "controller"       # host label of the controller namespace's daemons
 
 
-def _argv(host: str, kind: str, port_file: Path, cpus) -> list[str]:
+def _argv(host: str, kind: str, port_file: Path, cpus, probe_file: Path | None) -> list[str]:
     return [sys.executable, "-m", "vnetbench_collector", "--host", host, "--vswitch", kind,
             "--listen", "127.0.0.1:0", f"--port-file={port_file}", "--no-qemu",
-            "--cpus", ",".join(map(str, cpus))]
+            "--cpus", ",".join(map(str, cpus))] + (
+                [f"--probe-file={probe_file}"] if probe_file else [])
 
 
-def collector_argv(dep, host, port_file: Path) -> list[str]:
+def collector_argv(dep, host, port_file: Path, probe_file: Path | None = None) -> list[str]:
     """The collector of one emulated host: its own daemons (by pidfile), its CPUs,
-    its ovs-vswitchd for datapath counters. A Linux bridge host has no daemons:
-    only its kernel (softirq) metrics are exported."""
-    argv = _argv(host.name, dep.testbed.vswitch.kind.value, port_file, host.cpus)
+    its ovs-vswitchd for datapath counters, the testbed's interrupt-time probe.
+    A Linux bridge host has no daemons: only its kernel (softirq) metrics are exported."""
+    argv = _argv(host.name, dep.testbed.vswitch.kind.value, port_file, host.cpus, probe_file)
     daemons = dep.vswitch_pids(host.name)
     if daemons:
         argv += [f"--pidfile={dep.host_file(host.name, prog + '.pid')}" for prog in daemons]
@@ -42,23 +43,27 @@ def collector_argv(dep, host, port_file: Path) -> list[str]:
     return argv
 
 
-def controller_argv(dep, port_file: Path) -> list[str] | None:
+def controller_argv(dep, port_file: Path, probe_file: Path | None = None) -> list[str] | None:
     """The collector of the controller namespace (OVN databases and northd, an SDN
-    controller): its processes under host label "controller", no softirq (its CPUs
-    are the hosts', already counted there); None when the kind has no controller."""
+    controller): its processes under host label "controller", all of them part
+    "controller", no softirq (its CPUs are the hosts', already counted there); None
+    when the kind has no controller."""
     names = dep.controller_pids()
     if not names:
         return None
     ctl = dep.run.dir / CONTROLLER_DIR
-    return (_argv(CONTROLLER, dep.testbed.vswitch.kind.value, port_file, ())
-            + [f"--pidfile={ctl / (name + '.pid')}" for name in names] + ["--no-datapath"])
+    return (_argv(CONTROLLER, dep.testbed.vswitch.kind.value, port_file, (), probe_file)
+            + [f"--pidfile={ctl / (name + '.pid')}" for name in names]
+            + ["--no-datapath", "--controller"])
 
 
 def watch(dep, mon: Monitor, timeout: float = 10.0) -> list[str]:
     """Start the collectors and publish their targets; returns the targets."""
     started = []
-    jobs = [(h.name, lambda pf, h=h: collector_argv(dep, h, pf)) for h in dep.testbed.hosts]
-    jobs += [(CONTROLLER, lambda pf: controller_argv(dep, pf))]
+    probe_file = cpuprobe.ensure(dep)
+    jobs = [(h.name, lambda pf, h=h: collector_argv(dep, h, pf, probe_file))
+            for h in dep.testbed.hosts]
+    jobs += [(CONTROLLER, lambda pf: controller_argv(dep, pf, probe_file))]
     for name, make_argv in jobs:          # all start at once, then each is waited for
         port_file = dep.run.dir / f"collector-{name}.port"
         pidfile = dep.run.dir / f"collector-{name}.pid"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from vnetbench.cpu import PART_METRICS
 from vnetbench.results import spread
 
 METRICS_TITLE = "vnetbench metrics"     # the SLA reads this table
@@ -52,10 +53,10 @@ def series(results, param: str, metric: str) -> dict:
 
 
 def cpu(results) -> tuple[dict, dict]:
-    """Host-side vSwitch CPU% of every point: stacked (processes + softirq) and as a table."""
-    parts = (("vswitch_proc_pct", "vSwitch processes"), ("softirq_pct", "softirq of host CPUs"))
+    """Host-side data-plane CPU% of every point: its disjoint parts stacked, and as a table."""
+    parts = tuple((m, p.replace("_", " ")) for m, p in PART_METRICS.items())
     mean = lambda r, k: r.metrics.get(k, {}).get("mean") or 0.0
-    area = {"title": "vSwitch CPU % per point (100% = one CPU)", "chart_plugin": "StackedArea",
+    area = {"title": "data-plane CPU % per point (100% = one CPU)", "chart_plugin": "StackedArea",
             "label": "CPU %", "axis_label": "point (see the CPU table for names)",
             "data": [[name, [[i, mean(r, k)] for i, r in enumerate(results)]] for k, name in parts]}
     rows = [[i, r.labels.get("placement", ""), r.labels.get("point", ""),

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from vnetbench.report.cpu import NOTE as CPU_NOTE
+from vnetbench.report.cpu import cpu_text
 from vnetbench.report.load import Run
 from vnetbench.results import spread
 from vnetbench.results.record import Result
@@ -70,7 +72,7 @@ class Cell:
         value += f" @{self.mss_used}" if self.mss_used else ""
         if cpu is None or cpu.mean is None:
             return value
-        return value + f" ({cpu.text('% CPU', lambda x: f'{x:.0f}')})"
+        return value + f" ({cpu_text(self.record, cpu.text('% CPU', lambda x: f'{x:.0f}'))})"
 
 
 @dataclass
@@ -164,8 +166,6 @@ def _ordered_rows(rows) -> list[Row]:
 NOTES = ("cell: the test's headline metric with its spread, "
          "@N: the MSS the path really used when not the nominal one",
          *spread.NOTES,
-         "CPU%: host-side data-plane CPU over each repetition's window: the vSwitch processes "
-         "of every emulated host plus the softirq time of the hosts' CPUs; 100% = one CPU; "
-         "its spread follows the rule for repetitions",
+         CPU_NOTE + "; its spread follows the rule for repetitions",
          "N/A: the configuration cannot be built on the machine that ran it (the reason is "
          "listed, and shown on hover in HTML); blank: not measured")

@@ -7,6 +7,8 @@ from __future__ import annotations
 import csv
 import io
 
+from vnetbench.cpu import PART_METRICS
+from vnetbench.report.cpu import cpu_method
 from vnetbench.report.table import NOTES, Table
 
 
@@ -48,7 +50,8 @@ def na_list(table: Table) -> list[str]:
 
 CSV_FIELDS = ("configuration", "run", "vswitch", "network", "test", "variable", "placement",
               "metric", "mean", "spread", "lo", "hi", "unstable", "ci95", "sd", "n", "repetitions",
-              "p50", "p99", "cpu_pct", "cpu_lo", "cpu_hi", "vswitch_proc_pct", "softirq_pct",
+              "p50", "p99", "cpu_pct", "cpu_lo", "cpu_hi", "cpu_pct_err", *PART_METRICS, "cpu_method",
+              "vswitch_proc_pct", "softirq_pct",
               "mss_used", "not_applicable")
 
 
@@ -70,6 +73,8 @@ def _csv_row(row, column, cell) -> dict:
     out = {"configuration": column.label, "run": column.run, "vswitch": column.vswitch,
            "network": column.network, "test": row.test, "variable": row.variable,
            "placement": row.placement, "metric": row.metric,
+           "cpu_pct_err": mean("cpu_pct_err"), **{k: mean(k) for k in PART_METRICS},
+           "cpu_method": cpu_method(cell.record),
            "vswitch_proc_pct": mean("vswitch_proc_pct"), "softirq_pct": mean("softirq_pct"),
            "mss_used": cell.mss_used, "not_applicable": cell.na}
     s, cpu = cell.spread(row.metric), cell.spread("cpu_pct")

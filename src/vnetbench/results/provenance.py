@@ -9,6 +9,7 @@ import subprocess
 import time
 from pathlib import Path
 
+from vnetbench import cpu
 from vnetbench_collector import procfs
 
 from vnetbench import __version__
@@ -58,6 +59,7 @@ def collect(deployment, vms=()) -> dict:
         "offloads": {vm: offloads(deployment, vm) for vm in vms},
         # False: task and softirq CPU time overlap (see vnetbench.cpu); None: unknown
         "irq_time_accounting": procfs.irq_time_accounting(Path("/proc")),
+        "cpu": cpu.provenance(deployment),     # how cpu_pct was measured (docs/metrics.md)
         "tools": tool_versions(),
         "run_id": deployment.run_id,
         "collected": time.time(),
