@@ -11,6 +11,7 @@ tick that lands in softirq while a vSwitch thread runs is charged to both.
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 import time
 from pathlib import Path
@@ -231,7 +232,9 @@ class VSwitchCollector:
         """Add the split since the last scrape to the counters; returns them."""
         with self._lock:
             prev, self._reading = self._reading, r
-            if prev is not None and r.t > prev.t:
+            if prev is None:                 # the first scrape: every series, at 0
+                prev = dataclasses.replace(r, t=r.t - 1.0)
+            if r.t > prev.t:
                 try:
                     done = attribution.split(prev, r)
                 except ValueError:

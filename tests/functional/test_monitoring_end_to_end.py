@@ -76,7 +76,8 @@ def test_cpu_rises_during_throughput_and_falls_after(monitor, ovs_vxlan):
     assert during and after, cpu
     assert min(during) > 20, during                    # forwarding 1 Gbit/s in userspace
     assert max(after) < min(during) / 4, (during, after)
-    assert r.metrics["cpu_vswitch_pct"]["mean"] > 20    # the battery's window says the same
+    daemons = r.metrics["cpu_vswitch_pct"]["mean"] + r.metrics["cpu_softirq_in_vswitch_pct"]["mean"]
+    assert daemons > 20                                 # the battery's window says the same
 
     running = monitor.query_range(f'vnetbench_test_running{{run_id="{run}"}}', r.started - 2,
                                   time.time(), 1)

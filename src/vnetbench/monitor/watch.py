@@ -60,7 +60,7 @@ def controller_argv(dep, port_file: Path, probe_file: Path | None = None) -> lis
 def watch(dep, mon: Monitor, timeout: float = 10.0) -> list[str]:
     """Start the collectors and publish their targets; returns the targets."""
     started = []
-    probe_file = cpuprobe.ensure(dep)
+    probe_file = cpuprobe.ensure(dep, wait=False)     # collectors use /proc/stat until it is up
     jobs = [(h.name, lambda pf, h=h: collector_argv(dep, h, pf, probe_file))
             for h in dep.testbed.hosts]
     jobs += [(CONTROLLER, lambda pf: controller_argv(dep, pf, probe_file))]

@@ -19,6 +19,7 @@ import sys
 import time
 from pathlib import Path
 
+from vnetbench.testbed.netns import proc
 from vnetbench_collector import probe, procfs
 
 SNAPSHOT = "cpuprobe.json"
@@ -52,9 +53,11 @@ def running(dep) -> probe.Snapshot | None:
     return snap
 
 
-def ensure(dep, timeout_s: float = START_TIMEOUT_S) -> Path | None:
+def ensure(dep, wait: bool = True, timeout_s: float = START_TIMEOUT_S) -> Path | None:
     """The probe's snapshot file, starting the probe if it is not running; None when
-    it is not wanted or did not come up (the windows then say method irqtime/tick)."""
+    it is not wanted or did not come up (the windows then say method irqtime/tick).
+    ``wait=False`` returns at once: readers fall back to /proc/stat until the first
+    snapshot (bpftrace takes a second or two to compile and attach)."""
     if wanted() is not None:
         return None
     out = snapshot_path(dep)
@@ -62,10 +65,20 @@ def ensure(dep, timeout_s: float = START_TIMEOUT_S) -> Path | None:
         return out
     with open(dep.run.dir / "cpuprobe.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)          # one starter per run, across processes
-        if not running(dep):
-            if not _wait(out, _start(dep, out), timeout_s):
-                return None
+        if not running(dep) and not _runner_alive(dep):
+            _start(dep, out)
+    if wait and not _wait(dep, out, timeout_s):
+        return None
     return out
+
+
+def _runner_alive(dep) -> bool:
+    """The runner of this run is up (perhaps still starting bpftrace)."""
+    try:
+        pid = int((dep.run.dir / "cpuprobe.pid").read_text())
+    except (OSError, ValueError):
+        return False
+    return f"--out={snapshot_path(dep)}" in proc.cmdline(pid).split()
 
 
 _RUNNERS: dict = {}                # run id -> Popen of the runner this process started
@@ -87,12 +100,32 @@ def _start(dep, out: Path) -> subprocess.Popen:
     return p
 
 
-def _wait(out: Path, p: subprocess.Popen, timeout_s: float) -> bool:
+def _wait(dep, out: Path, timeout_s: float) -> bool:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         if probe.read_snapshot(out) is not None:
             return True
-        if p.poll() is not None:
+        runner = _RUNNERS.get(dep.run_id)
+        if runner is not None:
+            runner.poll()                          # reap our own child when it exited
+        if not _runner_alive(dep):
             return False                           # why: cpuprobe.log in the run directory
         time.sleep(0.05)
     return False
+
+
+def stop(dep) -> None:
+    """Stop the run's probe now (its journal entries stay: teardown is idempotent);
+    only processes whose argv still holds the run-unique mark are signalled."""
+    out = snapshot_path(dep)
+    for pidfile, mark in ((dep.run.dir / "cpuprobe-bpftrace.pid", str(out)),
+                          (dep.run.dir / "cpuprobe.pid", f"--out={out}")):
+        try:
+            pid = int(pidfile.read_text())
+        except (OSError, ValueError):
+            continue
+        proc.stop(pid, lambda p, m=mark: m in proc.cmdline(p).split())
+    runner = _RUNNERS.pop(dep.run_id, None)
+    if runner is not None:
+        runner.wait(timeout=5)
+    out.unlink(missing_ok=True)
