@@ -198,6 +198,15 @@ def read_snapshot(path: Path | str) -> Snapshot | None:
     return snap if snap.seq > 0 else None
 
 
+def fresh(snap: Snapshot | None, now_ns: int | None = None) -> Snapshot | None:
+    """``snap`` if the probe is still publishing (its last snapshot is at most a few
+    intervals old), else None."""
+    now_ns = time.monotonic_ns() if now_ns is None else now_ns
+    if snap is None or now_ns - snap.t_ns > 5 * snap.interval_ns + 1_000_000_000:
+        return None
+    return snap
+
+
 def following(path: Path | str, lo: Snapshot, t_ns: int, timeout_s: float | None = None,
               poll_s: float = 0.005) -> Snapshot | None:
     """The first snapshot at or after kernel time ``t_ns`` of the same probe run as ``lo``

@@ -11,7 +11,7 @@ its CPUs are the hosts', so it adds no interrupts of its own). 100% = one CPU; t
 never exceeds 100% x the CPUs in use, except by the stated uncertainty.
 
 Daemon time is scheduler runtime (ns); interrupt time comes from the testbed's
-interrupt-time probe (eBPF, ``testbed.netns.cpuprobe``) when the kernel lacks
+interrupt-time probe (eBPF, ``Deployment.cpu_probe``) when the kernel lacks
 IRQ time accounting, which makes the parts disjoint and splits softirq by the
 context it ran in. Without a probe the method is ``irqtime`` or ``tick`` (an
 upper bound), and every record says which (``cpu_method``).
@@ -24,7 +24,7 @@ from pathlib import Path
 
 from vnetbench_collector import attribution, reading
 from vnetbench_collector import collector as vc
-from vnetbench_collector import procfs
+from vnetbench_collector import probe, procfs
 
 # record metric -> split part (cpu_pct itself is the sum)
 PART_METRICS = {f"cpu_{p}_pct": p for p in attribution.PARTS}
@@ -106,8 +106,7 @@ class Window:
     """Data-plane CPU% over a with-block: ``with Window(dep) as w: ...; w.metrics()``."""
 
     def __init__(self, deployment):
-        from vnetbench.testbed.netns import cpuprobe
-        probe_file = cpuprobe.ensure(deployment)
+        probe_file = deployment.cpu_probe()
         self.collectors = [host_collector(deployment, h, probe_file=probe_file)
                            for h in deployment.testbed.hosts]
         ctl = controller_collector(deployment, probe_file=probe_file)
@@ -133,9 +132,9 @@ class Window:
 def provenance(deployment) -> dict:
     """What a record says about its CPU figures: the method the testbed's windows use
     now, the definition, and the kernel fact behind it."""
-    from vnetbench.testbed.netns import cpuprobe
     irqtime = procfs.irq_time_accounting(Path("/proc"))
-    running = cpuprobe.running(deployment)
+    path = deployment.cpu_probe(wait=False)
+    running = probe.fresh(probe.read_snapshot(path)) if path else None
     method = attribution.BPF if running else (attribution.IRQTIME if irqtime else attribution.TICK)
     return {"method": method, "exact": method != attribution.TICK,
             "resolution_s": running.interval_ns / 1e9 if running else 1 / procfs.clk_tck(),

@@ -132,7 +132,7 @@ def scrape(registries) -> dict:
 def test_collector_counters_agree_with_the_window(dep, tmp_path):
     """The exporter's counters (built from the argv the monitor runs it with) and a
     battery window over the same steady TCP stream give the same split within 5%."""
-    probe_file = cpuprobe.ensure(dep)
+    probe_file = dep.cpu_probe()
     registries = []
     for host in dep.testbed.hosts:
         argv = watch.collector_argv(dep, host, tmp_path / f"{host.name}.port", probe_file)

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from vnetbench.errors import BuildError
 from vnetbench.monitor.server import Monitor
-from vnetbench.testbed.netns import cpuprobe, proc
+from vnetbench.testbed.netns import proc
 from vnetbench.testbed.netns.deployment import CONTROLLER_DIR
 
 CONTROLLER = "controller"       # host label of the controller namespace's daemons
@@ -60,7 +60,7 @@ def controller_argv(dep, port_file: Path, probe_file: Path | None = None) -> lis
 def watch(dep, mon: Monitor, timeout: float = 10.0) -> list[str]:
     """Start the collectors and publish their targets; returns the targets."""
     started = []
-    probe_file = cpuprobe.ensure(dep, wait=False)     # collectors use /proc/stat until it is up
+    probe_file = dep.cpu_probe(wait=False)     # collectors use /proc/stat until it is up
     jobs = [(h.name, lambda pf, h=h: collector_argv(dep, h, pf, probe_file))
             for h in dep.testbed.hosts]
     jobs += [(CONTROLLER, lambda pf: controller_argv(dep, pf, probe_file))]

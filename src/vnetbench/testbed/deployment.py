@@ -64,6 +64,12 @@ class Deployment(Protocol):
         """Empty the vSwitches' flow caches and a reactive controller's flows: the state
         the flows' idle timeout leaves, so the next packet takes the slow path."""
 
+    def cpu_probe(self, wait: bool = True) -> Path | None:
+        """The snapshot file of the run's interrupt-time probe (docs/metrics.md, method
+        bpf), started on first use and owned by the run; None where it is not needed
+        or cannot run (the CPU split then uses /proc/stat). ``wait``: until its first
+        snapshot."""
+
     def status(self) -> dict: ...
 
     def down(self) -> list[str]:

@@ -47,10 +47,7 @@ def wanted() -> str | None:
 
 def running(dep) -> probe.Snapshot | None:
     """The probe's latest snapshot, if its runner is alive and the snapshot recent."""
-    snap = probe.read_snapshot(snapshot_path(dep))
-    if snap is None or time.monotonic_ns() - snap.t_ns > 5 * snap.interval_ns + 1_000_000_000:
-        return None
-    return snap
+    return probe.fresh(probe.read_snapshot(snapshot_path(dep)))
 
 
 def ensure(dep, wait: bool = True, timeout_s: float = START_TIMEOUT_S) -> Path | None:

@@ -113,6 +113,10 @@ class Deployment:
             for h in self.testbed.hosts:
                 self.ovs_appctl(h.name, "dpctl/del-flows")
 
+    def cpu_probe(self, wait: bool = True) -> Path | None:
+        from vnetbench.testbed.netns import cpuprobe
+        return cpuprobe.ensure(self, wait=wait)
+
     def status(self) -> dict:
         meta = self.run.meta()
         present = set(netns.listnetns())
