@@ -95,11 +95,12 @@ class Spread:
 
     def describe(self) -> str:
         """What the spread is, in words (HTML hover, chart captions)."""
-        what = {"sd": f"sd over {self.n} echoes of {self.repetitions} repetitions",
-                "ci": f"95% CI over {self.n} repetitions", "range": "min–max of 2 repetitions",
+        reps = f"{self.repetitions} repetition" + ("s" if self.repetitions != 1 else "")
+        what = {"sd": f"sd over {self.n} echoes of {reps}",
+                "ci": f"95% CI over {reps}", "range": f"min–max of {reps}",
                 "search": "the search's final bracket" + (" (top rate passed)" if self.hi is None
                                                            else ""),
-                "none": f"{self.n} repetition, no spread"}[self.kind]
+                "none": f"{reps}, no spread"}[self.kind]
         more = [f"{k} {num(v)}" for k, v in (("p50", self.p50), ("p99", self.p99)) if v is not None]
         if self.kind == "sd" and self.ci95 is not None:
             more.append(f"CI of the repetition means ±{num(self.ci95, 2)}")
