@@ -210,3 +210,9 @@ def test_stored_records_keep_what_the_spread_needs():
     first = json.loads(SPREAD.read_text().splitlines()[0])
     r = from_dict(first)
     assert r.test == "icmp_rtt" and spread.of(r, "rtt_mean_ms").n == 100
+
+
+def test_numbers_are_quoted_without_exponents():
+    assert [spread.num(x) for x in (61167.4, 999.7, 27.44, 0.0327, 0)] == \
+        ["61,167", "1,000", "27.4", "0.0327", "0"]
+    assert spread.num(3.6e-05, 2) == "0.000036" and spread.num(None) == "-"

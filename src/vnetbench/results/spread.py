@@ -25,6 +25,7 @@ from __future__ import annotations
 import math
 import statistics
 from dataclasses import dataclass
+from decimal import Decimal
 
 from vnetbench.results.stats import MIN_CI_N, percentiles, summarize
 
@@ -110,12 +111,11 @@ class Spread:
 
 
 def num(x, digits: int = 3) -> str:
-    """Significant digits, thousands grouped instead of an exponent (61,167 not 6.12e+04)."""
+    """Significant digits, never an exponent: 61,167 not 6.12e+04, 0.000036 not 3.6e-05."""
     if x is None:
         return "-"
-    if abs(x) >= 10 ** digits:
-        return f"{x:,.0f}"
-    return f"{x:.{digits}g}"
+    rounded = Decimal(f"{x:.{digits}g}")
+    return f"{x:,.0f}" if abs(rounded) >= 1000 else f"{rounded:f}"
 
 
 def of(record, metric: str) -> Spread:
