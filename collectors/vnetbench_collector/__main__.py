@@ -47,14 +47,12 @@ def cpu_list(text: str) -> frozenset[int]:
 
 
 def pidfile_source(paths: list[Path]):
-    """{pid: component} from these pidfiles, re-read at every scrape (daemons may
-    restart); a daemon is named after its pidfile (``osken-manager.pid`` ->
-    ``osken-manager``), so a controller run by an interpreter keeps its name."""
-    def pids() -> dict[int, str]:
-        out = {}
+    """The pids in these pidfiles, re-read at every scrape (daemons may restart)."""
+    def pids() -> list[int]:
+        out = []
         for path in paths:
             try:
-                out[int(path.read_text().split()[0])] = path.name.removesuffix(".pid")
+                out.append(int(path.read_text().split()[0]))
             except (OSError, ValueError, IndexError):
                 continue
         return out

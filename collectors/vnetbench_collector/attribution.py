@@ -40,10 +40,10 @@ PARTS = ("vswitch", "controller", "softirq_in_vswitch", "softirq_other", "hardir
 TASK_PARTS = ("vswitch", "controller")
 BPF, IRQTIME, TICK = "bpf", "irqtime", "tick"
 METHODS = (BPF, IRQTIME, TICK)
-# Daemons that are an SDN controller or agent rather than the switch itself. A
-# daemon is a component named after its executable, or after its pidfile
-# ("NAME.pid") on an emulated host, so a Python controller started from a
-# pidfile named osken-manager.pid counts here too.
+# Daemons that are an SDN controller or agent rather than the switch itself, by
+# component name (a Python controller names itself, e.g. osken-manager). A
+# collector made with controller=True (a controller node, the embedded
+# testbed's controller namespace) counts every process it exports here.
 CONTROLLERS = ("ovn-controller", "ovn-northd", "osken-manager", "ryu-manager",
                "contrail-vrouter-agent", "contrail-control", "contrail-controller")
 CONTEXTS = ("idle", "ksoftirqd", "task")     # components of softirq_other

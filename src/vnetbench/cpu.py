@@ -40,9 +40,8 @@ def fields(res: dict | None) -> dict:
 
 def host_collector(deployment, host, proc: Path = Path("/proc"),
                    probe_file: Path | None = None) -> vc.VSwitchCollector:
-    """The collector of one emulated host: its own daemons (by pidfile, named after
-    it) and CPUs."""
-    daemons = tuple(sorted(deployment.vswitch_pids(host.name).items()))
+    """The collector of one emulated host: its own daemons (by pidfile) and CPUs."""
+    daemons = tuple(sorted(set(deployment.vswitch_pids(host.name).values())))
     return _collector(host.name, deployment.testbed.vswitch.kind.value, daemons,
                       tuple(host.cpus), proc, probe_file)
 
@@ -51,7 +50,7 @@ def controller_collector(deployment, proc: Path = Path("/proc"),
                          probe_file: Path | None = None) -> vc.VSwitchCollector | None:
     """The controller namespace's daemons (OVN databases and northd, an SDN controller),
     host "controller", no CPUs of its own (they are the hosts'); None without them."""
-    daemons = tuple(sorted(deployment.controller_pids().items()))
+    daemons = tuple(sorted(set(deployment.controller_pids().values())))
     if not daemons:
         return None
     return _collector(CONTROLLER, deployment.testbed.vswitch.kind.value, daemons, (), proc,
@@ -64,7 +63,7 @@ def _collector(host: str, vswitch: str, daemons: tuple, cpus: tuple, proc: Path,
     """One collector per (host, daemons) for every window: it reads the kernel config
     and finds ksoftirqd once, not at every repetition."""
     return vc.VSwitchCollector(host=host, vswitch=vswitch, proc=proc, names=(),
-                               extra_pids={pid: name for name, pid in daemons},
+                               extra_pids=daemons,
                                cpus=cpus, qemu=False, probe_file=probe_file,
                                controller=controller)
 

@@ -71,6 +71,6 @@ def test_ovn_battery_through_rally_counts_its_controller(rally, tmp_path, caps):
     for r in recs:
         assert (r["labels"]["vswitch"], r["labels"]["network"]) == ("ovn", "geneve")
         assert r["provenance"]["tenant_mtu"] == 1442
-        ctl, total = r["samples"]["controller_pct"], r["samples"]["cpu_pct"]
+        ctl, total = r["samples"]["cpu_controller_pct"], r["samples"]["cpu_pct"]
         assert len(ctl) == SHORT["repetitions"] and all(0 <= c <= t for c, t in zip(ctl, total))
         assert all(v > 0 for v in r["samples"]["gbps"])
