@@ -68,6 +68,8 @@ def _outage(f, dep, kind):
 def test_established_traffic_survives_new_port_waits(dep, kind, tmp_path):
     """Through the fault API (vnetbench.faults): each step is a fault record."""
     from vnetbench.faults import Faults
+    # the very first packet crosses: bring-up left no tunnel neighbour to resolve
+    assert _reaches(dep, "a", "b", count=1) == 1
     f = Faults(dep, results=tmp_path / "faults.jsonl")
     central, lsp = ovn.Central(dep), ovn.port_name("late", 0)
     nic = dep.testbed.vm("late").nics[0]

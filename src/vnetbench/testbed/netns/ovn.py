@@ -21,9 +21,11 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from pyroute2 import NetNS
+
 from vnetbench.errors import BuildError
 from vnetbench.testbed.model import NetType
-from vnetbench.testbed.netns import mgmt, proc
+from vnetbench.testbed.netns import links, mgmt, proc
 from vnetbench.testbed.netns.deployment import CONTROLLER_DIR
 from vnetbench.testbed.netns.ovs import OvsHost, _bridge, _port, rundir_env
 
@@ -163,6 +165,27 @@ def _localnet_ports(testbed, own) -> list[str]:
     return tx
 
 
+def _tunnel_neighbours(ctx, hosts) -> None:
+    """Give each ovs-vswitchd its peers' tunnel endpoint MACs. OVS's userspace tunnels
+    resolve the outer MAC in their own neighbour cache and drop the packet that misses
+    it; with OVN answering ARP on the sender's chassis, that packet would be the first
+    unicast one (a ping's first echo). The ``ovs`` kind's first packet is an ARP
+    broadcast, whose retransmission hides the same miss."""
+    names = ctx.names
+    macs = {}
+    for o in hosts:
+        with NetNS(names.host_ns(o.host.name)) as ns:
+            link = ns.get_links(links.index(ns, names.ovs_phy))[0]
+            macs[o.host.name] = link.get_attr("IFLA_ADDRESS")
+    for o in hosts:
+        ctl = o.rundir / "ovs-vswitchd.ctl"
+        for peer in hosts:
+            if peer is not o:
+                proc.run(["ovs-appctl", "-t", str(ctl), "tnl/neigh/set", names.ovs_phy,
+                          str(peer.host.underlay_ip), macs[peer.host.name]],
+                         what=f"ovs-appctl tnl/neigh/set on {o.host.name}")
+
+
 class OvnHost(OvsHost):
     """A hypervisor: ovsdb-server + ovs-vswitchd (as OvsHost) and ovn-controller."""
 
@@ -238,6 +261,8 @@ def wire(ctx) -> None:
             fut.result()
     for o in hosts:
         o.address_underlay()
+    if ctx.testbed.network.type.is_tunnel:
+        _tunnel_neighbours(ctx, hosts)
     t0 = time.monotonic()
     central.wait_ready()
     ctx.run.write_meta(ovn_ready_seconds=time.monotonic() - t0)
