@@ -74,3 +74,24 @@ def test_ovn_battery_through_rally_counts_its_controller(rally, tmp_path, caps):
         ctl, total = r["samples"]["cpu_controller_pct"], r["samples"]["cpu_pct"]
         assert len(ctl) == SHORT["repetitions"] and all(0 <= c <= t for c, t in zip(ctl, total))
         assert all(v > 0 for v in r["samples"]["gbps"])
+
+
+def test_ovs_openflow_battery_through_rally_counts_its_controller(rally, tmp_path, caps):
+    """ovs-openflow through the Rally context: every broadcast frame is a packet-in, so
+    the controller's CPU (osken-manager) is part of the CPU beside each value."""
+    from vnetbench.testbed.model import NetType, VSwitchKind
+    if caps.why_not(VSwitchKind.OVS_OPENFLOW, NetType.VXLAN):
+        pytest.skip(caps.why_not(VSwitchKind.OVS_OPENFLOW, NetType.VXLAN))
+    records = tmp_path / "records.jsonl"
+    args = json.dumps({**SHORT, "vswitch": "ovs-openflow", "network": "vxlan", "results": str(records)})
+    out = rally("task", "start", "--env", "vnetbench", str(REPO / "rally-tasks" / "broadcast.yaml"),
+                "--task-args", args)
+    uuid = out.stdout.split("rally task report ")[1].split()[0]
+    sla = json.loads(rally("task", "sla-check", uuid, "--json", check=False).stdout)
+    assert sla and all(c["status"] == "PASS" for c in sla), sla
+    recs = [json.loads(line) for line in records.read_text().splitlines()]
+    assert {r["labels"]["placement"] for r in recs} == {"same-host", "cross-host"}
+    for r in recs:
+        assert (r["labels"]["vswitch"], r["labels"]["network"]) == ("ovs-openflow", "vxlan")
+        ctl, total = r["samples"]["controller_pct"], r["samples"]["cpu_pct"]
+        assert all(0 < c <= t for c, t in zip(ctl, total)), (ctl, total)

@@ -173,6 +173,14 @@ def test_process_discovery_by_exact_name(proc):
     assert procfs.find_processes(proc, ["sshd"], extra_pids=[9, 999]) == {40: "sshd", 9: "ksoftirqd/0"}
 
 
+def test_python_controller_is_named_by_the_comm_it_sets(proc):
+    """vnetbench.sdn.controller runs under the interpreter but sets comm osken-manager."""
+    add_process(proc, 60, "osken-manager", exe="/usr/bin/python3.11")
+    add_process(proc, 61, "python3", exe="/usr/bin/python3.11")
+    assert procfs.find_processes(proc, (), extra_pids=[60, 61]) == {60: "osken-manager", 61: "python3.11"}
+    assert procfs.find_processes(proc)[60] == "osken-manager"
+
+
 def test_pid_filter_extra_names_and_pids(proc):
     add_process(proc, 60, "ovs-vswitchd", [(60, "ovs-vswitchd", 50, 50)], start=300)
     add_process(proc, 70, "qemu-kvm", [(70, "qemu-kvm", 10, 0), (71, "vhost-70", 20, 0)])
