@@ -47,6 +47,8 @@ def restart(dep, host: str) -> None:
         openflow.wait_ready(dep.run.dir, [openflow.dpid(dep.testbed.hosts.index(h))], since=since)
     if dep.testbed.vswitch.kind is VSwitchKind.OVN:     # ovn-controller programs it again
         ovn.wait_programmed(dep, h.name, ovn_flows)
+        if dep.testbed.network.type.is_tunnel:
+            ovn.tunnel_neighbours(dep, on=[h.name])
 
 
 def _readdress(dep, host) -> None:

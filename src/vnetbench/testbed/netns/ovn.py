@@ -165,25 +165,28 @@ def _localnet_ports(testbed, own) -> list[str]:
     return tx
 
 
-def _tunnel_neighbours(ctx, hosts) -> None:
-    """Give each ovs-vswitchd its peers' tunnel endpoint MACs. OVS's userspace tunnels
-    resolve the outer MAC in their own neighbour cache and drop the packet that misses
-    it; with OVN answering ARP on the sender's chassis, that packet would be the first
-    unicast one (a ping's first echo). The ``ovs`` kind's first packet is an ARP
-    broadcast, whose retransmission hides the same miss."""
-    names = ctx.names
+def tunnel_neighbours(owner, on=None) -> None:
+    """Give ovs-vswitchd of the hosts ``on`` (default: all) their peers' tunnel endpoint
+    MACs. OVS's userspace tunnels resolve the outer MAC in their own neighbour cache
+    and drop the packet that misses it; with OVN answering ARP on the sender's chassis,
+    that packet would be the first unicast one (a ping's first echo), at bring-up and
+    after a vSwitch restart. (The ``ovs`` kind's first packet is an ARP broadcast,
+    whose retransmission hides the same miss.) ``owner``: the builder's context or
+    a Deployment."""
+    names, hosts = owner.names, owner.testbed.hosts
     macs = {}
-    for o in hosts:
-        with NetNS(names.host_ns(o.host.name)) as ns:
-            link = ns.get_links(links.index(ns, names.ovs_phy))[0]
-            macs[o.host.name] = link.get_attr("IFLA_ADDRESS")
-    for o in hosts:
-        ctl = o.rundir / "ovs-vswitchd.ctl"
+    for h in hosts:
+        with NetNS(names.host_ns(h.name)) as ns:
+            macs[h.name] = ns.get_links(links.index(ns, names.ovs_phy))[0].get_attr("IFLA_ADDRESS")
+    for h in hosts:
+        if on is not None and h.name not in on:
+            continue
+        ctl = owner.run.dir / h.name / "ovs-vswitchd.ctl"
         for peer in hosts:
-            if peer is not o:
+            if peer is not h:
                 proc.run(["ovs-appctl", "-t", str(ctl), "tnl/neigh/set", names.ovs_phy,
-                          str(peer.host.underlay_ip), macs[peer.host.name]],
-                         what=f"ovs-appctl tnl/neigh/set on {o.host.name}")
+                          str(peer.underlay_ip), macs[peer.name]],
+                         what=f"ovs-appctl tnl/neigh/set on {h.name}")
 
 
 class OvnHost(OvsHost):
@@ -262,7 +265,7 @@ def wire(ctx) -> None:
     for o in hosts:
         o.address_underlay()
     if ctx.testbed.network.type.is_tunnel:
-        _tunnel_neighbours(ctx, hosts)
+        tunnel_neighbours(ctx)
     t0 = time.monotonic()
     central.wait_ready()
     ctx.run.write_meta(ovn_ready_seconds=time.monotonic() - t0)
