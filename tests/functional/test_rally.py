@@ -93,5 +93,5 @@ def test_ovs_openflow_battery_through_rally_counts_its_controller(rally, tmp_pat
     assert {r["labels"]["placement"] for r in recs} == {"same-host", "cross-host"}
     for r in recs:
         assert (r["labels"]["vswitch"], r["labels"]["network"]) == ("ovs-openflow", "vxlan")
-        ctl, total = r["samples"]["controller_pct"], r["samples"]["cpu_pct"]
+        ctl, total = r["samples"]["cpu_controller_pct"], r["samples"]["cpu_pct"]
         assert all(0 < c <= t for c, t in zip(ctl, total)), (ctl, total)
