@@ -13,7 +13,7 @@ import pytest
 from vnetbench import errors
 from vnetbench.testbed import loader
 from vnetbench.testbed.model import (
-    CROSS_HOST, ENCAP_OVERHEAD, SAME_HOST, NetType, VSwitchKind,
+    CROSS_HOST, ENCAP_OVERHEAD, SAME_HOST, NetType, Qos, VSwitchKind,
 )
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -318,3 +318,33 @@ def test_openflow_bad_options_name_the_field(doc, where):
     with pytest.raises(errors.TestbedFileError) as err:
         loader.loads(doc + "\nnetwork: {type: vxlan}\n", source="t.yaml")
     assert f"t.yaml: {where}:" in str(err.value)
+
+
+# --- QoS (bandwidth limit per VM NIC) ----------------------------------------
+
+def qos_file(qos):
+    return minimal(extra=f"vms:\n  - {{name: a, host: h1, vnets: [{{name: vnet1, qos: {qos}}}]}}\n"
+                         "  - {name: b, host: h2}\n")
+
+
+def test_qos_default_burst_is_neutrons_80_percent():
+    t = tb(qos_file("{max_kbps: 10000}"))
+    assert t.vm("a").nics[0].qos == Qos(max_kbps=10000, max_burst_kbits=8000)
+    assert t.vm("b").nics[0].qos is None
+
+
+def test_qos_explicit_burst_and_state_round_trip():
+    from vnetbench.testbed.codec import from_dict, to_dict
+    t = tb(qos_file("{max_kbps: 10000, max_burst_kbits: 100}"))
+    assert t.vm("a").nics[0].qos.max_burst_kbits == 100
+    assert from_dict(json.loads(json.dumps(to_dict(t)))) == t
+
+
+@pytest.mark.parametrize("qos, where, fix", [
+    ("{max_kbps: 1}", "vnets[0].qos.max_kbps", ">= 8"),
+    ("{}", "vnets[0].qos", "add it"),
+    ("{rate: 5}", "vnets[0]", "qos: {max_kbps"),
+])
+def test_bad_qos_named(qos, where, fix):
+    msg = error(qos_file(qos))
+    assert f"vms[0].{where}" in msg and fix in msg, msg

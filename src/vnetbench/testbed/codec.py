@@ -6,7 +6,7 @@ import dataclasses
 import ipaddress
 
 from vnetbench.testbed.model import (
-    Host, Network, NetType, Nic, OpenFlow, Pair, Testbed, Vm, Vnet, VSwitch, VSwitchKind,
+    Host, Network, NetType, Nic, OpenFlow, Pair, Qos, Testbed, Vm, Vnet, VSwitch, VSwitchKind,
 )
 
 
@@ -35,7 +35,8 @@ def from_dict(d: dict) -> Testbed:
         vnets=tuple(Vnet(v["name"], ipaddress.IPv4Network(v["cidr"]), v["segmentation_id"])
                     for v in d["vnets"]),
         vms=tuple(Vm(m["name"], m["host"], tuple(m["cpus"]),
-                     tuple(Nic(n["vnet"], ipaddress.IPv4Address(n["ip"]), n["mac"])
+                     tuple(Nic(n["vnet"], ipaddress.IPv4Address(n["ip"]), n["mac"],
+                               Qos(**n["qos"]) if n.get("qos") else None)
                            for n in m["nics"]))
                   for m in d["vms"]),
         pairs=tuple(Pair(p["name"], p["placement"], p["vnet"], tuple(p["vms"]))

@@ -17,7 +17,7 @@ import yaml
 from vnetbench.errors import TestbedFileError
 from vnetbench.testbed.model import (
     CROSS_HOST, MIN_TENANT_MTU, SAME_HOST, SEGMENTATION_RANGE, encap_overhead,
-    Host, Network, NetType, Nic, OpenFlow, Pair, Testbed, Vm, Vnet, VSwitch, VSwitchKind,
+    Host, Network, NetType, Nic, OpenFlow, Pair, Qos, Testbed, Vm, Vnet, VSwitch, VSwitchKind,
 )
 
 DEFAULT_UNDERLAY = "198.18.0.0/24"
@@ -118,7 +118,8 @@ def _explain(error) -> tuple[str, str]:
             return (f"{inst!r} is not allowed", f"use one of: {kinds}")
         return (f"{inst!r} is not a vSwitch", f"give a kind ({kinds}) or {{kind: ..., datapath: ...}}")
     if kind == "oneOf":   # the only other oneOf: a VM's vnets entry
-        return (f"{inst!r} is not a vnet reference", "give a vnet name or {name: ..., ip: ...}")
+        return (f"{inst!r} is not a vnet reference", ("give a vnet name or {name: ..., ip: ..., "
+                                                         "qos: {max_kbps: ..., max_burst_kbits: ...}}"))
     return (error.message, "see schemas/testbed.schema.json")
 
 
@@ -322,8 +323,16 @@ class _Builder:
                 self.fail(f"{where}.vnets[{n}]", f"vnet {ref['name']!r} is not declared",
                           "use one of: " + ", ".join(v.name for v in vnets))
             ip = alloc.take(vnet, ref.get("ip"), lambda p, f: self.fail(f"{where}.vnets[{n}].ip", p, f))
-            nics.append(Nic(vnet=vnet.name, ip=ip, mac=_mac(index, n)))
+            nics.append(Nic(vnet=vnet.name, ip=ip, mac=_mac(index, n), qos=_qos(ref.get("qos"))))
         return Vm(name=spec["name"], host=host.name, cpus=cpus, nics=tuple(nics))
+
+
+def _qos(raw) -> Qos | None:
+    """Neutron's default burst: 80% of the rate, in kbit."""
+    if raw is None:
+        return None
+    return Qos(max_kbps=raw["max_kbps"],
+               max_burst_kbits=raw.get("max_burst_kbits", max(1, raw["max_kbps"] * 8 // 10)))
 
 
 class _IpAllocator:

@@ -122,10 +122,19 @@ class Vnet:
 
 
 @dataclass(frozen=True)
+class Qos:
+    """A Neutron-style bandwidth limit on a VM's port, on the traffic delivered to the
+    VM (Neutron's 'ingress' direction); each vSwitch kind realises it its own way."""
+    max_kbps: int
+    max_burst_kbits: int     # token bucket depth; Neutron's default is 80% of max_kbps
+
+
+@dataclass(frozen=True)
 class Nic:
     vnet: str
     ip: ipaddress.IPv4Address
     mac: str
+    qos: Qos | None = None
 
 
 @dataclass(frozen=True)

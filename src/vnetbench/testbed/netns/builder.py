@@ -67,6 +67,12 @@ class _Context:
                 for vm in self.testbed.vms_on(host)
                 for n, nic in enumerate(vm.nics) if nic.vnet == vnet]
 
+    def qos_ports(self, host: str) -> list:
+        """(host-side port, Qos) of every rate-limited VM NIC at ``host``."""
+        return [(self.names.vm_port(self._vm_i[vm.name], n), nic.qos)
+                for vm in self.testbed.vms_on(host)
+                for n, nic in enumerate(vm.nics) if nic.qos]
+
     def peers(self, host: str, vnet: str):
         """Other hosts that carry ``vnet``: the tunnel endpoints / flood list."""
         return [h for h in self.testbed.hosts

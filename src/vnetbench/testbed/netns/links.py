@@ -45,3 +45,9 @@ def bridge(ns: NetNS, name: str, mtu: int, alias: str) -> None:
 
 def address(ns: NetNS, ifname: str, ip, prefixlen: int) -> None:
     ns.addr("add", index=index(ns, ifname), address=str(ip), prefixlen=prefixlen)
+
+
+def shape(ns: NetNS, ifname: str, kbps: int, burst_kbits: int, latency_ms: int = 50) -> None:
+    """A TBF root qdisc: what leaves ``ifname`` is held to ``kbps`` (bucket ``burst_kbits``)."""
+    ns.tc("add", "tbf", index(ns, ifname), handle="1:", rate=f"{kbps}kbit",
+          burst=burst_kbits * 1000 // 8, latency=f"{latency_ms}ms")

@@ -1,5 +1,6 @@
 """Linux bridge the way neutron's linuxbridge agent wires it: one bridge per vnet,
-joined to the underlay by a flat physnet port, a VLAN subinterface or a VXLAN device."""
+joined to the underlay by a flat physnet port, a VLAN subinterface or a VXLAN device.
+A VM port's bandwidth limit is a TBF qdisc on the port, as neutron's agent sets it."""
 
 from __future__ import annotations
 
@@ -23,6 +24,8 @@ def wire_host(ctx, host) -> None:
             links.up(ns, _segment_port(ctx, ns, host, vnet, vi), master=br)
             for port in ctx.vm_ports(host.name, vnet.name):
                 links.up(ns, port, master=br)
+        for port, qos in ctx.qos_ports(host.name):
+            links.shape(ns, port, qos.max_kbps, qos.max_burst_kbits)
 
 
 def _segment_port(ctx, ns, host, vnet, vi) -> str:

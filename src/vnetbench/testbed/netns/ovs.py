@@ -6,6 +6,8 @@ module the userspace ``netdev`` datapath is used; it needs TX checksum offload
 off on the veths it touches (REFERENCE §4). VM ports are access ports tagged
 with the vnet's local VLAN; tunnel ports carry the segmentation id as their key
 and are ``protected`` so a full mesh of tunnels never floods back (split horizon).
+A VM port's bandwidth limit is a linux-htb QoS on the port (this kernel has no tc
+``police``, so OVS ingress policing cannot work; HTB shapes what OVS sends to the VM).
 """
 
 from __future__ import annotations
@@ -95,6 +97,8 @@ class OvsHost:
                            f"options:remote_ip={peer.underlay_ip}",
                            f"options:local_ip={host.underlay_ip}",
                            f"options:key={vnet.segmentation_id}", own]
+        for i, (port, qos) in enumerate(ctx.qos_ports(host.name)):
+            tx += _qos(port, i, qos, own)
         if ntype is NetType.VLAN:
             tx += _port(names.ovs_int, names.uplink, own)
         elif ntype.is_tunnel:
@@ -111,3 +115,14 @@ def _bridge(name, datapath, own):
 
 def _port(bridge, port, own, *columns):
     return ["--", "--may-exist", "add-port", bridge, port, *columns, own]
+
+
+def _qos(port, i, qos, own):
+    """linux-htb QoS on a VM port: OVS shapes what it sends to the VM (queue 0 is the
+    default class, so every packet is held to max-rate)."""
+    rate, burst = str(qos.max_kbps * 1000), str(qos.max_burst_kbits * 1000)
+    return ["--", "set", "Port", port, f"qos=@qos{i}",
+            "--", f"--id=@qos{i}", "create", "QoS", "type=linux-htb",
+            f"other_config:max-rate={rate}", f"queues:0=@queue{i}", own,
+            "--", f"--id=@queue{i}", "create", "Queue", f"other_config:max-rate={rate}",
+            f"other_config:burst={burst}", own]
