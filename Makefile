@@ -12,7 +12,7 @@ APT_PACKAGES := iproute2 iputils-ping util-linux procps ethtool iperf3 tcpdump \
                 dosfstools qemu-utils qemu-system-x86 wget
 PYTEST_ARGS ?=
 
-.PHONY: install deps venv flowgen demo smoke test unit functional capabilities cleanup clean dashboards image
+.PHONY: install deps venv flowgen demo smoke test unit integration functional capabilities cleanup clean dashboards image
 
 install: deps venv flowgen
 
@@ -46,8 +46,12 @@ demo: install
 smoke: install
 	$(VENV)/bin/vnetbench demo
 
+# unit + integration tests, then the user-facing functional matrix (both run even if
+# the first fails; the exit status is the first failure's)
 test: install
-	$(VENV)/bin/pytest -ra $(PYTEST_ARGS) tests
+	$(VENV)/bin/pytest -ra $(PYTEST_ARGS) tests; a=$$?; \
+	$(VENV)/bin/vnetbench functional; b=$$?; \
+	exit $$(( a ? a : b ))
 
 unit: venv
 	$(VENV)/bin/pytest -ra tests/unit
@@ -56,8 +60,12 @@ unit: venv
 dashboards: venv
 	$(VENV)/bin/python -m vnetbench.dashboards.generate $(if $(CHECK),--check)
 
-functional: install
+integration: install
 	$(VENV)/bin/pytest -ra tests/functional
+
+# the functional matrix (isolation, rate limiting, ...) on every kind x type buildable here
+functional: install
+	$(VENV)/bin/vnetbench functional
 
 # the guest image for real VMs (vm-images/README.md): kernel + initrd, raw and qcow2 disk
 image: install

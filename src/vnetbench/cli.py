@@ -262,6 +262,12 @@ def cmd_compare(args):
     return 1 if res["sla_failed"] else 0
 
 
+def cmd_functional(args):
+    from vnetbench.functional import runner
+    extra = args.pytest_args[1:] if args.pytest_args[:1] == ["--"] else args.pytest_args
+    return runner.run(args.out, args.vswitch or (), args.network or (), args.strict, extra)
+
+
 def cmd_report(args):
     from vnetbench.report import write
     for path in write.report(args.results, Path(args.out) if args.out else None, args.format):
@@ -346,6 +352,19 @@ def _parser():
     s.add_argument("--no-monitor", action="store_true",
                    help="run without Prometheus (no collectors, results not pushed)")
     s.set_defaults(func=cmd_compare)
+
+    from vnetbench.testbed.model import NetType, VSwitchKind
+    s = sub.add_parser("functional", help="the functional matrix (isolation, rate limiting, "
+                                          "faults, migration) on the embedded testbed")
+    s.add_argument("--vswitch", action="append", choices=[k.value for k in VSwitchKind])
+    s.add_argument("--network", action="append", choices=[t.value for t in NetType])
+    s.add_argument("--strict", action="store_true",
+                   help="a Fail of the system under test fails the run (default: recorded only)")
+    s.add_argument("--out", help="directory for matrix.json, matrix.md and junit.xml "
+                                 "(default: results/functional-<time>)")
+    s.add_argument("pytest_args", nargs=argparse.REMAINDER,
+                   help="after '--': more pytest arguments (e.g. -k broadcast)")
+    s.set_defaults(func=cmd_functional)
 
     s = sub.add_parser("report", help="HTML/Markdown/CSV comparison of stored result records")
     s.add_argument("results", nargs="+", metavar="RESULTS",

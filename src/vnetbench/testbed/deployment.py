@@ -70,6 +70,10 @@ class Deployment(Protocol):
         or cannot run (the CPU split then uses /proc/stat). ``wait``: until its first
         snapshot."""
 
+    def remove_vnet(self, vnet: str) -> None:
+        """Deprovision VNET from the running testbed as the kind's cloud does; journaled.
+        UnsupportedError (before anything changes) where the backend cannot."""
+
     def status(self) -> dict: ...
 
     def down(self) -> list[str]:

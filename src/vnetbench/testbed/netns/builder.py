@@ -48,6 +48,11 @@ def up(testbed: Testbed, caps=None, progress=lambda msg: None) -> Deployment:
     return Deployment(run, testbed)
 
 
+def context(dep: Deployment) -> "_Context":
+    """The build context of a running testbed, for changes after bring-up."""
+    return _Context(dep.run, dep.testbed, caps=None)
+
+
 class _Context:
     """What the per-vSwitch wiring modules need to know about this build."""
 

@@ -9,7 +9,7 @@ from pyroute2 import netns
 
 from vnetbench.state import Run, find_run
 from vnetbench.testbed.codec import from_dict
-from vnetbench.testbed.model import Testbed, VSwitchKind
+from vnetbench.testbed.model import Testbed
 from vnetbench.testbed.netns import proc
 from vnetbench.testbed.netns.names import Names
 from vnetbench.testbed.netns.teardown import teardown
@@ -117,6 +117,20 @@ class Deployment:
         from vnetbench.testbed.netns import cpuprobe
         return cpuprobe.ensure(self, wait=wait)
 
+    def remove_vnet(self, vnet: str) -> None:
+        """Deprovision ``vnet`` from the running testbed (``deprovision``): it stops being
+        switched; its VMs stay, unplugged. Journaled first; recorded in the run's meta."""
+        from vnetbench.testbed.netns import deprovision
+        v = self.testbed.vnet(vnet)
+        deprovision.check(self)
+        self.run.record("deprovision", vnet=v.name)
+        deprovision.remove(self, v)
+        self.run.write_meta(removed_vnets=sorted({*self.removed_vnets, v.name}))
+
+    @property
+    def removed_vnets(self) -> list[str]:
+        return self.run.meta().get("removed_vnets", [])
+
     def status(self) -> dict:
         meta = self.run.meta()
         present = set(netns.listnetns())
@@ -134,6 +148,7 @@ class Deployment:
                      "netns": self.names.vm_ns(v.name), "present": self.names.vm_ns(v.name) in present,
                      "nics": [{"vnet": n.vnet, "ip": str(n.ip), "mac": n.mac} for n in v.nics]}
                     for v in tb.vms],
+            "removed_vnets": meta.get("removed_vnets", []),
             "errors": meta.get("errors", []),
         }
 

@@ -28,6 +28,16 @@ def wire_host(ctx, host) -> None:
             links.shape(ns, port, qos.max_kbps, qos.max_burst_kbits)
 
 
+def unwire_vnet(ctx, host, vnet) -> None:
+    """Deprovision ``vnet`` at ``host``: its bridge and its segment device go; the VM
+    ports it held stay, detached."""
+    names, vi = ctx.names, ctx.vnet_index(vnet.name)
+    with NetNS(names.host_ns(host.name)) as ns:
+        for dev in (names.lb_bridge(vi), names.vlan_dev(vi), names.vxlan_dev(vi)):
+            if ns.link_lookup(ifname=dev):
+                ns.link("del", index=links.index(ns, dev))
+
+
 def _segment_port(ctx, ns, host, vnet, vi) -> str:
     """The port that carries the vnet between hosts."""
     tb, names = ctx.testbed, ctx.names

@@ -23,7 +23,7 @@ from vnetbench.errors import BuildError
 from vnetbench.testbed.model import NetType
 from vnetbench.testbed.netns import mgmt, proc
 from vnetbench.testbed.netns.deployment import CONTROLLER_DIR
-from vnetbench.testbed.netns.ovs import TUNNEL_TYPE, OvsHost, _bridge, _port
+from vnetbench.testbed.netns.ovs import TUNNEL_TYPE, OvsHost, _bridge, _port, qos_columns
 
 OF_PORT = 6653                   # instance i listens on OF_PORT + i
 MAX_BACKOFF_MS = 1000            # reconnect within 1 s after a restart or heal
@@ -172,6 +172,8 @@ class OpenFlowHost(OvsHost):
                            f"options:remote_ip={peer.underlay_ip}",
                            f"options:local_ip={host.underlay_ip}",
                            f"options:key={vnet.segmentation_id}", own]
+        for i, (port, qos) in enumerate(ctx.qos_ports(host.name)):
+            tx += qos_columns(port, i, qos, own)
         if ntype.is_tunnel:
             tx += _bridge(names.ovs_phy, datapath, own)
             tx += ["--", "set", "Interface", names.ovs_phy, f"mtu_request={tb.network.underlay_mtu}"]

@@ -141,6 +141,9 @@ def nb_transaction(testbed, run_id: str) -> list[str]:
                    "--", "lsp-set-addresses", lsp, addr,
                    "--", "lsp-set-port-security", lsp, addr,
                    "--", "set", "Logical_Switch_Port", lsp, own]
+            if nic.qos:     # OVN's logical port QoS: a meter on what is delivered to the port
+                tx += ["--", "qos-add", nic.vnet, "to-lport", "1000", f'outport == "{lsp}"',
+                       f"rate={nic.qos.max_kbps}", f"burst={nic.qos.max_burst_kbits}"]
     return tx[1:]
 
 

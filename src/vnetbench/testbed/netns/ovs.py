@@ -75,6 +75,21 @@ class OvsHost:
                 f"external_ids:system-id={rid}-{host}", f"external_ids:hostname={host}",
                 *(f"external_ids:{k}={v}" for k, v in external_ids)]
 
+    def unwire_vnet(self, vnet) -> None:
+        """Deprovision ``vnet`` here: every port of it (VMs, tunnels, physnet) leaves
+        the bridge in one transaction; the VM ports' QoS rows go with them."""
+        ctx, names = self.ctx, self.ctx.names
+        vi = ctx.vnet_index(vnet.name)
+        ports = ctx.vm_ports(self.host.name, vnet.name)
+        ports += [names.tunnel_port(vi, ctx.host_index(p.name))
+                  for p in ctx.peers(self.host.name, vnet.name)]
+        if ctx.testbed.network.type is NetType.FLAT:
+            ports.append(names.physnet(vi))
+        tx = []
+        for port in ports:
+            tx += ["--", "--if-exists", "del-port", names.ovs_int, port]
+        self.vsctl(*tx)
+
     def _transaction(self, datapath: str) -> list[str]:
         ctx, host = self.ctx, self.host
         tb, names, rid = ctx.testbed, ctx.names, ctx.run.run_id
@@ -98,7 +113,7 @@ class OvsHost:
                            f"options:local_ip={host.underlay_ip}",
                            f"options:key={vnet.segmentation_id}", own]
         for i, (port, qos) in enumerate(ctx.qos_ports(host.name)):
-            tx += _qos(port, i, qos, own)
+            tx += qos_columns(port, i, qos, own)
         if ntype is NetType.VLAN:
             tx += _port(names.ovs_int, names.uplink, own)
         elif ntype.is_tunnel:
@@ -117,7 +132,7 @@ def _port(bridge, port, own, *columns):
     return ["--", "--may-exist", "add-port", bridge, port, *columns, own]
 
 
-def _qos(port, i, qos, own):
+def qos_columns(port, i, qos, own):
     """linux-htb QoS on a VM port: OVS shapes what it sends to the VM (queue 0 is the
     default class, so every packet is held to max-rate)."""
     rate, burst = str(qos.max_kbps * 1000), str(qos.max_burst_kbits * 1000)

@@ -75,9 +75,14 @@ def _undo_file(run: Run, entry):
     Path(entry["path"]).unlink(missing_ok=True)
 
 
+def _undo_nothing(run: Run, entry):
+    """A change that created nothing (a vnet deprovisioned while the run was up)."""
+
+
 _UNDO = {
     "netns": _undo_netns,
     "daemon": _undo_daemon,
     "process": _undo_process,
     "file": _undo_file,
+    "deprovision": _undo_nothing,
 }

@@ -1,0 +1,127 @@
+"""Measurements of the functional matrix, through the Deployment interface only
+(exec, popen, ip, testbed): they return plain dicts the verdicts judge."""
+
+from __future__ import annotations
+
+import random
+import select
+import subprocess
+import time
+from contextlib import ExitStack
+
+from vnetbench.battery import session
+from vnetbench.traffic import capture, iperf3, ping, probe
+
+
+def _marker() -> int:
+    return random.randrange(1, 2**31)
+
+
+def _port() -> int:
+    return random.randrange(20000, 60000)
+
+
+def neighbour_mac(dep, vm: str, ip: str) -> str | None:
+    out = dep.exec(vm, ["ip", "neigh", "show", ip]).stdout.split()
+    return out[out.index("lladdr") + 1] if "lladdr" in out else None
+
+
+def ping_once(dep, src: str, dst_ip: str, count: int = 5) -> dict:
+    """Reachability, not latency: a reactive first packet may take a while (2 s each)."""
+    argv = ping.command(ping.PingParams(dest=dst_ip, count=count, interval_s=0.2,
+                                        reply_timeout_s=2))
+    res = ping.parse(dep.exec(src, argv, timeout=30).stdout)
+    return {"sent": res["transmitted"], "received": res["received"]}
+
+
+def ping_pair(dep, vnet: str, src: str, dst: str) -> dict:
+    """Ping ``dst`` from ``src``, then read whose MAC answered (the neighbour entry)."""
+    dst_ip = dep.ip(dst)
+    res = ping_once(dep, src, dst_ip)
+    return {"vnet": vnet, "src": src, "dst": dst, **res,
+            "peer_mac": neighbour_mac(dep, src, dst_ip),
+            "expected_mac": dep.testbed.vm(dst).nic(vnet).mac}
+
+
+def static_arp(dep, vm: str, ip: str, mac: str) -> None:
+    """A permanent neighbour entry on the VM's eth0: the sender emits no ARP of its own."""
+    done = dep.exec(vm, ["ip", "neigh", "replace", ip, "lladdr", mac, "nud", "permanent",
+                         "dev", "eth0"])
+    if done.returncode:
+        raise RuntimeError(f"static ARP {ip} -> {mac} in {vm}: {done.stderr.strip()}")
+
+
+def captured_while_sending(dep, sender: str, dests, capture_vms, *, seconds: float = 1.0,
+                           interval_ms: float = 5.0) -> dict:
+    """Send probes from ``sender`` to each of ``dests`` ([(ip, broadcast)], one after the
+    other) while tcpdump runs on eth0 of every VM of ``capture_vms``; returns
+    {sent: {ip: n}, captured: {vm: {ip: frames}}, frames: {vm: first frames}}."""
+    port = _port()
+    sent = {}
+    with ExitStack() as stack:
+        outputs = {vm: stack.enter_context(session.capture(dep, vm, capture.command("eth0", port)))
+                   for vm in capture_vms}
+        for ip, broadcast in dests:
+            sent[ip] = probe.parse(dep.exec(sender, probe.send_command(probe.SendParams(
+                ip, port, interval_ms, seconds, _marker(), broadcast)),
+                timeout=seconds + 30).stdout)["sent"]
+        time.sleep(0.3)                       # frames in flight reach the captures
+        frames = {vm: capture.parse(out(timeout=0.2)) for vm, out in outputs.items()}
+    return {"sent": sent,
+            "captured": {vm: {ip: sum(f["dst"] == ip for f in fs) for ip in sent}
+                         for vm, fs in frames.items()},
+            "frames": {vm: fs[:3] for vm, fs in frames.items()}}
+
+
+def probes_around(dep, src: str, dst: str, change, *, before_s=1.0, after_s=2.5,
+                  interval_ms=5.0) -> dict:
+    """Sequence-numbered UDP probes ``src`` -> ``dst`` every ``interval_ms`` while
+    ``change()`` runs ``before_s`` into the stream; the change's start and end on the
+    shared monotonic clock, the sender's report and every probe that arrived."""
+    port, marker = _port(), _marker()
+    total = before_s + after_s
+    recv = dep.popen(dst, probe.recv_command(probe.RecvParams(port, total + 1.0, marker)),
+                     stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    try:
+        if not select.select([recv.stdout], [], [], 10)[0]:
+            raise RuntimeError(f"probe receiver in {dst} did not start")
+        recv.stdout.readline()
+        send = dep.popen(src, probe.send_command(probe.SendParams(
+            dep.ip(dst), port, interval_ms, total, marker)),
+            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        time.sleep(before_s)
+        t_start = time.monotonic_ns()
+        change()
+        t_done = time.monotonic_ns()
+        sender = probe.parse(send.communicate(timeout=total + 30)[0])
+        got = probe.parse(recv.communicate(timeout=total + 30)[0])
+    finally:
+        for p in (recv, locals().get("send")):
+            if p is not None and p.poll() is None:
+                session.stop(p)
+    return {"t_start_ns": t_start, "t_done_ns": t_done, "sender": sender,
+            "probes": got["probes"]}
+
+
+def receiver_rate(dep, receiver: str, sender: str, seconds: int,
+                  udp_bps: int | None = None) -> dict:
+    """iperf3 from ``sender`` to ``receiver``, measured by the receiver (the client runs
+    there with -R): Mbit/s per second and over the test. TCP, or UDP offered at
+    ``udp_bps`` in datagrams that fit the tenant MTU (no IP fragments)."""
+    udp = udp_bps is not None
+    length = dep.testbed.network.tenant_mtu - 28 if udp else None     # IPv4 + UDP headers
+    with session.iperf3_server(dep, sender):
+        argv = iperf3.client_command(iperf3.ClientParams(
+            dest=dep.ip(sender), seconds=seconds, reverse=True, protocol="udp" if udp else "tcp",
+            bitrate_bps=udp_bps, length=length))
+        done = dep.exec(receiver, argv, timeout=seconds + 30)
+    res = iperf3.parse(done.stdout)
+    if res["samples_side"] != "receiver":
+        raise RuntimeError(f"iperf3 samples are from the {res['samples_side']}, not the receiver")
+    out = {"protocol": res["protocol"], "samples_mbps": [g * 1000 for g in res["samples_gbps"]],
+           "mbps": res["bits_per_second"] / 1e6}
+    if udp:
+        out.update(offered_mbps=udp_bps / 1e6, lost_percent=res["lost_percent"], length=length)
+    else:
+        out["retransmits"] = res.get("retransmits")
+    return out

@@ -1,0 +1,173 @@
+"""pytest plugin of the functional matrix (``-p vnetbench.functional.plugin``).
+
+Tests ask for ``combo`` (vSwitch kind, network type; one module-scoped parameter
+per configuration), build their testbed with ``deployment()``, and report a
+verdict with ``record``. Every test carries ``@pytest.mark.row(id)``: a skip
+becomes an N/A cell with its reason, an exception an Error cell, so nothing that
+did not pass can vanish from the matrix. A Fail of the system under test is a
+finding: it fails the test only with ``--strict``.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+
+from vnetbench.errors import UnsupportedError
+from vnetbench.functional.matrix import Matrix
+from vnetbench.functional.verdict import FAILURES, Status, error, na
+from vnetbench.testbed import capabilities
+from vnetbench.testbed.loader import loads
+from vnetbench.testbed.model import NetType, VSwitchKind
+
+MATRIX = pytest.StashKey[Matrix]()
+WRITTEN = pytest.StashKey[list]()
+RECORDED = pytest.StashKey[bool]()
+
+
+def pytest_addoption(parser):
+    g = parser.getgroup("vnetbench", "vnetbench functional matrix")
+    g.addoption("--vswitch", action="append", choices=[k.value for k in VSwitchKind],
+                help="vSwitch kinds to test (repeatable; default: every kind)")
+    g.addoption("--network", action="append", choices=[t.value for t in NetType],
+                help="network types to test (repeatable; default: every type)")
+    g.addoption("--strict-verdicts", action="store_true",
+                help="a Fail of the system under test fails the run (default: recorded only)")
+    g.addoption("--matrix-out", default=None,
+                help="directory for matrix.json and matrix.md (default: results/functional-<time>)")
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "row(id): the functional matrix row a test measures")
+    config.stash[MATRIX] = Matrix()
+
+
+def combos(config) -> list[tuple[VSwitchKind, NetType]]:
+    kinds = [VSwitchKind(k) for k in config.getoption("vswitch") or []] or list(VSwitchKind)
+    types = [NetType(t) for t in config.getoption("network") or []] or list(NetType)
+    return [(k, t) for k in kinds for t in types]
+
+
+def pytest_generate_tests(metafunc):
+    if "combo" in metafunc.fixturenames:
+        cs = combos(metafunc.config)
+        metafunc.parametrize("combo", cs, ids=[f"{k.value}-{t.value}" for k, t in cs],
+                             scope="module")
+
+
+@pytest.fixture(scope="session")
+def caps():
+    return capabilities.probe()
+
+
+@pytest.fixture(scope="session")
+def matrix(request) -> Matrix:
+    return request.config.stash[MATRIX]
+
+
+@contextmanager
+def deployment(combo, caps, text: str, name: str):
+    """Build ``text`` (a testbed with {kind} and {ntype} fields) for ``combo``; skip
+    (an N/A cell) when this machine cannot build it; tear it down after."""
+    from vnetbench.testbed.netns import builder
+    kind, ntype = combo
+    if not caps.root:
+        pytest.skip("needs root (CAP_NET_ADMIN, CAP_SYS_ADMIN) to build the embedded testbed")
+    reason = caps.why_not(kind, ntype)
+    if reason:
+        pytest.skip(reason)
+    tb = loads(text.format(kind=kind.value, ntype=ntype.value),
+               source=f"<{name} {kind.value}-{ntype.value}>", online_cpus=sorted(os.sched_getaffinity(0)))
+    try:
+        dep = builder.up(tb, caps=caps)
+    except UnsupportedError as exc:       # e.g. a kind that cannot realise a declared qos
+        pytest.skip(str(exc))
+    try:
+        yield dep
+    finally:
+        errors = dep.down()
+        if errors:
+            raise RuntimeError(f"teardown of run {dep.run_id} failed: {errors[0]}")
+
+
+def deployment_fixture(text: str, name: str):
+    """A module-scoped ``dep`` fixture: ``text`` built for each combo (``deployment``)."""
+    @pytest.fixture(scope="module")
+    def dep(combo, caps):
+        with deployment(combo, caps, text, name) as d:
+            yield d
+    return dep
+
+
+def _row(item) -> str | None:
+    mark = item.get_closest_marker("row")
+    return mark.args[0] if mark else None
+
+
+def _combo(item):
+    callspec = getattr(item, "callspec", None)
+    return callspec.params.get("combo") if callspec else None
+
+
+@pytest.fixture
+def record(request, matrix):
+    """``record(verdict, measurement)``: one cell of the matrix for this test's row."""
+    row, combo = _row(request.node), _combo(request.node)
+    if row is None or combo is None:
+        raise RuntimeError(f"{request.node.nodeid}: needs @pytest.mark.row(id) and the combo fixture")
+    kind, ntype = combo
+
+    def rec(verdict, measurement=None):
+        matrix.add(kind.value, ntype.value, row, verdict, measurement)
+        request.node.stash[RECORDED] = True
+        if verdict.status in FAILURES and request.config.getoption("strict_verdicts"):
+            pytest.fail(f"{row} on {kind}/{ntype}: {verdict.status}: {verdict.detail}",
+                        pytrace=False)
+        if verdict.status is Status.ERROR:
+            pytest.fail(f"{row} on {kind}/{ntype}: could not measure: {verdict.detail}",
+                        pytrace=False)
+    return rec
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    """A skipped or crashed row test still leaves its cell: N/A or Error with the reason."""
+    outcome = yield
+    rep = outcome.get_result()
+    row, combo = _row(item), _combo(item)
+    if row is None or combo is None or item.stash.get(RECORDED, False):
+        return
+    if rep.skipped:
+        reason = rep.longrepr[2] if isinstance(rep.longrepr, tuple) else str(rep.longrepr)
+        verdict = na(reason.removeprefix("Skipped: "))
+    elif rep.failed:
+        exc = call.excinfo.value if call.excinfo else None
+        text = (str(exc).strip().splitlines() or [type(exc).__name__])[0] if exc else rep.when
+        verdict = error(f"{type(exc).__name__ if exc else 'failure'} in {rep.when}: {text}")
+    else:
+        return
+    item.config.stash[MATRIX].add(combo[0].value, combo[1].value, row, verdict)
+    item.stash[RECORDED] = True
+
+
+def pytest_sessionfinish(session):
+    m = session.config.stash[MATRIX]
+    if not m.cells:
+        return
+    out = session.config.getoption("matrix_out") or f"results/functional-{time.strftime('%Y%m%d-%H%M%S')}"
+    session.config.stash[WRITTEN] = m.write(Path(out))
+
+
+def pytest_terminal_summary(terminalreporter, config):
+    m = config.stash[MATRIX]
+    if not m.cells:
+        return
+    tr = terminalreporter
+    tr.section("vnetbench functional matrix")
+    tr.write(m.markdown())
+    for path in config.stash.get(WRITTEN, []):
+        tr.write_line(f"written: {path}")

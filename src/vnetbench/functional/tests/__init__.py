@@ -1,0 +1,1 @@
+"""The functional matrix's tests; run them with ``vnetbench functional``."""

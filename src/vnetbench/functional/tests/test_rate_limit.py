@@ -1,0 +1,51 @@
+"""Rate limiting (seed 003): 10 Mbit/s on one logical port, declared in the testbed
+(``qos:`` on the VM's NIC) and realised by the kind's own mechanism; measured at the
+receiver with iperf3. The port beside it on the same vnet and host, identical but
+for the limit, is the control that the limit (not the path) holds the rate."""
+
+import pytest
+
+from vnetbench.functional import measure, verdict
+from vnetbench.functional.plugin import deployment_fixture
+
+LIMIT_KBPS = 10_000
+TESTBED = """
+vswitch: {kind}
+network: {{type: {ntype}}}
+vnets:
+  - {{name: red, cidr: 198.19.1.0/24}}
+  - {{name: blue, cidr: 198.19.1.0/24}}
+vms:
+  - {{name: red-sender, host: h1, vnets: [red]}}
+  - {{name: red-limited, host: h2, vnets: [{{name: red, qos: {{max_kbps: %d}}}}]}}
+  - {{name: red-free, host: h2, vnets: [red]}}
+  - {{name: blue-sender, host: h1, vnets: [blue]}}
+  - {{name: blue-free, host: h2, vnets: [blue]}}
+""" % LIMIT_KBPS
+LIMIT_MBPS = LIMIT_KBPS / 1000
+SECONDS = 7        # 2 s of warm-up (the burst), 5 s of steady state
+FREE_SECONDS = 3
+
+
+dep = deployment_fixture(TESTBED, "rate-limit")
+
+
+@pytest.mark.row("rate.compliance")
+def test_limited_port_holds_the_rate(dep, record):
+    """UDP offered at twice the limit: what arrives is what the shaper lets through,
+    free of TCP's own dynamics (a deep shaper queue makes TCP saw-tooth below it)."""
+    m = {"limit_mbps": LIMIT_MBPS, **measure.receiver_rate(
+        dep, "red-limited", "red-sender", SECONDS, udp_bps=2 * LIMIT_KBPS * 1000)}
+    record(verdict.rate_compliance(m), m)
+
+
+@pytest.mark.row("rate.same-vnet")
+def test_other_port_of_the_same_vnet_is_not_limited(dep, record):
+    m = {"limit_mbps": LIMIT_MBPS, **measure.receiver_rate(dep, "red-free", "red-sender", FREE_SECONDS)}
+    record(verdict.unaffected(m), m)
+
+
+@pytest.mark.row("rate.other-vnet")
+def test_port_of_another_vnet_is_not_limited(dep, record):
+    m = {"limit_mbps": LIMIT_MBPS, **measure.receiver_rate(dep, "blue-free", "blue-sender", FREE_SECONDS)}
+    record(verdict.unaffected(m), m)

@@ -1,0 +1,194 @@
+"""Verdicts: what a measurement says about the system under test.
+
+Each function takes the plain measurement dict a test recorded (JSON-able, kept
+in the matrix) and returns a Verdict with the figure that decided it. They are
+pure so that recordings of working and failing systems check them
+(tests/unit/test_functional_verdict.py). A measurement that cannot decide (the
+traffic never reached its own vnet, no probes before the change) is an Error of
+the suite, never a Pass.
+"""
+
+from __future__ import annotations
+
+import enum
+import statistics
+from dataclasses import dataclass, field
+
+
+class Status(str, enum.Enum):
+    PASS = "Pass"
+    FAIL = "Fail"
+    FAIL_OPEN = "Fail-open"
+    FAIL_CLOSE = "Fail-close"
+    NA = "N/A"
+    ERROR = "Error"         # the suite could not measure: not a finding about the system
+
+    def __str__(self):
+        return self.value
+
+
+FAILURES = (Status.FAIL, Status.FAIL_OPEN, Status.FAIL_CLOSE)
+
+
+@dataclass(frozen=True)
+class Verdict:
+    status: Status
+    value: float | None = None      # the measured figure (stop time, rate, frames...)
+    unit: str = ""
+    detail: str = ""                # one line: what was measured; the footnote of a Fail/N/A
+    extra: dict = field(default_factory=dict)   # further figures (e.g. burst_mbps)
+
+    @property
+    def figure(self) -> str:
+        if self.value is None:
+            return ""
+        v = self.value
+        text = f"{v:.0f}" if abs(v) >= 100 or v == int(v) else f"{v:.3g}"
+        return f"{text} {self.unit}".strip()
+
+    def to_dict(self) -> dict:
+        return {"status": self.status.value, "value": self.value, "unit": self.unit,
+                "detail": self.detail, "extra": self.extra}
+
+
+def na(reason: str) -> Verdict:
+    return Verdict(Status.NA, detail=reason)
+
+
+def error(reason: str) -> Verdict:
+    return Verdict(Status.ERROR, detail=reason)
+
+
+# -- isolation ---------------------------------------------------------------------
+
+def reachability(pings: list[dict]) -> Verdict:
+    """Every VM pair reached its peer, and the answer came from the peer's own MAC
+    (two vnets reuse the IPs: an answer from the other vnet's twin is a failure).
+
+    ``pings``: [{vnet, src, dst, sent, received, peer_mac, expected_mac}]."""
+    sent = sum(p["sent"] for p in pings)
+    received = sum(p["received"] for p in pings)
+    loss = 100.0 * (sent - received) / sent if sent else 100.0
+    bad = [p for p in pings if p["received"] == 0 or p["peer_mac"] != p["expected_mac"]]
+    what = f"{len(pings) - len(bad)}/{len(pings)} pairs over {len({p['vnet'] for p in pings})} vnets"
+    if not bad:
+        return Verdict(Status.PASS, loss, "% loss", f"{what} reached their own peer")
+    b = bad[0]
+    why = (f"{b['src']} -> {b['dst']} ({b['vnet']}): "
+           + ("no reply" if b["received"] == 0 else
+              f"answered by {b['peer_mac']}, not the peer's {b['expected_mac']}"))
+    return Verdict(Status.FAIL, loss, "% loss", f"{what} reached; {why}")
+
+
+STOP_WITHIN_S = 1.0     # after the deprovisioning call returned
+MIN_WATCH_S = 1.5       # probes must go on this long after it, or the window is too short
+
+
+def deprovision(m: dict) -> Verdict:
+    """Traffic of a deprovisioned vnet stops: the time from the start of the change to
+    the first probe that never arrived, from sequence-numbered probes.
+
+    ``m``: t_start_ns, t_done_ns (the change), sender (probe.send result), probes
+    (probe.recv ``probes``: [seq, send_ns, recv_ns]), new_ping {sent, received} in the
+    removed vnet after the change, other_vnet_ping {sent, received} in a vnet left alone."""
+    t0, t1 = m["t_start_ns"], m["t_done_ns"]
+    interval = m["sender"]["interval_ns"]
+    before = [p for p in m["probes"] if p[1] < t0]
+    if not before:
+        return error("no probe arrived before the vnet was deprovisioned: nothing to stop")
+    if m["sender"]["last_ns"] is None or m["sender"]["last_ns"] < t1 + MIN_WATCH_S * 1e9:
+        return error(f"probes stopped less than {MIN_WATCH_S} s after the change: "
+                     "the window cannot show whether traffic went on")
+    last = max(p[1] for p in m["probes"])
+    stop_ms = max(0.0, (last + interval - t0) / 1e6)
+    op_ms = (t1 - t0) / 1e6
+    late = [p for p in m["probes"] if p[1] > t1 + STOP_WITHIN_S * 1e9]
+    facts = (f"probes every {interval / 1e6:g} ms stopped {stop_ms:.0f} ms after the change "
+             f"began (the change took {op_ms:.0f} ms)")
+    extra = {"change_ms": op_ms, "probes_before": len(before)}
+    if late:
+        return Verdict(Status.FAIL, stop_ms, "ms",
+                       f"ongoing traffic continued: {len(late)} probes sent more than "
+                       f"{STOP_WITHIN_S:g} s after the change still arrived", extra)
+    if m["new_ping"]["received"]:
+        return Verdict(Status.FAIL, stop_ms, "ms", f"{facts}, but a new ping still got "
+                       f"{m['new_ping']['received']} replies", extra)
+    if not m["other_vnet_ping"]["received"]:
+        return Verdict(Status.FAIL, stop_ms, "ms",
+                       f"{facts}, but the vnet left alone lost reachability too", extra)
+    return Verdict(Status.PASS, stop_ms, "ms", facts + "; a new ping fails", extra)
+
+
+MIN_CONTROL_SHARE = 0.5   # the traffic must reach its own vnet's captures, or nothing is shown
+
+
+def no_leak(m: dict) -> Verdict:
+    """Frames sent in vnet B are not captured on any VM of vnet A.
+
+    ``m``: sent (frames the sender sent), other_vnet {vm: frames captured} (vnet A),
+    own_vnet {vm: frames captured} (vnet B VMs the traffic is for: the destination, or
+    every peer for a flood) — the control that the capture sees what is there. When
+    the kind delivers the traffic nowhere (no flood of unknown unicast at all), the
+    optional ``control`` {dest, sent, own_vnet} (a broadcast to the same captures)
+    stands in as the proof that the captures work."""
+    sent = m["sent"]
+    leaked = {vm: n for vm, n in m["other_vnet"].items() if n}
+    seen = ", ".join(f"{vm} {n}/{sent}" for vm, n in m["own_vnet"].items())
+    if leaked:
+        where = ", ".join(f"{vm} {n}" for vm, n in leaked.items())
+        return Verdict(Status.FAIL, sum(leaked.values()), "frames",
+                       f"captured in the other vnet: {where} (of {sent} sent)")
+    base = f"0 of {sent} frames on {len(m['other_vnet'])} VMs of the other vnet"
+    if sent and _reached(m["own_vnet"], sent):
+        return Verdict(Status.PASS, 0, "frames", f"{base}; own vnet saw {seen}")
+    ctl = m.get("control")
+    if sent and ctl and _reached(ctl["own_vnet"], ctl["sent"]):
+        return Verdict(Status.PASS, 0, "frames",
+                       f"{base}; not delivered in its own vnet either ({seen}): the kind drops "
+                       f"it; the captures saw the control broadcast to {ctl['dest']}")
+    return error(f"the traffic did not reach its own vnet ({seen or 'no capture'}; "
+                 f"{sent} sent) and no control did: the capture would not show a leak either")
+
+
+def _reached(counts: dict, sent: int) -> bool:
+    return bool(counts) and all(n >= MIN_CONTROL_SHARE * sent for n in counts.values())
+
+
+# -- rate limiting -------------------------------------------------------------------
+
+TOLERANCE = 0.10   # the issue's ±10%
+WARMUP_S = 2       # "after the first seconds": the bucket's burst drains here
+
+
+def rate_compliance(m: dict) -> Verdict:
+    """The receiver's rate after the warm-up is within ±10% of the limit; the warm-up's
+    peak is reported apart as the burst.
+
+    ``m``: limit_mbps, samples_mbps (receiver side, one per second)."""
+    limit, samples = m["limit_mbps"], m["samples_mbps"]
+    if len(samples) <= WARMUP_S:
+        return error(f"{len(samples)} one-second samples: need more than {WARMUP_S}")
+    steady = samples[WARMUP_S:]
+    mean = statistics.fmean(steady)
+    extra = {"burst_mbps": max(samples[:WARMUP_S]), "steady_min_mbps": min(steady),
+             "steady_max_mbps": max(steady)}
+    facts = (f"{mean:.2f} Mbit/s at the receiver over {len(steady)} s after {WARMUP_S} s "
+             f"(per second {min(steady):.2f}..{max(steady):.2f}); burst "
+             f"{extra['burst_mbps']:.1f} Mbit/s in the first {WARMUP_S} s")
+    ok = abs(mean - limit) <= TOLERANCE * limit
+    return Verdict(Status.PASS if ok else Status.FAIL, mean, "Mbit/s",
+                   facts if ok else f"{facts}: outside {limit:g} Mbit/s ±{TOLERANCE:.0%}", extra)
+
+
+UNAFFECTED_FACTOR = 3.0   # a port the limit does not apply to carries well above it
+
+
+def unaffected(m: dict) -> Verdict:
+    """A port without the limit is not held to it: its rate is far above the limit.
+
+    ``m``: limit_mbps, mbps (receiver side, whole test)."""
+    limit, mbps = m["limit_mbps"], m["mbps"]
+    ok = mbps >= UNAFFECTED_FACTOR * limit
+    facts = f"{mbps:.0f} Mbit/s at the receiver with the {limit:g} Mbit/s limit set elsewhere"
+    return Verdict(Status.PASS if ok else Status.FAIL, mbps, "Mbit/s",
+                   facts if ok else f"{facts}: held to under {UNAFFECTED_FACTOR:g}x the limit")

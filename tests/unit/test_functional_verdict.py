@@ -1,0 +1,159 @@
+"""Verdicts and the matrix against recorded measurements of working and deliberately
+broken systems (tests/data/functional/record.py), so a check that cannot fail is caught."""
+
+import copy
+import json
+from pathlib import Path
+
+import pytest
+
+from vnetbench.functional import verdict as v
+from vnetbench.functional.matrix import ROWS, Matrix, expected
+from vnetbench.functional.verdict import Status
+
+DATA = Path(__file__).resolve().parents[1] / "data" / "functional"
+
+
+def rec(name):
+    return json.loads((DATA / f"{name}.json").read_text())
+
+
+# -- isolation -----------------------------------------------------------------------
+
+def test_reachability_pass_and_fail_recorded():
+    ok = v.reachability(rec("reach-pass")["pings"])
+    assert ok.status is Status.PASS and ok.value == 0
+    bad = v.reachability(rec("reach-fail")["pings"])
+    assert bad.status is Status.FAIL and "red-1 -> red-2 (red): no reply" in bad.detail
+
+
+def test_reachability_answer_from_the_other_vnets_twin_fails():
+    pings = copy.deepcopy(rec("reach-pass")["pings"])
+    pings[0]["peer_mac"] = pings[2]["expected_mac"]        # blue's VM answered for red's
+    got = v.reachability(pings)
+    assert got.status is Status.FAIL and "answered by" in got.detail
+
+
+@pytest.mark.parametrize("name", ["broadcast", "unknown-unicast"])
+def test_no_leak_recorded(name):
+    ok = v.no_leak(rec(f"{name}-pass"))
+    assert ok.status is Status.PASS and ok.value == 0 and "blue-2 200/200" in ok.detail
+    leak = v.no_leak(rec(f"{name}-leak"))
+    assert leak.status is Status.FAIL and leak.value == 200 and "red-2 200" in leak.detail
+
+
+def test_no_leak_without_the_control_is_an_error_not_a_pass():
+    m = rec("broadcast-pass")
+    m["own_vnet"] = {"blue-2": 0, "blue-3": 200}     # the capture or the path is broken
+    assert v.no_leak(m).status is Status.ERROR
+    assert v.no_leak({**m, "sent": 0, "own_vnet": {}}).status is Status.ERROR
+
+
+def test_deprovision_recorded():
+    ok = v.deprovision(rec("deprovision-pass"))
+    assert ok.status is Status.PASS and 0 <= ok.value < 500 and ok.unit == "ms"
+    assert ok.extra["change_ms"] > 0 and "a new ping fails" in ok.detail
+    never = v.deprovision(rec("deprovision-never-stops"))
+    assert never.status is Status.FAIL and "ongoing traffic continued" in never.detail
+
+
+def test_deprovision_stop_time_is_read_from_the_probes():
+    m = rec("deprovision-pass")
+    t0, step = m["t_start_ns"], m["sender"]["interval_ns"]
+    last = max(p[1] for p in m["probes"])
+    assert v.deprovision(m).value == pytest.approx((last + step - t0) / 1e6)
+
+
+def test_deprovision_new_ping_or_collateral_damage_fails():
+    m = rec("deprovision-pass")
+    assert "new ping" in v.deprovision({**m, "new_ping": {"sent": 3, "received": 1}}).detail
+    cut = v.deprovision({**m, "other_vnet_ping": {"sent": 3, "received": 0}})
+    assert cut.status is Status.FAIL and "left alone" in cut.detail
+
+
+def test_deprovision_void_measurements_are_errors():
+    m = rec("deprovision-pass")
+    assert v.deprovision({**m, "probes": [p for p in m["probes"] if p[1] > m["t_start_ns"]]}
+                         ).status is Status.ERROR
+    short = {**m, "sender": {**m["sender"], "last_ns": m["t_done_ns"] + 10**8}}
+    assert v.deprovision(short).status is Status.ERROR
+
+
+# -- rate limiting ---------------------------------------------------------------------
+
+def test_rate_compliance_recorded():
+    ok = v.rate_compliance(rec("rate-limited"))
+    assert ok.status is Status.PASS and 9 <= ok.value <= 11
+    assert ok.extra["burst_mbps"] > 15        # TBF's 1 MB bucket drains in the first second
+    unlimited = v.rate_compliance(rec("rate-unlimited"))
+    assert unlimited.status is Status.FAIL and unlimited.value > 1000
+
+
+def test_rate_compliance_bounds_and_short_runs():
+    base = {"limit_mbps": 10.0}
+    assert v.rate_compliance({**base, "samples_mbps": [30, 20, 11, 9, 10.9]}).status is Status.PASS
+    assert v.rate_compliance({**base, "samples_mbps": [30, 20, 11.2, 11.2]}).status is Status.FAIL
+    assert v.rate_compliance({**base, "samples_mbps": [10, 10]}).status is Status.ERROR
+
+
+def test_unaffected_recorded():
+    assert v.unaffected(rec("rate-unlimited")).status is Status.PASS
+    held = v.unaffected({"limit_mbps": 10.0, "mbps": rec("rate-limited")["mbps"]})
+    assert held.status is Status.FAIL and "held to" in held.detail
+
+
+# -- matrix -------------------------------------------------------------------------------
+
+def test_matrix_markdown_footnotes_every_non_pass_and_expectation_gap():
+    m = Matrix(expect={"ovs": {"isolation.broadcast": Status.PASS}})
+    m.add("ovs", "vxlan", "isolation.broadcast", v.no_leak(rec("broadcast-leak")))
+    m.add("ovs", "vxlan", "isolation.unicast", v.Verdict(Status.PASS, 0, "frames", "fine"))
+    m.add("linuxbridge", "vxlan", "isolation.broadcast", v.no_leak(rec("broadcast-pass")))
+    m.add("linuxbridge", "gre", "isolation.broadcast", v.na("kernel lacks gretap"))
+    text = m.markdown()
+    assert "| ovs/vxlan | linuxbridge/vxlan |" in text and "linuxbridge/gre |" not in text
+    assert "Fail 200 frames (expected Pass) [1]" in text
+    assert "[1] ovs/vxlan, Vnet A does not see vnet B broadcast" in text and "red-2 200" in text
+    assert "- linuxbridge/gre: kernel lacks gretap" in text
+    assert "| — |" in text                       # unicast not measured on linuxbridge
+    assert "Not measured in this run:" in text and "Deprovisioning" in text
+    assert [c for c in m.to_dict()["cells"] if c["status"] == "Fail"][0]["expected"] == "Pass"
+
+
+def test_matrix_write_and_unknown_row(tmp_path):
+    m = Matrix(expect={})
+    m.add("ovs", "flat", "rate.compliance", v.rate_compliance(rec("rate-limited")),
+          rec("rate-limited"))
+    js, md = m.write(tmp_path / "out")
+    cell = json.loads(js.read_text())["cells"][0]
+    assert cell["row"] == "rate.compliance" and cell["extra"]["burst_mbps"] > 0
+    assert cell["measurement"]["samples_mbps"] and md.read_text().startswith("# vnetbench")
+    with pytest.raises(KeyError):
+        m.add("ovs", "flat", "nope", v.na("x"))
+
+
+def test_expected_file_names_only_known_rows_and_statuses():
+    known = {r.id for r in ROWS}
+    for kind, rows in expected().items():
+        assert set(rows) <= known, kind
+
+
+def test_figures():
+    assert v.Verdict(Status.PASS, 9.5432, "Mbit/s").figure == "9.54 Mbit/s"
+    assert v.Verdict(Status.PASS, 3177.02, "Mbit/s").figure == "3177 Mbit/s"
+    assert v.Verdict(Status.PASS, 0, "frames").figure == "0 frames"
+    assert v.na("x").figure == ""
+
+
+def test_no_leak_kind_that_drops_unknown_unicast_passes_on_the_control():
+    m = rec("unknown-unicast-ovn-dropped")
+    assert set(m["own_vnet"].values()) == {0}
+    ok = v.no_leak(m)
+    assert ok.status is Status.PASS and "the kind drops it" in ok.detail
+    no_control = {**m, "control": {**m["control"], "own_vnet": {"blue-2": 0, "blue-3": 0}}}
+    assert v.no_leak(no_control).status is Status.ERROR
+
+
+def test_no_leak_openflow_broadcast_leak_recorded():
+    got = v.no_leak(rec("broadcast-openflow-leak"))
+    assert got.status is Status.FAIL and got.value == 600

@@ -1,0 +1,57 @@
+"""UDP probe tool and the tcpdump capture parser (recorded output in tests/data/tcpdump/)."""
+
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from vnetbench.traffic import capture, probe
+
+DATA = Path(__file__).resolve().parents[1] / "data"
+
+
+def test_capture_parses_broadcast_flood_and_unicast_frames():
+    frames = capture.parse((DATA / "tcpdump" / "udp-probes-seen.txt").read_text())
+    assert len(frames) == 9
+    assert {f["dst_mac"] for f in frames} == {"ff:ff:ff:ff:ff:ff", "02:76:6e:ff:ff:fe",
+                                              "02:76:6e:00:01:00"}
+    assert frames[0] == {"src_mac": "02:76:6e:00:00:00", "dst_mac": "ff:ff:ff:ff:ff:ff",
+                         "src": "198.19.1.1", "dst": "198.19.1.255", "dport": 40001}
+
+
+def test_capture_ignores_banner_and_other_lines():
+    assert capture.parse("listening on eth0, link-type EN10MB\n9 packets captured\n") == []
+    assert capture.command("eth0", 4000)[-1] == "udp dst port 4000"
+
+
+def test_probe_commands():
+    s = probe.send_command(probe.SendParams("198.19.1.255", 4000, 5, 1.5, 7, broadcast=True))
+    assert s[1:4] == ["-m", "vnetbench.traffic.probe", "send"] and s[-1] == "--broadcast"
+    assert "--interval-ms" in s and s[s.index("--seconds") + 1] == "1.5"
+    r = probe.recv_command(probe.RecvParams(4000, 2, 7))
+    assert r[3] == "recv" and r[r.index("--marker") + 1] == "7"
+
+
+def test_probe_parse_skips_the_ready_line():
+    assert probe.parse('{"ready": true}\n{"received": 0, "probes": []}\n')["received"] == 0
+    with pytest.raises(ValueError):
+        probe.parse('{"ready": true}\n')
+
+
+def test_probe_tool_over_loopback_keeps_order_and_clock():
+    """The real tool, no root: 20 probes at 5 ms; send times precede arrival times on the
+    one monotonic clock, and probes of another marker are ignored."""
+    port = 47000 + int(time.time()) % 1000
+    recv = subprocess.Popen(probe.recv_command(probe.RecvParams(port, 1.5, 11)),
+                            stdout=subprocess.PIPE, text=True)
+    assert "ready" in recv.stdout.readline()
+    other = probe.send_command(probe.SendParams("127.0.0.1", port, 5, 0.05, 12))
+    subprocess.run(other, check=True, capture_output=True)
+    sent = probe.parse(subprocess.run(probe.send_command(probe.SendParams(
+        "127.0.0.1", port, 5, 0.1, 11)), check=True, capture_output=True, text=True).stdout)
+    got = probe.parse(recv.communicate(timeout=10)[0])
+    assert sent["sent"] == 20 and sent["interval_ns"] == 5_000_000
+    assert got["received"] == 20 and [p[0] for p in got["probes"]] == list(range(20))
+    assert all(p[1] <= p[2] for p in got["probes"])
+    assert sent["first_ns"] == got["probes"][0][1] and sent["last_ns"] == got["probes"][-1][1]
