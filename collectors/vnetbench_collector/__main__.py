@@ -92,7 +92,7 @@ def parser() -> argparse.ArgumentParser:
                    "'controller'), e.g. on an OVN or OpenFlow controller node")
     p.add_argument("--probe-file", type=Path, metavar="FILE",
                    help="snapshot file of the interrupt-time probe (python -m "
-                   "vnetbench_collector.probe --out FILE): exact data-plane split (method bpf)")
+                   "vnetbench_collector.probe_runner --out FILE): exact data-plane split (method bpf)")
     p.add_argument("--port-file", type=Path, metavar="FILE",
                    help="write the port actually bound here (useful with --listen HOST:0)")
     p.add_argument("--version", action="version", version=f"%(prog)s {__version__}")

@@ -11,7 +11,7 @@ arrives during a softirq is taken out of that softirq (nesting-safe; softirqs do
 not nest on a CPU). Every interval it flips between two map generations and
 prints the one just closed, so no event is lost between print and clear.
 
-``python -m vnetbench_collector.probe --out FILE`` runs bpftrace as its child,
+``python -m vnetbench_collector.probe_runner --out FILE`` runs bpftrace as its child,
 sums the deltas and rewrites FILE (JSON, atomically) after every interval with
 cumulative nanoseconds and the kernel time (CLOCK_MONOTONIC) of the interval's
 end. Readers interpolate between two successive snapshots (``Snapshot``).
@@ -273,7 +273,7 @@ def run(out: Path, child_pidfile: Path | None, interval_ms: int, bpftrace: str) 
 
 
 def main(argv: list[str] | None = None) -> None:
-    p = argparse.ArgumentParser(prog="python -m vnetbench_collector.probe",
+    p = argparse.ArgumentParser(prog="python -m vnetbench_collector.probe_runner",
                                 description="Network softirq and hardirq time per CPU and "
                                 "interrupted task (eBPF through bpftrace), kept in a JSON file.")
     p.add_argument("--out", type=Path, required=True, help="the snapshot file to keep current")

@@ -88,7 +88,7 @@ def _start(dep, out: Path) -> subprocess.Popen:
     dep.run.record("daemon", name="cpuprobe", pidfile=str(runner_pid), argmark=f"--out={out}")
     dep.run.record("daemon", name="bpftrace", pidfile=str(child_pid), argmark=str(out))
     with open(dep.run.dir / "cpuprobe.log", "ab") as log:
-        p = subprocess.Popen([sys.executable, "-m", "vnetbench_collector.probe", f"--out={out}",
+        p = subprocess.Popen([sys.executable, "-m", "vnetbench_collector.probe_runner", f"--out={out}",
                               f"--child-pidfile={child_pid}", f"--interval-ms={INTERVAL_MS}"],
                              stdin=subprocess.DEVNULL, stdout=log, stderr=log,
                              start_new_session=True)
@@ -103,10 +103,10 @@ def _wait(dep, out: Path, timeout_s: float) -> bool:
         if probe.read_snapshot(out) is not None:
             return True
         runner = _RUNNERS.get(dep.run_id)
-        if runner is not None:
-            runner.poll()                          # reap our own child when it exited
-        if not _runner_alive(dep):
+        if runner is not None and runner.poll() is not None:
             return False                           # why: cpuprobe.log in the run directory
+        if runner is None and not _runner_alive(dep):     # another process's runner
+            return False
         time.sleep(0.05)
     return False
 
