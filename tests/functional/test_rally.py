@@ -53,23 +53,29 @@ def test_task_runs_through_rally(rally, task, tmp_path, caps):
             assert values and all(lo <= v <= hi for v in values), (r["labels"], metric, values)
 
 
-def test_ovn_battery_through_rally_counts_its_controller(rally, tmp_path, caps):
-    """OVN through the same Rally context: its tenant MTU (underlay - 58) reaches the
-    records, and the CPU beside each value includes northd and the OVN databases."""
+def _sdn_task(rally, tmp_path, caps, kind, ntype, task) -> list[dict]:
+    """One task file through Rally on an SDN kind: SLA passes, records of both placements."""
     from vnetbench.testbed.model import NetType, VSwitchKind
-    if caps.why_not(VSwitchKind.OVN, NetType.GENEVE):
-        pytest.skip(caps.why_not(VSwitchKind.OVN, NetType.GENEVE))
+    reason = caps.why_not(VSwitchKind(kind), NetType(ntype))
+    if reason:
+        pytest.skip(reason)
     records = tmp_path / "records.jsonl"
-    args = json.dumps({**SHORT, "vswitch": "ovn", "network": "geneve", "results": str(records)})
-    out = rally("task", "start", "--env", "vnetbench", str(REPO / "rally-tasks" / "udp-streams.yaml"),
+    args = json.dumps({**SHORT, "vswitch": kind, "network": ntype, "results": str(records)})
+    out = rally("task", "start", "--env", "vnetbench", str(REPO / "rally-tasks" / f"{task}.yaml"),
                 "--task-args", args)
     uuid = out.stdout.split("rally task report ")[1].split()[0]
     sla = json.loads(rally("task", "sla-check", uuid, "--json", check=False).stdout)
     assert sla and all(c["status"] == "PASS" for c in sla), sla
     recs = [json.loads(line) for line in records.read_text().splitlines()]
     assert {r["labels"]["placement"] for r in recs} == {"same-host", "cross-host"}
-    for r in recs:
-        assert (r["labels"]["vswitch"], r["labels"]["network"]) == ("ovn", "geneve")
+    assert all((r["labels"]["vswitch"], r["labels"]["network"]) == (kind, ntype) for r in recs)
+    return recs
+
+
+def test_ovn_battery_through_rally_counts_its_controller(rally, tmp_path, caps):
+    """OVN through the same Rally context: its tenant MTU (underlay - 58) reaches the
+    records, and the CPU beside each value includes northd and the OVN databases."""
+    for r in _sdn_task(rally, tmp_path, caps, "ovn", "geneve", "udp-streams"):
         assert r["provenance"]["tenant_mtu"] == 1442
         ctl, total = r["samples"]["cpu_controller_pct"], r["samples"]["cpu_pct"]
         assert len(ctl) == SHORT["repetitions"] and all(0 <= c <= t for c, t in zip(ctl, total))
@@ -79,19 +85,6 @@ def test_ovn_battery_through_rally_counts_its_controller(rally, tmp_path, caps):
 def test_ovs_openflow_battery_through_rally_counts_its_controller(rally, tmp_path, caps):
     """ovs-openflow through the Rally context: every broadcast frame is a packet-in, so
     the controller's CPU (osken-manager) is part of the CPU beside each value."""
-    from vnetbench.testbed.model import NetType, VSwitchKind
-    if caps.why_not(VSwitchKind.OVS_OPENFLOW, NetType.VXLAN):
-        pytest.skip(caps.why_not(VSwitchKind.OVS_OPENFLOW, NetType.VXLAN))
-    records = tmp_path / "records.jsonl"
-    args = json.dumps({**SHORT, "vswitch": "ovs-openflow", "network": "vxlan", "results": str(records)})
-    out = rally("task", "start", "--env", "vnetbench", str(REPO / "rally-tasks" / "broadcast.yaml"),
-                "--task-args", args)
-    uuid = out.stdout.split("rally task report ")[1].split()[0]
-    sla = json.loads(rally("task", "sla-check", uuid, "--json", check=False).stdout)
-    assert sla and all(c["status"] == "PASS" for c in sla), sla
-    recs = [json.loads(line) for line in records.read_text().splitlines()]
-    assert {r["labels"]["placement"] for r in recs} == {"same-host", "cross-host"}
-    for r in recs:
-        assert (r["labels"]["vswitch"], r["labels"]["network"]) == ("ovs-openflow", "vxlan")
+    for r in _sdn_task(rally, tmp_path, caps, "ovs-openflow", "vxlan", "broadcast"):
         ctl, total = r["samples"]["cpu_controller_pct"], r["samples"]["cpu_pct"]
         assert all(0 < c <= t for c, t in zip(ctl, total)), (ctl, total)
