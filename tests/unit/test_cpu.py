@@ -266,3 +266,57 @@ def test_fields_of_a_missing_window_are_none():
     assert set(cpu.METRICS) == {"cpu_pct", "cpu_pct_err", "cpu_vswitch_pct", "cpu_controller_pct",
                                 "cpu_softirq_in_vswitch_pct", "cpu_softirq_other_pct",
                                 "cpu_hardirq_pct"}
+
+
+def test_irqtime_kernel_keeps_runtime_whole_and_softirq_from_proc_stat(tmp_path):
+    threads = {(1, 1, 1, 1): ("ovs-vswitchd", "main", 1, 2.0, "")}
+    stat = lambda sirq: {0: {"softirq": sirq, "irq": 0.1}, 1: {"softirq": 9.0, "irq": 0.0}}
+    scope = reading.Scope(threads, frozenset({0}))
+    a = reading.stat_reading(0, scope, stat(1.0), irq_in_task=False, hz=250)
+    scope = reading.Scope({(1, 1, 1, 1): ("ovs-vswitchd", "main", 1, 2.5, "")}, frozenset({0}))
+    b = reading.stat_reading(1_000_000_000, scope, stat(1.2), irq_in_task=False, hz=250)
+    s = attr.split(a, b)
+    assert s.method == "irqtime" and s.exact
+    assert s.parts["vswitch"] == pytest.approx(0.5) and s.parts["softirq_in_vswitch"] == 0
+    assert s.parts["softirq_other"] == pytest.approx(0.2)
+    assert s.err_s == pytest.approx(2 * 2 / 250)        # one tick per CPU, counter and edge
+
+
+def test_collector_counters_grow_by_the_split_between_scrapes(tmp_path):
+    """The exporter's counters with a probe file: every series at 0 on the first
+    scrape, then the split since the last scrape (runtime minus the softirq in the
+    thread's context; softirq elsewhere on the host's CPU as softirq_other)."""
+    from prometheus_client import CollectorRegistry
+    from vnetbench_collector.collector import VSwitchCollector
+    proc, out = tmp_path / "proc", tmp_path / "probe.json"
+    proc.mkdir()
+    hz = procfs.clk_tck()
+    snap = lambda seq, t, sirq: probe.write_json(out, {
+        "version": 1, "seq": seq, "t_ns": t, "start_ns": 1, "interval_ns": 100_000_000,
+        "softirq_cpu": {"1": sirq[0] + sirq[1]}, "hardirq_cpu": {},
+        "softirq": {"1,10": sirq[0], "1,0": sirq[1]}, "hardirq": {}})
+    future = time.monotonic_ns() + 10**12            # no waiting: the snapshot is "after" now
+    write_proc(proc, {10: ("ovs-vswitchd", [(10, "ovs-vswitchd", 0, 0)])}, {1: 0.0}, hz,
+               runtime_ns={10: 1_000_000_000})
+    snap(1, future, (100_000_000, 50_000_000))
+    col = VSwitchCollector("h1", "ovs", proc=proc, names=(), extra_pids=[10], cpus={1}, qemu=False,
+                           hz=hz, probe_file=out)
+    registry = CollectorRegistry()
+    registry.register(col)
+
+    def counters():
+        return {(s.labels["part"], s.labels["component"]): s.value for f in registry.collect()
+                if f.name == "vnetbench_dataplane_cpu_seconds" for s in f.samples
+                if s.name.endswith("_total")}
+    first = counters()
+    assert first and set(first.values()) == {0.0}
+    write_proc(proc, {10: ("ovs-vswitchd", [(10, "ovs-vswitchd", 0, 0)])}, {1: 0.0}, hz,
+               runtime_ns={10: 1_800_000_000})
+    snap(2, future + 10**8, (400_000_000, 150_000_000))
+    got = counters()
+    assert got[("vswitch", "ovs-vswitchd")] == pytest.approx(0.8 - 0.3)
+    assert got[("softirq_in_vswitch", "ovs-vswitchd")] == pytest.approx(0.3)
+    assert got[("softirq_other", "idle")] == pytest.approx(0.1)
+    methods = [s.labels["method"] for f in registry.collect() if f.name == "vnetbench_cpu_method"
+               for s in f.samples]
+    assert methods == ["bpf"]
