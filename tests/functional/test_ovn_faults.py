@@ -103,6 +103,9 @@ def test_established_traffic_survives_new_port_waits(dep, kind, tmp_path):
     while time.monotonic() < deadline and not _reaches(dep, "late", "a", count=2):
         pass
     assert _reaches(dep, "late", "a") > 0, f"the new port did not come up after the outage ({kind})"
+    nb = central.pid(ovn.NB)
+    ovn.start(dep, "nb")                 # starting a running component leaves it alone
+    assert central.pid(ovn.NB) == nb
     faults = [json.loads(line) for line in (tmp_path / "faults.jsonl").read_text().splitlines()]
     assert all(r["test"] == "fault" and r["started"] <= r["finished"] for r in faults)
     assert [r["labels"]["fault"] for r in faults] == (

@@ -296,9 +296,12 @@ def stop(dep, which: str, graceful: bool = True) -> None:
 
 
 def start(dep, which: str) -> None:
-    """Start it again on its own files (journaled again: teardown stops it)."""
+    """Start it again on its own files (journaled again: teardown stops it); a
+    component that is running is left alone."""
     component = _target(dep, which)
-    Central(dep).start_component(component)
+    central = Central(dep)
+    if central.pid(component) is None:
+        central.start_component(component)
 
 
 def flow_count(dep, host: str) -> int:
