@@ -14,6 +14,7 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import FixedLocator, FuncFormatter, MaxNLocator, NullLocator
 
 from vnetbench.report.table import Table
+from vnetbench.results.spread import num
 
 PLACEMENTS = ("same-host", "cross-host")
 BARS = ("error bars: the cell's spread -- RTT ±sd of the echoes; other metrics 95% CI "
@@ -146,6 +147,7 @@ def _bars(fig_id, caption, ylabel, series: dict, colors=None) -> Chart | None:
         _open_tops(ax, xs, points, "black")
     ax.set_xticks(range(len(groups)), groups, rotation=30, ha="right", fontsize=8)
     ax.set_ylabel(ylabel)
+    ax.yaxis.set_major_formatter(_numbers())
     ax.set_ylim(bottom=0)
     ax.grid(axis="y", alpha=0.3)
     fig.legend(loc="outside right upper", fontsize=8)
@@ -171,11 +173,17 @@ def _lines(fig_id, caption, ylabel, xlabel, colors, series: dict, second=None,
                                    label=col, color=colors[col], capsize=3, elinewidth=0.8)
                 _tag(bars, f"{fig_id}-err-{k}-{j}-{i}")
             ax.set(title=place, xlabel=xlabel, ylabel=label)
+            ax.yaxis.set_major_formatter(_numbers())
             _integer_x(ax, sorted({x for xy in data.get(place, {}).values() for x, _ in xy}), logx)
             ax.grid(alpha=0.3)
     handles = {label: h for ax in axes.flat for h, label in zip(*ax.get_legend_handles_labels())}
     fig.legend(list(handles.values()), list(handles), loc="outside right upper", fontsize=8)
     return Chart(fig_id, caption, _svg(fig, fig_id))
+
+
+def _numbers() -> FuncFormatter:
+    """Value ticks as the tables print numbers: 160,000 frames/s, not 1.6e5 or 160000."""
+    return FuncFormatter(lambda y, _: num(y, 6))
 
 
 def _integer_x(ax, xs, logx) -> None:
