@@ -157,3 +157,65 @@ def test_no_leak_kind_that_drops_unknown_unicast_passes_on_the_control():
 def test_no_leak_openflow_broadcast_leak_recorded():
     got = v.no_leak(rec("broadcast-openflow-leak"))
     assert got.status is Status.FAIL and got.value == 600
+
+
+# -- fault tolerance and migration ------------------------------------------------------
+
+def test_traffic_continues_recorded():
+    ok = v.traffic_continues(rec("ping-kill-openflow"))      # flows stay with the controller killed
+    assert ok.status is Status.PASS and ok.value == 0
+    stopped = v.traffic_continues(rec("deprovision-pass"))   # a stream that really stopped
+    assert stopped.status is Status.FAIL_CLOSE and "traffic stopped" in stopped.detail
+    paused = v.traffic_continues(rec("vswitch-restart-ovn"))  # came back after a 1 s outage
+    assert paused.status is Status.FAIL and paused.value > v.MAX_PAUSE_MS
+
+
+def test_traffic_recovers_recorded():
+    ok = v.traffic_recovers(rec("vswitch-restart-ovn"))
+    assert ok.status is Status.PASS and ok.value == pytest.approx(1075, abs=1)
+    gone = v.traffic_recovers(rec("deprovision-pass"))
+    assert gone.status is Status.FAIL and "did not come back" in gone.detail
+    m = rec("vswitch-restart-ovn")
+    early = {**m, "probes": [p for p in m["probes"] if p[1] >= m["t_start_ns"]]}
+    assert v.traffic_recovers(early).status is Status.ERROR
+
+
+def test_outage_counts_the_longest_run_after_the_change():
+    m = rec("vswitch-restart-ovn")
+    o = v.outage(m)
+    step = m["sender"]["interval_ns"] / 1e6
+    assert o["outage_ms"] % step == pytest.approx(0, abs=1e-6) and o["tail_share"] == 1.0
+
+
+def test_fail_open_or_close_recorded():
+    assert v.fail_open_close(rec("new-ping-openflow")).status is Status.FAIL_CLOSE
+    assert v.fail_open_close(rec("new-ping-ovn")).status is Status.FAIL_OPEN
+
+
+def test_idle_timeout_recorded():
+    got = v.idle_timeout(rec("idle-timeout-openflow"))
+    assert got.status is Status.PASS and got.value == 5 and got.extra == {"survived_s": 4, "expired_s": 6}
+    none = v.idle_timeout(rec("idle-timeout-ovn"))
+    assert none.status is Status.NA and "survived 8 s" in none.detail
+
+
+def test_new_session_recorded_and_refused():
+    assert v.new_session(rec("iperf-stop-openflow")).status is Status.PASS
+    refused = v.new_session({"mbps": 0.0, "error": "iperf3: unable to connect to server"})
+    assert refused.status is Status.FAIL_CLOSE and "unable to connect" in refused.detail
+
+
+def test_migrations_recorded():
+    cold = v.reachable(rec("migration-cold-openflow"))
+    assert cold.status is Status.FAIL and cold.unit == "ms"
+    live = v.live_migration(rec("migration-live-ovs"))
+    assert live.status is Status.PASS and live.value == 430
+    cut = {**rec("migration-live-ovs"), "ping_after": {"sent": 5, "received": 0}}
+    assert v.live_migration(cut).status is Status.FAIL
+
+
+def test_per_kind_modules_take_vxlan_or_the_first_network():
+    from vnetbench.functional.plugin import one_network_per_kind
+    from vnetbench.testbed.model import NetType as T, VSwitchKind as K
+    cs = [(K.OVS, T.FLAT), (K.OVS, T.VXLAN), (K.OVS, T.GRE), (K.LINUXBRIDGE, T.FLAT)]
+    assert one_network_per_kind(cs) == [(K.OVS, T.VXLAN), (K.LINUXBRIDGE, T.FLAT)]

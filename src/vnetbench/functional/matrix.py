@@ -40,6 +40,26 @@ ROWS = (
         "The limit does not affect other ports of the same vnet"),
     Row("rate.other-vnet", "Rate limiting",
         "The limit does not affect ports of another vnet"),
+    Row("fault.ping-stop", "Fault tolerance",
+        "Ping continues when the controller stops gracefully (longest pause)"),
+    Row("fault.ping-kill", "Fault tolerance",
+        "Ping continues when the controller is killed (longest pause)"),
+    Row("fault.iperf-stop", "Fault tolerance",
+        "A new iperf3 session starts after the controller stops gracefully"),
+    Row("fault.iperf-kill", "Fault tolerance",
+        "A new iperf3 session starts after the controller is killed"),
+    Row("fault.new-ping", "Fault tolerance",
+        "A new ping after the controller stops: fail-open or fail-close"),
+    Row("fault.idle-timeout", "Fault tolerance",
+        "Flow idle timeout, by progressively longer waits with the controller down"),
+    Row("fault.vswitch-restart", "Fault tolerance",
+        "Restart the virtual switch: traffic flows again (outage)"),
+    Row("migration.cold", "VM migration",
+        "Cold: shut down, move to another host, boot: ping works (time to move)"),
+    Row("migration.live", "VM migration",
+        "Live: ping continues (downtime, 5 ms probes)"),
+    Row("migration.controller-down", "VM migration",
+        "Migrate with the controller down, restart it: ping works"),
 )
 ROW = {r.id: r for r in ROWS}
 
@@ -108,6 +128,9 @@ class Matrix:
         if self.not_run():
             out += "\n\nNot run here:\n" + "\n".join(
                 f"- {k}/{n}: {why}" for (k, n), why in self.not_run().items())
+        if " — |" in out:
+            out += ("\n\n—: not measured on this configuration (fault and migration rows run on "
+                    "one network type per kind unless --every-network)")
         if missing:
             out += "\n\nNot measured in this run: " + "; ".join(missing)
         return out + "\n"

@@ -37,6 +37,9 @@ def pytest_addoption(parser):
                 help="network types to test (repeatable; default: every type)")
     g.addoption("--strict-verdicts", action="store_true",
                 help="a Fail of the system under test fails the run (default: recorded only)")
+    g.addoption("--every-network", action="store_true",
+                help="run the per-kind modules (faults, migration) on every network type too "
+                     "(default: one per kind, vxlan where selected)")
     g.addoption("--matrix-out", default=None,
                 help="directory for matrix.json and matrix.md (default: results/functional-<time>)")
 
@@ -52,9 +55,20 @@ def combos(config) -> list[tuple[VSwitchKind, NetType]]:
     return [(k, t) for k in kinds for t in types]
 
 
+def one_network_per_kind(cs):
+    """Per kind, vxlan when selected (every kind carries it), else its first network."""
+    picked = {}
+    for k, t in cs:
+        if k not in picked or t is NetType.VXLAN:
+            picked[k] = t
+    return [(k, t) for k, t in cs if picked[k] is t]
+
+
 def pytest_generate_tests(metafunc):
     if "combo" in metafunc.fixturenames:
         cs = combos(metafunc.config)
+        if getattr(metafunc.module, "PER_KIND", False) and not metafunc.config.getoption("every_network"):
+            cs = one_network_per_kind(cs)
         metafunc.parametrize("combo", cs, ids=[f"{k.value}-{t.value}" for k, t in cs],
                              scope="module")
 

@@ -192,3 +192,107 @@ def unaffected(m: dict) -> Verdict:
     facts = f"{mbps:.0f} Mbit/s at the receiver with the {limit:g} Mbit/s limit set elsewhere"
     return Verdict(Status.PASS if ok else Status.FAIL, mbps, "Mbit/s",
                    facts if ok else f"{facts}: held to under {UNAFFECTED_FACTOR:g}x the limit")
+
+
+# -- fault tolerance and migration -------------------------------------------------------
+
+TAIL_S = 0.5            # the stream's last half second tells whether traffic flows at the end
+TAIL_SHARE = 0.8
+MAX_PAUSE_MS = 1000.0   # "ping continues": no pause longer than one ping interval
+
+
+def outage(m: dict) -> dict:
+    """From a probe stream (``measure.probes_around``): the longest run of lost probes
+    (ms) after the change began, and whether the last ``TAIL_S`` arrived."""
+    s = m["sender"]
+    step, sent = s["interval_ns"], s["sent"]
+    got = {p[0] for p in m["probes"]}
+    first_after = max(0, int((m["t_start_ns"] - s["first_ns"]) // step))
+    longest = run = 0
+    for seq in range(first_after, sent):
+        run = 0 if seq in got else run + 1
+        longest = max(longest, run)
+    tail = range(max(0, sent - int(TAIL_S * 1e9 // step)), sent)
+    share = sum(seq in got for seq in tail) / len(tail) if len(tail) else 0.0
+    return {"outage_ms": longest * step / 1e6, "tail_share": share,
+            "flowing_before": any(p[1] < m["t_start_ns"] for p in m["probes"])}
+
+
+def traffic_continues(m: dict) -> Verdict:
+    """An ongoing stream goes on through the change: Pass when no pause is longer than
+    ``MAX_PAUSE_MS`` and it flows at the end; Fail-close when it stopped for good."""
+    o = outage(m)
+    if not o["flowing_before"]:
+        return error("no probe arrived before the change: nothing to continue")
+    what = f"longest pause {o['outage_ms']:.0f} ms; {o['tail_share']:.0%} of the last {TAIL_S:g} s arrived"
+    if o["tail_share"] < TAIL_SHARE:
+        return Verdict(Status.FAIL_CLOSE, o["outage_ms"], "ms", f"traffic stopped: {what}", o)
+    if o["outage_ms"] > MAX_PAUSE_MS:
+        return Verdict(Status.FAIL, o["outage_ms"], "ms", f"interrupted: {what}", o)
+    return Verdict(Status.PASS, o["outage_ms"], "ms", what, o)
+
+
+def traffic_recovers(m: dict) -> Verdict:
+    """Traffic flows again after the change; the outage is the figure."""
+    o = outage(m)
+    if not o["flowing_before"]:
+        return error("no probe arrived before the change: nothing to recover")
+    what = f"outage {o['outage_ms']:.0f} ms; {o['tail_share']:.0%} of the last {TAIL_S:g} s arrived"
+    ok = o["tail_share"] >= TAIL_SHARE
+    return Verdict(Status.PASS if ok else Status.FAIL, o["outage_ms"], "ms",
+                   what if ok else f"traffic did not come back: {what}", o)
+
+
+def new_session(m: dict) -> Verdict:
+    """A new iperf3 session starts (and carries data) after the change.
+    ``m``: mbps, error (iperf3's message when it could not run)."""
+    if m.get("error") or not m.get("mbps"):
+        return Verdict(Status.FAIL_CLOSE, 0.0, "Mbit/s",
+                       f"no new session: {m.get('error') or 'no data arrived'}")
+    return Verdict(Status.PASS, m["mbps"], "Mbit/s", f"{m['mbps']:.0f} Mbit/s in a new session")
+
+
+def fail_open_close(m: dict) -> Verdict:
+    """A ping between VMs that never talked, with the controller down: answered = the
+    data plane forwards new traffic on its own (fail-open), else fail-close."""
+    got, sent = m["received"], m["sent"]
+    if got:
+        return Verdict(Status.FAIL_OPEN, 100.0 * got / sent, "% answered",
+                       f"{got}/{sent} echoes answered with the controller down")
+    return Verdict(Status.FAIL_CLOSE, 0.0, "% answered",
+                   f"0/{sent} echoes answered with the controller down")
+
+
+def idle_timeout(m: dict) -> Verdict:
+    """The flow idle timeout from trials ``m["trials"]`` = [[idle_s, alive], ...]: between
+    the longest idle a flow survived and the shortest it did not."""
+    alive = [w for w, ok in m["trials"] if ok]
+    dead = [w for w, ok in m["trials"] if not ok]
+    if not dead:
+        return na(f"no idle timeout: flows survived {max(alive, default=0):g} s idle with the "
+                  "controller down")
+    lo, hi = max((w for w in alive if w < min(dead)), default=0), min(dead)
+    return Verdict(Status.PASS, (lo + hi) / 2, "s",
+                   f"flows survived {lo:g} s idle, not {hi:g} s (controller down)",
+                   {"survived_s": lo, "expired_s": hi})
+
+
+def reachable(m: dict) -> Verdict:
+    """Ping works after the change (``m``: sent, received; ``change_ms`` the figure)."""
+    got, sent = m["received"], m["sent"]
+    figure = m.get("change_ms")
+    if got:
+        return Verdict(Status.PASS, figure, "ms", f"{got}/{sent} echoes answered afterwards")
+    return Verdict(Status.FAIL, figure, "ms", f"0/{sent} echoes answered afterwards")
+
+
+def live_migration(m: dict) -> Verdict:
+    """Ping continues through a live migration: the probes' downtime (5 ms resolution)
+    is the figure; the peers must reach each other afterwards."""
+    after = m["ping_after"]
+    what = (f"downtime {m['downtime_ms']:.0f} ms ({m['lost']}/{m['sent']} probes lost, "
+            f"{m['outages']} outage(s))")
+    if not after["received"]:
+        return Verdict(Status.FAIL, m["downtime_ms"], "ms",
+                       f"{what}; the peers do not reach each other afterwards")
+    return Verdict(Status.PASS, m["downtime_ms"], "ms", what)

@@ -1,0 +1,142 @@
+"""Fault tolerance (seed 003): the controller stopped (SIGTERM) or killed (SIGKILL) under
+an ongoing stream, new sessions and new pairs after the stop, the flow idle timeout,
+and a vSwitch restart — through the fault API (``vnetbench.faults``).
+
+Kinds without a controller get N/A for the controller rows, with the reason the
+fault API gives. Every controller test starts the controller again afterwards.
+"""
+
+import time
+
+import pytest
+
+from vnetbench.errors import VnetbenchError
+from vnetbench.faults import Faults, control
+from vnetbench.functional import measure, verdict
+from vnetbench.functional.plugin import deployment_fixture
+
+TESTBED = """
+vswitch: {kind}
+network: {{type: {ntype}}}
+vnets: [{{name: red, cidr: 198.19.1.0/24}}]
+vms:
+  - {{name: red-1, host: h1}}
+  - {{name: red-2, host: h2}}
+  - {{name: red-3, host: h1}}
+  - {{name: red-4, host: h2}}
+"""
+IDLE_WAITS_S = (2, 4, 8)      # then one bisection step between the last survived and the first expired
+
+PER_KIND = True      # controller faults and migration hardly depend on the encapsulation:
+                     # one network per kind unless --every-network
+dep = deployment_fixture(TESTBED, "faults")
+
+
+class Controller:
+    """The controller of the testbed through the fault API; started again only when this
+    test stopped it (starting a running OVN database is an error)."""
+
+    def __init__(self, dep):
+        self.faults, self.down = Faults(dep), False
+
+    def stop(self, graceful=True):
+        self.down = True
+        self.faults.controller_stop(graceful=graceful)
+
+    def start(self):
+        if self.down:
+            self.faults.controller_start()
+            self.down = False
+
+
+@pytest.fixture
+def faults(dep):
+    """N/A for kinds without a controller; the controller runs again after the test."""
+    try:
+        control.components(dep)
+    except VnetbenchError as exc:
+        pytest.skip(str(exc))
+    ctl = Controller(dep)
+    yield ctl
+    ctl.start()
+
+
+def _stream_around_stop(dep, faults, graceful):
+    measure.ping_once(dep, "red-1", dep.ip("red-2"))          # the flows exist
+    return measure.probes_around(dep, "red-1", "red-2",
+                                 lambda: faults.stop(graceful=graceful), after_s=3.0)
+
+
+@pytest.mark.row("fault.ping-stop")
+def test_ping_continues_when_the_controller_stops(dep, faults, record):
+    m = _stream_around_stop(dep, faults, graceful=True)
+    record(verdict.traffic_continues(m), m)
+
+
+@pytest.mark.row("fault.ping-kill")
+def test_ping_continues_when_the_controller_is_killed(dep, faults, record):
+    m = _stream_around_stop(dep, faults, graceful=False)
+    record(verdict.traffic_continues(m), m)
+
+
+def _new_iperf(dep, faults, graceful):
+    measure.ping_once(dep, "red-1", dep.ip("red-2"))
+    faults.stop(graceful=graceful)
+    try:
+        return measure.receiver_rate(dep, "red-2", "red-1", 2)
+    except (ValueError, RuntimeError) as exc:     # iperf3 could not connect / no result
+        return {"mbps": 0.0, "error": str(exc)}
+
+
+@pytest.mark.row("fault.iperf-stop")
+def test_new_iperf_after_graceful_stop(dep, faults, record):
+    m = _new_iperf(dep, faults, graceful=True)
+    record(verdict.new_session(m), m)
+
+
+@pytest.mark.row("fault.iperf-kill")
+def test_new_iperf_after_kill(dep, faults, record):
+    m = _new_iperf(dep, faults, graceful=False)
+    record(verdict.new_session(m), m)
+
+
+@pytest.mark.row("fault.new-ping")
+def test_new_ping_after_stop_is_fail_open_or_close(dep, faults, record):
+    """red-3 and red-4 never talked: no flow, no neighbour entry."""
+    dep.exec("red-3", ["ip", "neigh", "flush", "all"])
+    faults.stop()
+    m = measure.ping_once(dep, "red-3", dep.ip("red-4"))
+    record(verdict.fail_open_close(m), m)
+
+
+def _survives(dep, faults, idle_s) -> bool:
+    """Flows installed with the controller up, controller stopped, ``idle_s`` of silence,
+    then one echo: answered = the flows are still there."""
+    faults.start()
+    if not measure.ping_once(dep, "red-1", dep.ip("red-2"))["received"]:
+        raise RuntimeError("red-1 does not reach red-2 with the controller up")
+    faults.stop()
+    time.sleep(idle_s)
+    return bool(measure.ping_once(dep, "red-1", dep.ip("red-2"), count=1)["received"])
+
+
+@pytest.mark.row("fault.idle-timeout")
+def test_flow_idle_timeout(dep, faults, record):
+    trials = []
+    for wait in IDLE_WAITS_S:
+        trials.append([wait, _survives(dep, faults, wait)])
+        if not trials[-1][1]:
+            lo = max((w for w, ok in trials if ok), default=0)
+            mid = (lo + wait) / 2
+            trials.append([mid, _survives(dep, faults, mid)])
+            break
+    m = {"trials": trials}
+    record(verdict.idle_timeout(m), m)
+
+
+@pytest.mark.row("fault.vswitch-restart")
+def test_vswitch_restart_traffic_flows_again(dep, record):
+    measure.ping_once(dep, "red-1", dep.ip("red-2"))          # neighbours and flows exist
+    m = measure.probes_around(dep, "red-1", "red-2", lambda: Faults(dep).vswitch_restart("h2"),
+                              after_s=4.0)
+    record(verdict.traffic_recovers(m), m)
