@@ -91,6 +91,8 @@ class _Context:
         progress(f"run {self.run.run_id}: {len(tb.hosts)} hosts, {len(tb.vms)} VMs, "
                  f"{tb.vswitch.kind} over {tb.network.type}")
         self._namespaces()
+        if tb.vswitch.kind is VSwitchKind.OVS_OPENFLOW:
+            openflow.start(self)          # its imports overlap the rest of the bring-up
         self._underlay()
         if mgmt.needed(tb):
             mgmt.build(self)

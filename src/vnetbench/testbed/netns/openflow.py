@@ -78,7 +78,7 @@ def controller_argv(run_dir: Path, testbed, instance: int, record: str | None = 
             f"--pidfile={pidfile(run_dir, instance)}", f"--config={d / 'config.json'}",
             f"--instance={instance}", f"--lock={d / 'master.lock'}",
             f"--ready-dir={d / 'ready'}",
-            f"--listen={mgmt.controller_ip(testbed)}:{OF_PORT + instance}"]
+            f"--listen=0.0.0.0:{OF_PORT + instance}"]   # the namespace has only the mgmt bridge
     return argv + ([f"--record={record}"] if record else [])
 
 
@@ -95,15 +95,22 @@ def start_controller(run, names, run_dir: Path, testbed, instance: int, record=N
     log.close()
 
 
-def wire(ctx) -> None:
-    """Controller instances first (they import os-ken while OVS starts), then the hosts;
-    returns once every bridge has its packet-in path installed."""
+def start(ctx) -> None:
+    """The controller instances, as soon as the controller namespace exists: importing
+    os-ken takes ~1 s, which then overlaps the rest of the bring-up. They listen on
+    every address of their namespace, whose only interface is the management bridge."""
     tb, run_dir = ctx.testbed, ctx.run.dir
     d = ctl_dir(run_dir)
     (d / "ready").mkdir(parents=True, mode=0o700)
     (d / "config.json").write_text(json.dumps(controller_config(ctx), indent=1))
     for i in range(tb.vswitch.openflow.controllers):
         start_controller(ctx.run, ctx.names, run_dir, tb, i)
+
+
+def wire(ctx) -> None:
+    """The hosts' bridges (the controller was started by ``start``); returns once every
+    bridge has its packet-in path installed."""
+    tb, run_dir = ctx.testbed, ctx.run.dir
     hosts = [OpenFlowHost(ctx, h) for h in tb.hosts]
     with ThreadPoolExecutor(max_workers=min(8, len(hosts))) as pool:
         for fut in [pool.submit(ctx._ovs_host, o) for o in hosts]:
