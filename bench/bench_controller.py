@@ -39,7 +39,7 @@ def main() -> int:
         for rate in a.rates:
             with cpu.Window(dep) as w:
                 got, _ = broadcast_once(dep, pair, "icmp", rate, a.seconds)
-            ctl = w.result.get(cpu.CONTROLLER, {}).get("vswitch", 0.0)
+            ctl = w.metrics()["cpu_controller_pct"]
             delivered = got["received"] / a.seconds
             steps.append({"offered_pps": rate, "achieved_pps": got["achieved_pps"],
                           "delivered_pps": delivered, "loss_pct": got["loss_pct"],
