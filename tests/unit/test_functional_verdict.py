@@ -219,3 +219,11 @@ def test_per_kind_modules_take_vxlan_or_the_first_network():
     from vnetbench.testbed.model import NetType as T, VSwitchKind as K
     cs = [(K.OVS, T.FLAT), (K.OVS, T.VXLAN), (K.OVS, T.GRE), (K.LINUXBRIDGE, T.FLAT)]
     assert one_network_per_kind(cs) == [(K.OVS, T.VXLAN), (K.LINUXBRIDGE, T.FLAT)]
+
+
+def test_survives_instance_loss_recorded():
+    m = rec("multi-controller-openflow")
+    ok = v.survives_instance_loss(m)
+    assert ok.status is Status.PASS and "osken-0 killed" in ok.detail
+    no_new = {**m, "new_ping": {"sent": 5, "received": 0}}
+    assert v.survives_instance_loss(no_new).status is Status.FAIL

@@ -52,6 +52,8 @@ ROWS = (
         "A new ping after the controller stops: fail-open or fail-close"),
     Row("fault.idle-timeout", "Fault tolerance",
         "Flow idle timeout, by progressively longer waits with the controller down"),
+    Row("fault.multi-controller", "Fault tolerance",
+        "Several controller instances: one killed, traffic and new pairs go on"),
     Row("fault.vswitch-restart", "Fault tolerance",
         "Restart the virtual switch: traffic flows again (outage)"),
     Row("migration.cold", "VM migration",

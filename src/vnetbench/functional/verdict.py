@@ -296,3 +296,15 @@ def live_migration(m: dict) -> Verdict:
         return Verdict(Status.FAIL, m["downtime_ms"], "ms",
                        f"{what}; the peers do not reach each other afterwards")
     return Verdict(Status.PASS, m["downtime_ms"], "ms", what)
+
+
+def survives_instance_loss(m: dict) -> Verdict:
+    """One of several controller instances killed: the stream goes on and a new pair
+    (new flows) still connects. ``m``: a probe stream around the kill + new_ping."""
+    cont = traffic_continues(m)
+    if cont.status is Status.ERROR:
+        return cont
+    new = m["new_ping"]
+    what = f"{m['killed']} killed: {cont.detail}; new pair {new['received']}/{new['sent']} answered"
+    ok = cont.status is Status.PASS and new["received"] > 0
+    return Verdict(Status.PASS if ok else Status.FAIL, cont.value, "ms", what, cont.extra)

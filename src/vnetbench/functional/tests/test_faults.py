@@ -13,7 +13,8 @@ import pytest
 from vnetbench.errors import VnetbenchError
 from vnetbench.faults import Faults, control
 from vnetbench.functional import measure, verdict
-from vnetbench.functional.plugin import deployment_fixture
+from vnetbench.testbed.model import VSwitchKind
+from vnetbench.functional.plugin import deployment, deployment_fixture
 
 TESTBED = """
 vswitch: {kind}
@@ -140,3 +141,34 @@ def test_vswitch_restart_traffic_flows_again(dep, record):
     m = measure.probes_around(dep, "red-1", "red-2", lambda: Faults(dep).vswitch_restart("h2"),
                               after_s=4.0)
     record(verdict.traffic_recovers(m), m)
+
+
+MULTI = """
+vswitch: {{kind: ovs-openflow, openflow: {{controllers: 2}}}}
+network: {{type: {ntype}}}
+vnets: [{{name: red, cidr: 198.19.1.0/24}}]
+vms:
+  - {{name: red-1, host: h1}}
+  - {{name: red-2, host: h2}}
+  - {{name: red-3, host: h1}}
+  - {{name: red-4, host: h2}}
+"""
+
+
+@pytest.mark.row("fault.multi-controller")
+def test_one_of_two_controller_instances_killed(combo, caps, record):
+    """Two instances every bridge connects to; one is killed under a probe stream, then
+    two VMs that never talked must reach each other (new flows need a live instance)."""
+    kind, _ = combo
+    if kind is not VSwitchKind.OVS_OPENFLOW:
+        pytest.skip(f"{kind}: the testbed declares no controller instances "
+                    "(only ovs-openflow has openflow.controllers)")
+    with deployment(combo, caps, MULTI, "multi-controller") as d:
+        f = Faults(d)
+        first = control.components(d)[0]
+        measure.ping_once(d, "red-1", d.ip("red-2"))
+        m = measure.probes_around(d, "red-1", "red-2", lambda: f.controller_kill(first),
+                                  after_s=3.0)
+        m["killed"] = first
+        m["new_ping"] = measure.ping_once(d, "red-3", d.ip("red-4"))
+    record(verdict.survives_instance_loss(m), m)
