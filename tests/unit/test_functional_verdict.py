@@ -109,7 +109,7 @@ def test_matrix_markdown_footnotes_every_non_pass_and_expectation_gap():
     m.add("ovs", "vxlan", "isolation.broadcast", v.no_leak(rec("broadcast-leak")))
     m.add("ovs", "vxlan", "isolation.unicast", v.Verdict(Status.PASS, 0, "frames", "fine"))
     m.add("linuxbridge", "vxlan", "isolation.broadcast", v.no_leak(rec("broadcast-pass")))
-    m.add("linuxbridge", "gre", "isolation.broadcast", v.na("kernel lacks gretap"))
+    m.add("linuxbridge", "gre", "isolation.broadcast", v.na("kernel lacks gretap", built=False))
     text = m.markdown()
     assert "| ovs/vxlan | linuxbridge/vxlan |" in text and "linuxbridge/gre |" not in text
     assert "Fail 200 frames (expected Pass) [1]" in text
@@ -227,3 +227,19 @@ def test_survives_instance_loss_recorded():
     assert ok.status is Status.PASS and "osken-0 killed" in ok.detail
     no_new = {**m, "new_ping": {"sent": 5, "received": 0}}
     assert v.survives_instance_loss(no_new).status is Status.FAIL
+
+
+def test_a_measured_na_keeps_its_column_an_unbuildable_one_does_not():
+    m = Matrix(expect={})
+    m.add("linuxbridge", "vxlan", "feature.proxy-arp", v.na("the owner answered itself"))
+    m.add("linuxbridge", "gre", "feature.proxy-arp", v.na("kernel lacks gretap", built=False))
+    assert m.columns() == [("linuxbridge", "vxlan")]
+    assert m.not_run() == {("linuxbridge", "gre"): "kernel lacks gretap"}
+
+
+def test_proxy_arp_present_absent_and_void():
+    base = {"target": "198.19.1.2", "replies": 3, "reply_macs": ["02:76:6e:00:01:00"],
+            "owner_mac": "02:76:6e:00:01:00"}
+    assert v.proxy_arp({**base, "requests_at_owner": 0}).status is Status.PASS
+    assert v.proxy_arp({**base, "requests_at_owner": 3}).status is Status.NA
+    assert v.proxy_arp({**base, "replies": 0, "requests_at_owner": 0}).status is Status.ERROR

@@ -55,3 +55,14 @@ def test_probe_tool_over_loopback_keeps_order_and_clock():
     assert got["received"] == 20 and [p[0] for p in got["probes"]] == list(range(20))
     assert all(p[1] <= p[2] for p in got["probes"])
     assert sent["first_ns"] == got["probes"][0][1] and sent["last_ns"] == got["probes"][-1][1]
+
+
+def test_arp_requests_counted_for_their_target_only():
+    text = ("14:01:02.1 02:76:6e:00:00:00 > ff:ff:ff:ff:ff:ff, ethertype ARP (0x0806), length 42: "
+            "Request who-has 198.19.1.2 tell 198.19.1.1, length 28\n"
+            "14:01:02.1 02:76:6e:00:01:00 > 02:76:6e:00:00:00, ethertype ARP (0x0806), length 42: "
+            "Reply 198.19.1.2 is-at 02:76:6e:00:01:00, length 28\n"
+            "14:01:03.1 02:76:6e:00:00:00 > ff:ff:ff:ff:ff:ff, ethertype ARP (0x0806), length 42: "
+            "Request who-has 198.19.1.20 tell 198.19.1.1, length 28\n")
+    assert capture.arp_requests(text, "198.19.1.2") == 1
+    assert capture.arp_command("eth0")[-1] == "arp"

@@ -62,6 +62,8 @@ ROWS = (
         "Live: ping continues (downtime, 5 ms probes)"),
     Row("migration.controller-down", "VM migration",
         "Migrate with the controller down, restart it: ping works"),
+    Row("feature.proxy-arp", "Value-added features",
+        "Proxy ARP: an ARP answered without reaching the address's owner (Pass = present)"),
 )
 ROW = {r.id: r for r in ROWS}
 
@@ -90,15 +92,15 @@ class Matrix:
         return self.expect.get(kind, {}).get(row)
 
     def columns(self) -> list[tuple[str, str]]:
-        """Configurations with at least one measured (not N/A) cell, in recording order."""
+        """Configurations that were built (a cell not marked not_built), in recording order."""
         seen = []
         for (kind, net, _), (v, _) in self.cells.items():
-            if v.status is not Status.NA and (kind, net) not in seen:
+            if not v.extra.get("not_built") and (kind, net) not in seen:
                 seen.append((kind, net))
         return seen
 
     def not_run(self) -> dict:
-        """{(kind, network): reason} of configurations where every cell is N/A."""
+        """{(kind, network): reason} of configurations this machine could not build."""
         cols = set(self.columns())
         return {(k, n): v.detail for (k, n, _), (v, _) in self.cells.items() if (k, n) not in cols}
 

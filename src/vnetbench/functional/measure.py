@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import random
+import re
 import select
 import subprocess
 import time
@@ -125,3 +126,21 @@ def receiver_rate(dep, receiver: str, sender: str, seconds: int,
     else:
         out["retransmits"] = res.get("retransmits")
     return out
+
+
+ARPING_REPLY = re.compile(r"bytes from ([0-9a-f:]{17}) \(([\d.]+)\)")
+
+
+def arp_seen_by_peer(dep, src: str, dst: str, count: int = 3) -> dict:
+    """arping from ``src`` for ``dst``'s address while ``dst`` captures ARP: who answered,
+    and whether the request ever reached the VM that owns the address."""
+    ip = dep.ip(dst)
+    dep.exec(src, ["ip", "neigh", "flush", "all"])
+    with session.capture(dep, dst, capture.arp_command("eth0")) as out:
+        done = dep.exec(src, ["arping", "-c", str(count), "-i", "eth0", ip], timeout=count + 10)
+        time.sleep(0.3)
+        text = out(timeout=0.2)
+    macs = sorted({m.group(1) for m in ARPING_REPLY.finditer(done.stdout)})
+    return {"target": ip, "replies": len(ARPING_REPLY.findall(done.stdout)), "reply_macs": macs,
+            "owner_mac": dep.testbed.vm(dst).nics[0].mac,
+            "requests_at_owner": capture.arp_requests(text, ip)}

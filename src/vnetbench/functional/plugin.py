@@ -83,6 +83,10 @@ def matrix(request) -> Matrix:
     return request.config.stash[MATRIX]
 
 
+class NotBuilt(pytest.skip.Exception):
+    """This machine cannot build the configuration: its cells are N/A, its column hidden."""
+
+
 @contextmanager
 def deployment(combo, caps, text: str, name: str):
     """Build ``text`` (a testbed with {kind} and {ntype} fields) for ``combo``; skip
@@ -90,16 +94,16 @@ def deployment(combo, caps, text: str, name: str):
     from vnetbench.testbed.netns import builder
     kind, ntype = combo
     if not caps.root:
-        pytest.skip("needs root (CAP_NET_ADMIN, CAP_SYS_ADMIN) to build the embedded testbed")
+        raise NotBuilt("needs root (CAP_NET_ADMIN, CAP_SYS_ADMIN) to build the embedded testbed")
     reason = caps.why_not(kind, ntype)
     if reason:
-        pytest.skip(reason)
+        raise NotBuilt(reason)
     tb = loads(text.format(kind=kind.value, ntype=ntype.value),
                source=f"<{name} {kind.value}-{ntype.value}>", online_cpus=sorted(os.sched_getaffinity(0)))
     try:
         dep = builder.up(tb, caps=caps)
     except UnsupportedError as exc:       # e.g. a kind that cannot realise a declared qos
-        pytest.skip(str(exc))
+        raise NotBuilt(str(exc)) from None
     try:
         yield dep
     finally:
@@ -157,7 +161,8 @@ def pytest_runtest_makereport(item, call):
         return
     if rep.skipped:
         reason = rep.longrepr[2] if isinstance(rep.longrepr, tuple) else str(rep.longrepr)
-        verdict = na(reason.removeprefix("Skipped: "))
+        built = not (call.excinfo and call.excinfo.errisinstance(NotBuilt))
+        verdict = na(reason.removeprefix("Skipped: "), built=built)
     elif rep.failed:
         exc = call.excinfo.value if call.excinfo else None
         text = (str(exc).strip().splitlines() or [type(exc).__name__])[0] if exc else rep.when

@@ -51,8 +51,9 @@ class Verdict:
                 "detail": self.detail, "extra": self.extra}
 
 
-def na(reason: str) -> Verdict:
-    return Verdict(Status.NA, detail=reason)
+def na(reason: str, built: bool = True) -> Verdict:
+    """Not applicable; ``built=False``: the configuration could not be built here at all."""
+    return Verdict(Status.NA, detail=reason, extra={} if built else {"not_built": True})
 
 
 def error(reason: str) -> Verdict:
@@ -308,3 +309,17 @@ def survives_instance_loss(m: dict) -> Verdict:
     what = f"{m['killed']} killed: {cont.detail}; new pair {new['received']}/{new['sent']} answered"
     ok = cont.status is Status.PASS and new["received"] > 0
     return Verdict(Status.PASS if ok else Status.FAIL, cont.value, "ms", what, cont.extra)
+
+
+
+# -- value-added features (detected, not declared) ------------------------------------------
+
+def proxy_arp(m: dict) -> Verdict:
+    """ARP answered although the request never reached the address's owner = the network
+    answers for it (proxy ARP / ARP responder). Pass = present, N/A = not offered."""
+    if not m["replies"]:
+        return error(f"no ARP reply for {m['target']} at all: the probe shows nothing")
+    if m["requests_at_owner"] == 0:
+        return Verdict(Status.PASS, detail=f"ARP for {m['target']} answered ({m['replies']} replies, "
+                       f"MAC {', '.join(m['reply_macs'])}) without the request reaching its owner")
+    return na(f"no proxy ARP: the owner saw {m['requests_at_owner']} requests and answered itself")

@@ -30,3 +30,13 @@ def parse(text: str) -> list[dict]:
             frames.append({"src_mac": m["src_mac"], "dst_mac": m["dst_mac"], "src": m["src"],
                            "dst": m["dst"], "dport": int(m["dport"])})
     return frames
+
+
+def arp_command(iface: str) -> list[str]:
+    """ARP frames only, link-level headers, numeric, line-buffered."""
+    return ["tcpdump", "-i", iface, "-e", "-nn", "-l", "arp"]
+
+
+def arp_requests(text: str, target_ip: str) -> int:
+    """ARP requests for ``target_ip`` in ``arp_command`` output."""
+    return sum(f"Request who-has {target_ip} " in line for line in text.splitlines())

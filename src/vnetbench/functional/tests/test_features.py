@@ -1,0 +1,23 @@
+"""Value-added features (seed 003), detected by a probe, never read from a table."""
+
+import pytest
+
+from vnetbench.functional import measure, verdict
+from vnetbench.functional.plugin import deployment_fixture
+
+TESTBED = """
+vswitch: {kind}
+network: {{type: {ntype}}}
+vnets: [{{name: red, cidr: 198.19.1.0/24}}]
+vms:
+  - {{name: red-1, host: h1}}
+  - {{name: red-2, host: h2}}
+"""
+PER_KIND = True      # a kind's features do not depend on the encapsulation
+dep = deployment_fixture(TESTBED, "features")
+
+
+@pytest.mark.row("feature.proxy-arp")
+def test_proxy_arp_detected(dep, record):
+    m = measure.arp_seen_by_peer(dep, "red-1", "red-2")
+    record(verdict.proxy_arp(m), m)
