@@ -1,8 +1,8 @@
-"""OVN's control plane down, measured through the fault API: the flows
+"""OVN behaviours, measured. Control plane down, through the fault API: the flows
 ovn-controller installed keep forwarding while ovn-northd and then the SB
 database are down (or while the host is cut from the SB over the management
 network), and a logical port created meanwhile cannot come up until the
-control plane returns (REFERENCE §5)."""
+control plane returns (REFERENCE §5). Geneve under OVN costs 58 bytes, exactly."""
 
 import json
 import subprocess
@@ -111,3 +111,22 @@ def test_established_traffic_survives_new_port_waits(dep, kind, tmp_path):
     assert [r["labels"]["fault"] for r in faults] == (
         ["controller-stop", "controller-kill", "controller-start", "controller-start"]
         if kind == "northd-then-sb" else ["partition", "heal"])
+
+
+def test_ovn_geneve_costs_58_bytes(dep):
+    """The tenant MTU (underlay - 58) is exact: with the VMs' own MTU raised past it,
+    a DF packet of the tenant MTU crosses and one byte more is lost on the underlay
+    (OVN's Geneve header carries an 8-byte option beyond the 50 of plain Geneve)."""
+    tb, n = dep.testbed, dep.names
+    mtu = tb.network.tenant_mtu
+    assert mtu == tb.network.underlay_mtu - 58
+    for i, vm in enumerate(tb.vms):
+        for ns, dev in ((n.vm_ns(vm.name), "eth0"), (n.host_ns(vm.host), n.vm_port(i, 0))):
+            subprocess.run(["ip", "netns", "exec", ns, "ip", "link", "set", dev, "mtu", str(mtu + 8)],
+                           check=True)
+
+    def crosses(size):
+        argv = ["ping", "-n", "-c", "2", "-W", "1", "-M", "do", "-s", str(size - 28), dep.ip("b")]
+        return ping.parse(dep.exec("a", argv).stdout)["received"]
+    assert crosses(mtu) > 0, f"a {mtu}-byte packet did not cross"
+    assert crosses(mtu + 1) == 0, f"a {mtu + 1}-byte packet crossed: OVN adds less than 58 bytes"
