@@ -124,7 +124,7 @@ def test_matrix_write_and_unknown_row(tmp_path):
     m = Matrix(expect={})
     m.add("ovs", "flat", "rate.compliance", v.rate_compliance(rec("rate-limited")),
           rec("rate-limited"))
-    js, md = m.write(tmp_path / "out")
+    js, md, page = m.write(tmp_path / "out")
     cell = json.loads(js.read_text())["cells"][0]
     assert cell["row"] == "rate.compliance" and cell["extra"]["burst_mbps"] > 0
     assert cell["measurement"]["samples_mbps"] and md.read_text().startswith("# vnetbench")
@@ -243,3 +243,21 @@ def test_proxy_arp_present_absent_and_void():
     assert v.proxy_arp({**base, "requests_at_owner": 0}).status is Status.PASS
     assert v.proxy_arp({**base, "requests_at_owner": 3}).status is Status.NA
     assert v.proxy_arp({**base, "replies": 0, "requests_at_owner": 0}).status is Status.ERROR
+
+
+def test_comparison_report_embeds_a_functional_matrix(tmp_path):
+    import shutil
+    from vnetbench.report import write
+    run_dir = tmp_path / "comparison"
+    run_dir.mkdir()
+    shutil.copy(DATA.parent / "report" / "records.jsonl", run_dir / "records.jsonl")
+    m = Matrix(expect={"ovs-openflow": {"isolation.broadcast": Status.PASS}})
+    m.add("ovs-openflow", "vxlan", "isolation.broadcast", v.no_leak(rec("broadcast-openflow-leak")))
+    m.write(run_dir / "functional")
+    page = (run_dir / "functional" / "matrix.html").read_text()
+    assert "<td class='fail'>Fail 600 frames (expected Pass) [1]</td>" in page
+    out = write.report([run_dir], tmp_path / "out", ["html"])
+    html = out[0].read_text()
+    assert "id='functional'>Functional matrix" in html and "Fail 600 frames" in html
+    back = Matrix.from_dict(json.loads((run_dir / "functional" / "matrix.json").read_text()))
+    assert back.markdown() == m.markdown()

@@ -1,12 +1,14 @@
 """The functional matrix in the shape of the seed's table: rows = tests, columns =
 vSwitch kind / network type, cells = verdict + measured figure, a footnote for
-every Fail, N/A and Error. Written as JSON and Markdown; the text is printed at the
-end of the run."""
+every Fail, N/A and Error. Written as JSON, Markdown and HTML; the text is printed at
+the end of the run, and ``vnetbench report`` puts the HTML table into the comparison
+report when a RESULTS directory holds a matrix.json (or functional/matrix.json)."""
 
 from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from html import escape
 from importlib import resources
 from pathlib import Path
 
@@ -66,6 +68,8 @@ ROWS = (
         "Proxy ARP: an ARP answered without reaching the address's owner (Pass = present)"),
 )
 ROW = {r.id: r for r in ROWS}
+STATUS_CSS = ("td.pass{background:#e3f4e3}td.fail,td.fail_close{background:#f8d7d7}"
+              "td.fail_open{background:#fdebc8}td.error{background:#f3c0c0}td.na{color:#888}")
 
 
 def expected() -> dict:
@@ -153,9 +157,47 @@ class Matrix:
             text += f" [{len(notes)}]"
         return text
 
+    @classmethod
+    def from_dict(cls, d: dict) -> "Matrix":
+        """A matrix back from its matrix.json (for reports); expectations as recorded."""
+        m = cls(expect={})
+        for c in d["cells"]:
+            v = Verdict(Status(c["status"]), c["value"], c["unit"], c["detail"], c.get("extra") or {})
+            m.add(c["vswitch"], c["network"], c["row"], v, c.get("measurement"))
+            if c.get("expected"):
+                m.expect.setdefault(c["vswitch"], {})[c["row"]] = Status(c["expected"])
+        return m
+
+    def html(self) -> str:
+        """The table and its footnotes as an HTML fragment (the comparison report embeds it)."""
+        cols, notes = self.columns(), []
+        head = "".join(f"<th>{escape(k)}/{escape(n)}</th>" for k, n in cols)
+        rows = []
+        for row in ROWS:
+            if not any((k, n, row.id) in self.cells for k, n in cols):
+                continue
+            cells = "".join(self._html_cell(k, n, row.id, notes) for k, n in cols)
+            rows.append(f"<tr><th>{escape(row.category)}</th><td>{escape(row.text)}</td>{cells}</tr>")
+        foot = "".join(f"<li>[{i}] {escape(t)}</li>" for i, t in enumerate(notes, 1))
+        not_run = "".join(f"<li>{escape(k)}/{escape(n)}: {escape(why)}</li>"
+                          for (k, n), why in self.not_run().items())
+        return (f"<style>{STATUS_CSS}</style><table class='functional'><tr><th>Category</th><th>Test</th>{head}</tr>"
+                + "".join(rows) + "</table>" + (f"<ol class='notes'>{foot}</ol>" if foot else "")
+                + (f"<p>Not run here:</p><ul>{not_run}</ul>" if not_run else ""))
+
+    def _html_cell(self, kind, net, row, notes) -> str:
+        text = self._cell(kind, net, row, notes)
+        got = self.cells.get((kind, net, row))
+        cls = got[0].status.name.lower() if got else "missing"
+        return f"<td class='{cls}'>{escape(text)}</td>"
+
     def write(self, out: Path) -> list[Path]:
+        from vnetbench.report.html import CSS
         out.mkdir(parents=True, exist_ok=True)
-        js, md = out / "matrix.json", out / "matrix.md"
+        js, md, page = out / "matrix.json", out / "matrix.md", out / "matrix.html"
         js.write_text(json.dumps(self.to_dict(), indent=1) + "\n")
         md.write_text("# vnetbench functional matrix\n\n" + self.markdown())
-        return [js, md]
+        page.write_text("<!DOCTYPE html>\n<html lang='en'><head><meta charset='utf-8'><title>vnetbench "
+                        f"functional matrix</title><style>{CSS}</style></head>\n<body>"
+                        f"<h1>vnetbench functional matrix</h1>{self.html()}</body></html>\n")
+        return [js, md, page]

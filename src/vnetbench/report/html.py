@@ -21,7 +21,8 @@ figure{margin:1em 0}figure svg{max-width:100%;height:auto}figcaption{font-style:
 caption{text-align:left;font-weight:bold}"""
 
 
-def page(runs: list[Run], table: Table, charts: list[Chart], title="vnetbench comparison") -> str:
+def page(runs: list[Run], table: Table, charts: list[Chart], title="vnetbench comparison",
+         functional=()) -> str:
     sources = "".join(f"<li>{escape(r.name or '-')}: {escape(str(r.path or ''))} "
                       f"({len(r.records)} records)</li>" for r in runs)
     body = [f"<h1>{escape(title)}</h1>",
@@ -31,6 +32,8 @@ def page(runs: list[Run], table: Table, charts: list[Chart], title="vnetbench co
             "".join(f"<li>{escape(n)}</li>" for n in NOTES) + "</ul>",
             "<h2 id='charts'>Charts</h2>"] + [_figure(c) for c in charts] + \
            ["<h2 id='tables'>Tables</h2>"] + [_table(table, t) for t in table.tests()] + \
+           [f"<h2 id='functional'>Functional matrix</h2><p>{escape(str(src))}</p>{m.html()}"
+            for src, m in functional] + \
            ["<h2 id='provenance'>Provenance</h2>", _provenance(table)]
     return (f"<!DOCTYPE html>\n<html lang='en'><head><meta charset='utf-8'>"
             f"<title>{escape(title)}</title><style>{CSS}</style></head>\n<body>\n" +

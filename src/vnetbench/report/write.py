@@ -13,10 +13,11 @@ from vnetbench.report import charts, html, load, table, text
 FORMATS = {"html": "report.html", "md": "report.md", "csv": "report.csv"}
 
 
-def render(runs: list, formats=tuple(FORMATS)) -> dict:
-    """{file name: content} for the formats asked for."""
+def render(runs: list, formats=tuple(FORMATS), functional=()) -> dict:
+    """{file name: content} for the formats asked for; ``functional``: (source, Matrix)
+    of functional matrices for the HTML page."""
     model = table.build(runs)
-    make = {"html": lambda: html.page(runs, model, charts.charts(model)),
+    make = {"html": lambda: html.page(runs, model, charts.charts(model), functional=functional),
             "md": lambda: text.markdown(model), "csv": lambda: text.csv_text(model)}
     return {FORMATS[f]: make[f]() for f in formats}
 
@@ -46,6 +47,19 @@ def default_out(arguments) -> Path:
     return first if first.is_dir() else Path("results") / time.strftime("report-%Y%m%d-%H%M%S")
 
 
+def functional_matrices(arguments) -> list:
+    """(path, Matrix) of each RESULTS directory's matrix.json or functional/matrix.json."""
+    import json
+    from vnetbench.functional.matrix import Matrix
+    found = []
+    for arg in arguments:
+        for path in (Path(arg) / "matrix.json", Path(arg) / "functional" / "matrix.json"):
+            if path.is_file():
+                found.append((path, Matrix.from_dict(json.loads(path.read_text()))))
+    return found
+
+
 def report(arguments, out: Path | None = None, formats=tuple(FORMATS)) -> list[Path]:
     runs = load.load(arguments)
-    return write(render(runs, formats), out or default_out(arguments))
+    return write(render(runs, formats, functional_matrices(arguments)),
+                 out or default_out(arguments))
