@@ -20,9 +20,8 @@ def test_this_machine_class():
     supported = {(k, t) for k, t, r in c.matrix() if r is None}
     assert supported == {(VSwitchKind.LINUXBRIDGE, NetType.FLAT), (VSwitchKind.LINUXBRIDGE, NetType.VXLAN)} | {
         (VSwitchKind.OVS, t) for t in NetType} | {
-        (VSwitchKind.OVS_OPENFLOW, t) for t in NetType if t is not NetType.VLAN} | {
+        (VSwitchKind.OVS_OPENFLOW, t) for t in NetType} | {
         (VSwitchKind.OVN, t) for t in NetType if t is not NetType.GRE}
-    assert "not wired" in c.why_not(VSwitchKind.OVS_OPENFLOW, NetType.VLAN)
     assert "gretap" in c.why_not(VSwitchKind.LINUXBRIDGE, NetType.GRE)
     assert "CONFIG_NET_IPGRE" in c.why_not(VSwitchKind.LINUXBRIDGE, NetType.GRE)
     assert c.ovs_datapath == "netdev"

@@ -156,3 +156,25 @@ def test_off_tree_broadcast_is_dropped_and_moves_delete_flows():
     assert DeleteFlows(1, (("eth_dst", A),)) in moved and fwd.ap[A] == (2, 1)
     gone = fwd.port_down(2, 1)
     assert DeleteFlows(2, (("eth_src", A),)) in gone and A not in fwd.ap
+
+
+def test_vlan_links_push_and_pop_the_vnet_tag():
+    """On vlan every vnet's link is the shared uplink trunk with its own tag."""
+    topo = Topology(macs={A: "red", B: "red"}, ports={"va": "red", "vb": "red"},
+                    links={1: [Link("up", 2, "up", "red", 101)], 2: [Link("up", 1, "up", "red", 101)]},
+                    vnets=("red",))
+    fwd = Forwarding(topo, Options())
+    fwd.switch_up(1, {1: "va", 9: "up"})
+    fwd.switch_up(2, {1: "vb", 9: "up"})
+    flood = fwd.packet_in(1, 1, Frame(A, "ff:ff:ff:ff:ff:ff", 0x0806))[-1]
+    assert flood == PacketOut(1, 1, (), ((101, (9,)),))                  # tagged into the trunk
+    arrived = fwd.packet_in(2, 9, Frame(A, "ff:ff:ff:ff:ff:ff", 0x0806, vlan=101))[-1]
+    assert arrived == PacketOut(2, 9, (), (), (1,))                      # untagged to vb
+    assert A not in fwd.ap or fwd.ap[A] == (1, 1)                        # not learned on the trunk
+    out = fwd.packet_in(1, 1, Frame(A, B, 0x0800, None, "198.19.1.1", "198.19.1.2", 1))
+    assert out[-1].out_ports == ()                                       # B unknown yet: flood
+    fwd.packet_in(2, 1, Frame(B, A, 0x0806))                              # learn B
+    out = fwd.packet_in(1, 1, Frame(A, B, 0x0800, None, "198.19.1.1", "198.19.1.2", 1))
+    there, here = out[0], out[1]
+    assert (there.dpid, dict(there.match)["vlan_vid"], there.pop_vlan) == (2, 101 | 0x1000, True)
+    assert (here.dpid, dict(here.match)["vlan_vid"], here.push_vlan) == (1, 0, 101)

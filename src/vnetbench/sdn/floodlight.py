@@ -197,15 +197,24 @@ class Floodlight(app_manager.OSKenApp):
         ofp, parser = dp.ofproto, dp.ofproto_parser
         if isinstance(d, FlowMod):
             actions = [parser.OFPActionOutput(d.out_port)]
+            if d.push_vlan is not None:
+                actions = _push(parser, d.push_vlan) + actions
+            elif d.pop_vlan:
+                actions = [parser.OFPActionPopVlan()] + actions
             dp.send_msg(parser.OFPFlowMod(
                 dp, cookie=COOKIE_FORWARDING, priority=d.priority, idle_timeout=d.idle_timeout,
                 hard_timeout=d.hard_timeout, match=parser.OFPMatch(**dict(d.match)),
                 instructions=[parser.OFPInstructionActions(ofp.OFPIT_APPLY_ACTIONS, actions)]))
         elif isinstance(d, PacketOut):
-            if d.out_ports:
+            actions = [parser.OFPActionOutput(p) for p in d.out_ports]
+            for vlan, ports in d.push:               # untagged frame into VLAN links
+                actions += _push(parser, vlan) + [parser.OFPActionOutput(p) for p in ports]
+                actions.append(parser.OFPActionPopVlan())
+            if d.pop_ports:                          # tagged frame out to edge ports
+                actions += [parser.OFPActionPopVlan()] + [parser.OFPActionOutput(p) for p in d.pop_ports]
+            if actions:
                 dp.send_msg(parser.OFPPacketOut(
-                    dp, buffer_id=ofp.OFP_NO_BUFFER, in_port=d.in_port,
-                    actions=[parser.OFPActionOutput(p) for p in d.out_ports], data=data))
+                    dp, buffer_id=ofp.OFP_NO_BUFFER, in_port=d.in_port, actions=actions, data=data))
         elif isinstance(d, DeleteFlows):
             dp.send_msg(parser.OFPFlowMod(
                 dp, cookie=COOKIE_FORWARDING, cookie_mask=0xFFFFFFFFFFFFFFFF,
@@ -218,3 +227,9 @@ class Floodlight(app_manager.OSKenApp):
             self.record.write(json.dumps({"type": kind, "dpid": dpid, "t": time.time(),
                                           "buf": bytes(buf).hex()}) + "\n")
             self.record.flush()
+
+
+def _push(parser, vlan: int) -> list:
+    """Tag a frame with ``vlan`` (802.1Q)."""
+    return [parser.OFPActionPushVlan(0x8100),
+            parser.OFPActionSetField(vlan_vid=vlan | 0x1000)]

@@ -59,13 +59,17 @@ class FlowMod:
     idle_timeout: int
     hard_timeout: int
     priority: int = FLOW_PRIORITY
+    push_vlan: int | None = None     # tag to push before the output (into a VLAN link)
+    pop_vlan: bool = False           # untag before the output (out of a VLAN link)
 
 
 @dataclass(frozen=True)
 class PacketOut:
     dpid: int
     in_port: int
-    out_ports: tuple
+    out_ports: tuple                 # the frame as it came
+    push: tuple = ()                 # ((vlan, (port, ...)), ...): tagged into VLAN links
+    pop_ports: tuple = ()            # a tagged frame untagged to these edge ports
 
 
 @dataclass(frozen=True)
@@ -87,6 +91,16 @@ class Link:
     peer: int
     peer_port: str
     vnet: str
+    vlan: int | None = None          # VLAN networks: the links share the uplink, tagged
+
+    @property
+    def key(self) -> str:
+        return link_key(self.port, self.vlan)
+
+
+def link_key(port: str | None, vlan: int | None) -> str | None:
+    """A link end by port name and, on a shared VLAN trunk, its tag."""
+    return port if vlan is None or port is None else f"{port}.{vlan}"
 
 
 @dataclass
@@ -149,14 +163,20 @@ class Forwarding:
         return [d for mac in gone for d in self._forget_flows(mac)]
 
     def link_ports(self, dpid: int) -> set:
-        return {ln.port for ln in self.topo.links.get(dpid, ())}
+        """Link ends (``Link.key``) of the switch."""
+        return {ln.key for ln in self.topo.links.get(dpid, ())}
+
+    def trunks(self, dpid: int) -> set:
+        return {ln.port for ln in self.topo.links.get(dpid, ()) if ln.vlan is not None}
 
     # -- the packet-in -----------------------------------------------------------
 
     def packet_in(self, dpid: int, in_port: int, frame: Frame) -> list:
-        name = self.port_name.get(dpid, {}).get(in_port)
+        raw = self.port_name.get(dpid, {}).get(in_port)
+        trunk = raw in self.trunks(dpid)
+        name = link_key(raw, frame.vlan) if trunk else raw
         out = []
-        if name not in self.link_ports(dpid) and not int(frame.src.split(":")[0], 16) & 1:
+        if not trunk and name not in self.link_ports(dpid) and not int(frame.src.split(":")[0], 16) & 1:
             out += self._learn(frame.src, (dpid, in_port))
         if frame.multicast or frame.dst not in self.ap:
             return out + [self._flood(dpid, in_port, name, frame)]
@@ -184,16 +204,27 @@ class Forwarding:
         links = self.link_ports(dpid)
         if in_name in links and in_name not in tree:
             return Drop(dpid, f"broadcast on link port {in_name} off the broadcast tree")
-        outs = []
+        outs, edge, push = [], [], {}
+        trunks = self.trunks(dpid)
+        for ln in self.topo.links.get(dpid, ()):          # tree links out of VLAN trunks
+            number = self.port_no.get(dpid, {}).get(ln.port)
+            if ln.vlan is not None and ln.key in tree and ln.key != in_name and number is not None:
+                if frame.vlan == ln.vlan:
+                    outs.append(number)
+                else:
+                    push.setdefault(ln.vlan, []).append(number)
         for number, name in sorted(self.port_name.get(dpid, {}).items()):
-            if number == in_port or number > 0xffffff00:       # LOCAL and reserved ports
+            if number == in_port or number > 0xffffff00 or name in trunks:   # LOCAL, reserved
                 continue
             if name in links:
                 if name in tree:
                     outs.append(number)
             elif vnet is None or self.topo.ports.get(name) == vnet:
-                outs.append(number)
-        return PacketOut(dpid, in_port, tuple(outs))
+                edge.append(number)
+        if frame.vlan is None:
+            outs += edge
+        return PacketOut(dpid, in_port, tuple(outs), tuple((v, tuple(p)) for v, p in push.items()),
+                         () if frame.vlan is None else tuple(edge))
 
     def tree_ports(self, vnet: str | None = None) -> dict:
         """dpid -> link port names on the broadcast tree: a BFS from the lowest dpid,
@@ -211,8 +242,8 @@ class Forwarding:
                 if ln.peer in seen:
                     continue
                 seen.add(ln.peer)
-                tree[d].add(ln.port)
-                tree.setdefault(ln.peer, set()).add(ln.peer_port)
+                tree[d].add(ln.key)
+                tree.setdefault(ln.peer, set()).add(link_key(ln.peer_port, ln.vlan))
                 queue.append(ln.peer)
         return tree
 
@@ -220,16 +251,25 @@ class Forwarding:
         dst_dpid, dst_port = self.ap[frame.dst]
         if (dst_dpid, dst_port) == (dpid, in_port):
             return [Drop(dpid, "destination is on the ingress port")]
-        hops = self._route(dpid, in_port, dst_dpid, dst_port, vnet)
+        hops = self._route(dpid, in_port, dst_dpid, dst_port, vnet, frame.vlan)
         if hops is None:
             return [Drop(dpid, f"no route from switch {dpid} to {dst_dpid} on vnet {vnet}")]
-        flows = [FlowMod(d, self.match(frame, i), o, self.opts.idle_timeout, self.opts.hard_timeout)
-                 for d, i, o in reversed(hops)]          # walk back from the destination
-        return flows + [PacketOut(dpid, in_port, (hops[0][2],))]
+        flows = [FlowMod(d, self.match(frame, i, vin), o, self.opts.idle_timeout,
+                         self.opts.hard_timeout,
+                         push_vlan=vout if vin is None and vout is not None else None,
+                         pop_vlan=vin is not None and vout is None)
+                 for d, i, o, vin, vout in reversed(hops)]   # walk back from the destination
+        first = flows[-1]
+        if first.push_vlan is not None:
+            return flows + [PacketOut(dpid, in_port, (), ((first.push_vlan, (first.out_port,)),))]
+        if first.pop_vlan:
+            return flows + [PacketOut(dpid, in_port, (), (), (first.out_port,))]
+        return flows + [PacketOut(dpid, in_port, (first.out_port,))]
 
-    def _route(self, dpid, in_port, dst_dpid, dst_port, vnet):
-        """[(dpid, in port, out port)] from the asking switch to the destination, over the
-        vnet's links (a BFS: the shortest path, as Floodlight's routing)."""
+    def _route(self, dpid, in_port, dst_dpid, dst_port, vnet, frame_vlan=None):
+        """[(dpid, in port, out port, VLAN in, VLAN out)] from the asking switch to the
+        destination, over the vnet's links (a BFS: the shortest path, as Floodlight's
+        routing); the VLANs are the tags the frame carries on each side (None: untagged)."""
         prev, queue = {dpid: None}, deque([dpid])
         while queue and dst_dpid not in prev:
             d = queue.popleft()
@@ -244,17 +284,18 @@ class Forwarding:
             path.append(prev[d])
             d = prev[d][0]
         path.reverse()
-        hops, cur_in = [], in_port
+        hops, cur_in, cur_vlan = [], in_port, frame_vlan
         for d, ln in path:
-            hops.append((d, cur_in, self.port_no[d][ln.port]))
-            cur_in = self.port_no[ln.peer][ln.peer_port]
-        hops.append((dst_dpid, cur_in, dst_port))
+            hops.append((d, cur_in, self.port_no[d][ln.port], cur_vlan, ln.vlan))
+            cur_in, cur_vlan = self.port_no[ln.peer][ln.peer_port], ln.vlan
+        hops.append((dst_dpid, cur_in, dst_port, cur_vlan, None))
         return hops
 
-    def match(self, frame: Frame, in_port: int) -> tuple:
+    def match(self, frame: Frame, in_port: int, vlan: int | None = None) -> tuple:
+        """The flow's match at a hop where the frame carries tag ``vlan`` (None: untagged)."""
         m = {"in_port": in_port, "eth_src": frame.src, "eth_dst": frame.dst,
              "eth_type": frame.eth_type,
-             "vlan_vid": OFPVID_NONE if frame.vlan is None else frame.vlan | OFPVID_PRESENT}
+             "vlan_vid": OFPVID_NONE if vlan is None else vlan | OFPVID_PRESENT}
         if frame.eth_type == ETH_IPV4 and frame.ip_src:
             m.update(ipv4_src=frame.ip_src, ipv4_dst=frame.ip_dst)
             if self.opts.match == "connection" and frame.ip_proto is not None:

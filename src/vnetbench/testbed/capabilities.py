@@ -42,8 +42,7 @@ OVN_NOT = {
     NetType.GRE: "OVN has no GRE encapsulation (ovn-encap-type takes geneve, vxlan or stt)",
 }
 NEEDS[VSwitchKind.OVS_OPENFLOW] = NEEDS[VSwitchKind.OVS]
-OPENFLOW_NOT = {NetType.VLAN: "ovs-openflow over vlan (controller-pushed 802.1q tags on the "
-                              "uplink) is not wired by the netns backend yet; use flat or a tunnel"}
+OPENFLOW_NOT: dict = {}        # every type: the controller pushes/pops 802.1q tags on vlan
 
 # link kind probed -> (what it is, kernel option)
 LINK_KINDS = {

@@ -3,8 +3,9 @@ controller (vnetbench.sdn: Floodlight v0.90 + IVS model) that runs in the run's
 controller namespace and is reached over the management network (``mgmt``).
 
 Per host: one bridge with VM ports, and per (vnet, peer host) a tunnel port keyed
-by the vnet's segmentation id (tunnel types) or per vnet a physnet port (flat),
-like ``ovs``; but no VLAN tags and no NORMAL action -- the controller decides every
+by the vnet's segmentation id (tunnel types), per vnet a physnet port (flat), or
+the uplink as an 802.1q trunk (vlan: the controller pushes and pops the vnet's tag),
+like ``ovs``; but no port tags and no NORMAL action -- the controller decides every
 output. Link ports are ``protected`` so that a ``standalone`` bridge that fell back
 to MAC learning cannot loop broadcast through the tunnel mesh.
 """
@@ -62,11 +63,16 @@ def controller_config(ctx) -> dict:
             vi = ctx.vnet_index(vnet.name)
             for peer in ctx.peers(host.name, vnet.name):
                 pi = ctx.host_index(peer.name)
+                vlan = None
                 if tb.network.type is NetType.FLAT:
                     here = there = n.physnet(vi)
+                elif tb.network.type is NetType.VLAN:      # one trunk, a tag per vnet
+                    here = there = n.uplink
+                    vlan = vnet.segmentation_id
                 else:
                     here, there = n.tunnel_port(vi, pi), n.tunnel_port(vi, hi)
-                links.append({"port": here, "peer": dpid(pi), "peer_port": there, "vnet": vnet.name})
+                links.append({"port": here, "peer": dpid(pi), "peer_port": there,
+                              "vnet": vnet.name, "vlan": vlan})
         switches[str(dpid(hi))] = {"host": host.name, "links": links}
     return {"options": dataclasses.asdict(tb.vswitch.openflow), "vnets": [v.name for v in tb.vnets],
             "macs": macs, "ports": ports, "switches": switches}
@@ -144,7 +150,8 @@ def _newer(path: Path, since: float) -> bool:
 
 
 class OpenFlowHost(OvsHost):
-    """An OVS host whose bridge belongs to the controller (no tags, no NORMAL)."""
+    """An OVS host whose bridge belongs to the controller (no port tags, no NORMAL; on
+    vlan the uplink is a trunk whose tags the controller pushes and pops)."""
 
     def _transaction(self, datapath: str) -> list[str]:
         ctx, host = self.ctx, self.host
@@ -171,7 +178,7 @@ class OpenFlowHost(OvsHost):
                 tx += _port(br, port, own)
             if ntype is NetType.FLAT:
                 tx += _port(br, names.physnet(vi), own, "protected=true")
-            else:
+            elif ntype.is_tunnel:
                 for peer in ctx.peers(host.name, vnet.name):
                     port = names.tunnel_port(vi, ctx.host_index(peer.name))
                     tx += _port(br, port, own, "protected=true")
@@ -181,6 +188,8 @@ class OpenFlowHost(OvsHost):
                            f"options:key={vnet.segmentation_id}", own]
         for i, (port, qos) in enumerate(ctx.qos_ports(host.name)):
             tx += qos_columns(port, i, qos, own)
+        if ntype is NetType.VLAN:
+            tx += _port(br, names.uplink, own, "protected=true")
         if ntype.is_tunnel:
             tx += _bridge(names.ovs_phy, datapath, own)
             tx += ["--", "set", "Interface", names.ovs_phy, f"mtu_request={tb.network.underlay_mtu}"]
