@@ -95,7 +95,7 @@ def read(proc: Path, scopes, probe_file: Path | None, irq_in_task: bool, hz: int
     daemons' runtimes right after the instant is taken. With a probe file, waits
     for the probe's next snapshot (about one interval); a ``bpf`` reading keeps the
     /proc/stat one as its ``fallback``, and without a snapshot that is the reading."""
-    lo = probe.read_snapshot(probe_file) if probe_file else None
+    lo = probe.fresh(probe.read_snapshot(probe_file)) if probe_file else None   # dead: no wait
     t_ns = time.monotonic_ns()
     listed = scopes()
     stat = procfs.cpu_times(proc, hz)
