@@ -33,7 +33,7 @@ def test_task_runs_through_rally(rally, task, tmp_path, caps):
     report = tmp_path / "report.html"
     rally("task", "report", uuid, "--out", str(report))
     html = report.read_text()
-    assert "vnetbench metrics" in html and "vSwitch CPU % per point" in html
+    assert "vnetbench metrics" in html and "data-plane CPU % per point" in html
     sla = json.loads(rally("task", "sla-check", uuid, "--json", check=False).stdout)
     assert sla and all(c["status"] == "PASS" for c in sla), sla
 

@@ -62,7 +62,7 @@ def cpu(results) -> tuple[dict, dict]:
     rows = [[i, r.labels.get("placement", ""), r.labels.get("point", ""),
              f"{mean(r, 'cpu_pct'):.1f}"] + [f"{mean(r, k):.1f}" for k, _ in parts]
             for i, r in enumerate(results)]
-    table = {"title": "vSwitch CPU % (host side, mean over repetitions)", "chart_plugin": "Table",
+    table = {"title": "data-plane CPU % (host side, mean over repetitions)", "chart_plugin": "Table",
              "data": {"cols": ["#", "placement", "point", "cpu_pct"] + [n for _, n in parts],
                       "rows": rows}}
     return area, table
