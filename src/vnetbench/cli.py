@@ -85,6 +85,10 @@ def cmd_status(args):
         print(f"run {st['run_id']} [{st['status']}] {st['name']}: {st['vswitch']} over "
               f"{st['network']}" + (f", datapath {st['ovs_datapath']}" if st["ovs_datapath"] else ""))
         _print_vms(st)
+        ctl = st.get("controller")
+        if ctl:
+            daemons = ", ".join(f"{n} {pid or 'stopped'}" for n, pid in ctl["daemons"].items())
+            print(f"  controller   netns {ctl['netns']}: {daemons or 'no daemons'}")
         for err in st["errors"]:
             print(f"  teardown error: {err}")
 

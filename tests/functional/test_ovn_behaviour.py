@@ -51,6 +51,8 @@ def _outage(f, dep, kind):
     if kind == "northd-then-sb":
         f.controller_stop("northd")
         assert not ovn.running(dep, "northd")
+        daemons = dep.status()["controller"]["daemons"]
+        assert daemons["ovn-northd"] is None and daemons["ovsdb-server-sb"] > 0
         yield "ovn-northd down"
         f.controller_kill("sb")
         assert not ovn.running(dep, "sb")

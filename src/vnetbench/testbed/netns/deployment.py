@@ -149,8 +149,21 @@ class Deployment:
                      "nics": [{"vnet": n.vnet, "ip": str(n.ip), "mac": n.mac} for n in v.nics]}
                     for v in tb.vms],
             "removed_vnets": meta.get("removed_vnets", []),
+            "controller": self._controller_status(present),
             "errors": meta.get("errors", []),
         }
+
+    def _controller_status(self, present) -> dict | None:
+        """The controller namespace and its daemons (journaled, so a stopped one is
+        listed too) with their pids, None when stopped; None without a controller."""
+        ns, ctl_dir = self.names.ctl_ns, self.run.dir / CONTROLLER_DIR
+        names = [Path(e["pidfile"]).stem for e in self.run.entries()
+                 if e["kind"] == "daemon" and Path(e.get("pidfile", "")).parent == ctl_dir]
+        if ns not in present and not names:
+            return None
+        running = {n: pid for n, pid in self.controller_pids().items() if proc.cmdline(pid)}
+        return {"netns": ns, "present": ns in present,
+                "daemons": {n: running.get(n) for n in dict.fromkeys(names)}}
 
     def down(self) -> list[str]:
         return teardown(self.run)
