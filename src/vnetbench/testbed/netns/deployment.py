@@ -9,7 +9,7 @@ from pyroute2 import netns
 
 from vnetbench.state import Run, find_run
 from vnetbench.testbed.codec import from_dict
-from vnetbench.testbed.model import Testbed
+from vnetbench.testbed.model import Testbed, VSwitchKind
 from vnetbench.testbed.netns import proc
 from vnetbench.testbed.netns.names import Names
 from vnetbench.testbed.netns.teardown import teardown
