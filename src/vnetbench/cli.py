@@ -269,7 +269,8 @@ def cmd_compare(args):
 def cmd_functional(args):
     from vnetbench.functional import runner
     extra = args.pytest_args[1:] if args.pytest_args[:1] == ["--"] else args.pytest_args
-    return runner.run(args.out, args.vswitch or (), args.network or (), args.strict, extra)
+    return runner.run(args.out, args.vswitch or (), args.network or (), args.strict, extra,
+                      quick=args.quick)
 
 
 def cmd_report(args):
@@ -364,6 +365,8 @@ def _parser():
     s.add_argument("--network", action="append", choices=[t.value for t in NetType])
     s.add_argument("--strict", action="store_true",
                    help="a Fail of the system under test fails the run (default: recorded only)")
+    s.add_argument("--quick", action="store_true",
+                   help="every row on one network type per kind (vxlan where it is selected)")
     s.add_argument("--out", help="directory for matrix.json, matrix.md and junit.xml "
                                  "(default: results/functional-<time>)")
     s.add_argument("pytest_args", nargs=argparse.REMAINDER,

@@ -37,6 +37,9 @@ def pytest_addoption(parser):
                 help="network types to test (repeatable; default: every type)")
     g.addoption("--strict-verdicts", action="store_true",
                 help="a Fail of the system under test fails the run (default: recorded only)")
+    g.addoption("--quick", action="store_true",
+                help="every row on one network type per kind (vxlan where selected): the "
+                     "subset make test runs")
     g.addoption("--every-network", action="store_true",
                 help="run the per-kind modules (faults, migration) on every network type too "
                      "(default: one per kind, vxlan where selected)")
@@ -67,7 +70,9 @@ def one_network_per_kind(cs):
 def pytest_generate_tests(metafunc):
     if "combo" in metafunc.fixturenames:
         cs = combos(metafunc.config)
-        if getattr(metafunc.module, "PER_KIND", False) and not metafunc.config.getoption("every_network"):
+        quick = metafunc.config.getoption("quick")
+        per_kind = getattr(metafunc.module, "PER_KIND", False)
+        if quick or (per_kind and not metafunc.config.getoption("every_network")):
             cs = one_network_per_kind(cs)
         metafunc.parametrize("combo", cs, ids=[f"{k.value}-{t.value}" for k, t in cs],
                              scope="module")
