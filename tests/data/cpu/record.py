@@ -2,7 +2,8 @@
 (start and end of a window) during a cross-host OVS VXLAN TCP test on the embedded
 testbed: every daemon thread's /proc stat and schedstat lines, /proc/stat, and the
 interrupt-time probe's snapshots around each instant; plus 3 s of bpftrace's raw
-output (bpftrace.jsonl). Run as root from the repository: python tests/data/cpu/record.py [DIR]
+output (bpftrace.jsonl). Run as root from the repository:
+python tests/data/cpu/record.py [DIR] [--nice] [--name=ovs-vxlan-tcp]
 
 ``--nice``: the data plane's threads (the daemons, the iperf3s) run at nice -20 during
 the recording, so that other work on a shared machine does not starve it; the
@@ -20,7 +21,8 @@ from vnetbench.testbed.loader import load
 from vnetbench.testbed.netns import builder, cpuprobe
 from vnetbench_collector import probe
 
-ARGS = [a for a in sys.argv[1:] if a != "--nice"]
+ARGS = [a for a in sys.argv[1:] if not a.startswith("--")]
+NAME = next((a.split("=", 1)[1] for a in sys.argv[1:] if a.startswith("--name=")), "ovs-vxlan-tcp")
 HERE = Path(ARGS[0]) if ARGS else Path(__file__).resolve().parent
 REPO = Path(__file__).resolve().parents[3]
 
@@ -79,7 +81,7 @@ def main():
         for f in flows:
             f.wait(20)
         (HERE / "bpftrace.jsonl").write_text(lines)
-        (HERE / "ovs-vxlan-tcp.json").write_text(json.dumps(
+        (HERE / f"{NAME}.json").write_text(json.dumps(
             {"start": start, "end": end, "hz": 100, "nice": "--nice" in sys.argv, "kernel": subprocess.check_output(
                 ["uname", "-r"], text=True).strip()}, indent=1))
     finally:
