@@ -37,10 +37,11 @@ def memory_kb(pid: int) -> dict:
 
 
 def host_memory(dep) -> dict:
-    """{host: {"daemons": {prog: {pid, rss_kb, pss_kb}}, "rss_kb": sum, "pss_kb": sum}}."""
+    """{host: {"daemons": {prog: {pid, rss_kb, pss_kb}}, "rss_kb": sum, "pss_kb": sum}};
+    an SDN kind's controller namespace is one more "host" ("controller")."""
     out = {h.name: {"daemons": {}} for h in dep.testbed.hosts}
     for (host, prog), pid in daemon_pids(dep).items():
-        out[host]["daemons"][prog] = {"pid": pid, **memory_kb(pid)}
+        out.setdefault(host, {"daemons": {}})["daemons"][prog] = {"pid": pid, **memory_kb(pid)}
     for h in out.values():
         for key in ("rss_kb", "pss_kb"):
             vals = [d[key] for d in h["daemons"].values()]
