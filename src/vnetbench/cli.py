@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 from vnetbench.errors import VnetbenchError
+from vnetbench.inputs import excerpt, one_line
 from vnetbench.testbed.model import NetType, VSwitchKind
 
 VSWITCH_CHOICES = [k.value for k in VSwitchKind]
@@ -19,12 +20,16 @@ NETWORK_CHOICES = [t.value for t in NetType]
 
 
 def main(argv=None) -> int:
-    args = _parser().parse_args(argv)
+    try:
+        args = _parser().parse_args(argv)
+    except _UsageError as exc:
+        print(f"vnetbench: error: {one_line(str(exc))}", file=sys.stderr)
+        return 2
     signal.signal(signal.SIGTERM, _terminate)   # unwind a half-built testbed on SIGTERM too
     try:
         return args.func(args) or 0
     except VnetbenchError as exc:
-        print(f"vnetbench: error: {exc}", file=sys.stderr)
+        print(f"vnetbench: error: {one_line(str(exc))}", file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
         print("vnetbench: interrupted", file=sys.stderr)
@@ -36,6 +41,29 @@ def main(argv=None) -> int:
 
 def _terminate(signum, frame):
     raise KeyboardInterrupt
+
+
+class _UsageError(Exception):
+    pass
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, but a usage error is one line, and an unknown option is named as such
+    (argparse would first complain that a required argument is missing)."""
+
+    def parse_known_args(self, args=None, namespace=None):
+        self._args = list(sys.argv[1:] if args is None else args)
+        return super().parse_known_args(args, namespace)
+
+    def error(self, message):
+        known = self._option_string_actions
+        args = getattr(self, "_args", [])
+        args = args[:args.index("--")] if "--" in args else args
+        unknown = [a for a in args if a.startswith("-") and a != "-" and a.split("=")[0] not in known
+                   and not a.lstrip("-").replace(".", "").isdigit()]
+        if unknown and "required" in message:
+            message = f"unrecognized argument {excerpt(unknown[0])}"
+        raise _UsageError(f"{self.prog}: {message}; see '{self.prog} --help'")
 
 
 def _online_cpus():
@@ -72,16 +100,23 @@ def _print_vms(st):
 
 
 def cmd_status(args):
-    from vnetbench.state import TESTBED, runs
+    from vnetbench.state import TESTBED, find_run, runs
     from vnetbench.testbed.netns.deployment import Deployment
-    deps = [Deployment.attach(args.run)] if args.run else [Deployment.attach(r.run_id) for r in runs(TESTBED)]
-    sts = [d.status() for d in deps]
+    sts = []
+    for run in [find_run(args.run)] if args.run else runs(TESTBED):
+        try:
+            sts.append(Deployment.of(run).status())
+        except VnetbenchError as exc:       # damaged run directory: say so, keep listing
+            sts.append({"run_id": run.run_id, "status": "damaged", "error": str(exc)})
     if args.json:
         print(json.dumps(sts, indent=2))
         return
     if not sts:
         print("no testbed is up")
     for st in sts:
+        if st["status"] == "damaged":
+            print(f"run {st['run_id']} [damaged] {st['error']}")
+            continue
         print(f"run {st['run_id']} [{st['status']}] {st['name']}: {st['vswitch']} over "
               f"{st['network']}" + (f", datapath {st['ovs_datapath']}" if st["ovs_datapath"] else ""))
         _print_vms(st)
@@ -110,8 +145,16 @@ def cmd_exec(args):
 
 
 def cmd_down(args):
+    from vnetbench.state import find_run
     from vnetbench.testbed.netns.deployment import Deployment
-    dep = Deployment.attach(args.run)
+    from vnetbench.testbed.netns.teardown import teardown
+    run = find_run(args.run)
+    problem = run.describe()
+    if problem:                         # damaged: the journal alone is enough to remove it
+        errors = teardown(run)
+        print(f"run {run.run_id} ({problem}): " + ("removed" if not errors else "; ".join(errors)))
+        return 1 if errors else 0
+    dep = Deployment.of(run)
     errors = dep.down()
     if errors:
         for err in errors:
@@ -123,15 +166,20 @@ def cmd_down(args):
 
 
 def cmd_cleanup(args):
-    from vnetbench.state import find_run, runs
-    from vnetbench.testbed.netns.teardown import teardown
+    from vnetbench.state import RunBusyError, find_run, runs, stale_new_dirs
+    from vnetbench.testbed.netns.teardown import remove_stale, teardown
     targets = [find_run(r, kind=None) for r in args.run] if args.run else runs()
     failed = 0
     for run in targets:
-        errors = teardown(run)
+        try:
+            errors = teardown(run)
+        except RunBusyError as exc:      # being built or torn down by a live process
+            print(f"run {run.run_id}: {exc}")
+            continue
         failed += bool(errors)
         print(f"run {run.run_id}: " + ("removed" if not errors else "; ".join(errors)))
-    if not targets:
+    stale = [] if args.run else remove_stale(stale_new_dirs())
+    if not targets and not stale:
         print("nothing to clean up")
     return 1 if failed else 0
 
@@ -296,8 +344,8 @@ Start with 'vnetbench testbed capabilities', then 'vnetbench compare --profile q
 
 
 def _parser():
-    p = argparse.ArgumentParser(prog="vnetbench", description=DESCRIPTION,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = _Parser(prog="vnetbench", description=DESCRIPTION,
+                formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = p.add_subparsers(required=True, metavar="COMMAND")
     tb = sub.add_parser("testbed", help="embedded testbed lifecycle").add_subparsers(
         required=True, metavar="ACTION")

@@ -28,5 +28,11 @@ class BuildError(VnetbenchError):
     """Realising the testbed failed; what was built has been unwound."""
 
 
+class Interrupted(VnetbenchError):
+    """SIGINT/SIGTERM stopped an operation; the message says what is left and how to remove it."""
+
+    exit_code = 130
+
+
 class RunNotFoundError(VnetbenchError):
     """No state is recorded for the named run."""

@@ -4,32 +4,71 @@ A run lives in ``<root>/<run id>/``: ``journal.jsonl`` (append-only, fsynced,
 one owned resource per line), ``meta.json`` (status, testbed, backend) and
 per-host working directories. Teardown and ``cleanup`` work from this alone,
 so they also work after the builder was killed with SIGKILL mid-build.
+
+A run directory appears complete (with its meta.json) and already locked: the
+process that builds or tears a run down holds ``flock`` on the directory, so a
+concurrent ``cleanup`` leaves that run alone instead of racing it; the kernel
+drops the lock when that process dies, however it dies.
 """
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import os
 import re
 import secrets
+import shutil
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from vnetbench.errors import RunNotFoundError
+from vnetbench.errors import RunNotFoundError, VnetbenchError
+from vnetbench.inputs import excerpt
 
-RUN_ID_RE = re.compile(r"^[0-9a-f]{6}$")
+RUN_ID_RE = re.compile(r"^[0-9a-f]{6}\Z")
+DEFAULT_ROOT = "/run/vnetbench"
+_HELD: dict[str, int] = {}       # run dir -> fd whose flock this process holds
+
+
+class RunBusyError(VnetbenchError):
+    """Another live process holds the run's lock (it is being built or torn down)."""
 
 
 def state_root() -> Path:
-    return Path(os.environ.get("VNETBENCH_STATE_DIR", "/run/vnetbench"))
+    """$VNETBENCH_STATE_DIR (default /run/vnetbench), checked before anything uses it."""
+    text = os.environ.get("VNETBENCH_STATE_DIR") or DEFAULT_ROOT
+    problem = None
+    if not text.isprintable():
+        problem = "holds a control character"
+    elif not os.path.isabs(text):
+        problem = "is not an absolute path"
+    elif len(text) > 200:
+        problem = "is longer than 200 characters"
+    elif os.path.exists(text) and not os.path.isdir(text):
+        problem = "exists and is not a directory"
+    if problem:
+        raise VnetbenchError(f"VNETBENCH_STATE_DIR={excerpt(text)} {problem}; point it at a "
+                             f"directory (unset, it is {DEFAULT_ROOT})")
+    return Path(text)
 
 
 def new_run_id() -> str:
+    root = state_root()
     while True:
         rid = secrets.token_hex(3)
-        if not rid.isdigit() and not (state_root() / rid).exists():
+        if not rid.isdigit() and not (root / rid).exists() and not (root / f".{rid}.new").exists():
             return rid
+
+
+def stale_new_dirs() -> list[Path]:
+    """Half-made run directories (creator died before renaming): nothing was built in them."""
+    root = state_root()
+    if not root.is_dir():
+        return []
+    return [p for p in root.iterdir() if p.name.startswith(".") and p.name.endswith(".new")
+            and RUN_ID_RE.match(p.name[1:-4])]
 
 
 @dataclass(frozen=True)
@@ -46,8 +85,54 @@ class Run:
     def journal_path(self) -> Path:
         return self.dir / "journal.jsonl"
 
-    def create(self) -> None:
-        self.dir.mkdir(parents=True, mode=0o700)
+    def create(self, **meta) -> None:
+        """The run directory with its meta.json, appearing at once and locked by us."""
+        tmp = self.root / f".{self.run_id}.new"
+        try:
+            self.root.mkdir(parents=True, mode=0o755, exist_ok=True)
+            tmp.mkdir(mode=0o700)
+            fd = os.open(tmp, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        except OSError as exc:
+            raise VnetbenchError(f"cannot create a run directory in {self.root} ({exc.strerror}); "
+                                 "set VNETBENCH_STATE_DIR to a writable directory") from None
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        _HELD[str(self.dir)] = fd
+        (tmp / "meta.json").write_text(json.dumps({**meta, "updated": time.time()}, sort_keys=True))
+        os.rename(tmp, self.dir)
+
+    @contextlib.contextmanager
+    def locked(self):
+        """Hold the run's lock (re-entrant in this process); RunBusyError if another
+        live process holds it."""
+        key = str(self.dir)
+        if key in _HELD:
+            yield
+            return
+        try:
+            fd = os.open(self.dir, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        except FileNotFoundError:
+            raise RunNotFoundError(f"run {self.run_id}: its directory {self.dir} is gone") from None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            pid = self.meta().get("builder_pid", "?")
+            raise RunBusyError(f"run {self.run_id} is in use by another process (pid {pid}: "
+                               "bring-up or teardown); left alone") from None
+        _HELD[key] = fd
+        try:
+            yield
+        finally:
+            self.unlock()
+
+    def unlock(self) -> None:
+        fd = _HELD.pop(str(self.dir), None)
+        if fd is not None:
+            os.close(fd)
+
+    def remove(self) -> None:
+        """Delete the run directory (only once nothing it journals can exist)."""
+        shutil.rmtree(self.dir, ignore_errors=True)
 
     def record(self, kind: str, **data) -> None:
         """Append one resource to the journal and make it durable before returning."""
@@ -60,15 +145,17 @@ class Run:
     def entries(self) -> list[dict]:
         """Journal entries in creation order; a torn last line (crash) is ignored."""
         try:
-            lines = self.journal_path.read_text().splitlines()
+            lines = self.journal_path.read_text(errors="replace").splitlines()
         except FileNotFoundError:
             return []
         out = []
         for line in lines:
             try:
-                out.append(json.loads(line))
-            except json.JSONDecodeError:
+                entry = json.loads(line)
+            except ValueError:
                 continue
+            if isinstance(entry, dict) and isinstance(entry.get("kind"), str):
+                out.append(entry)
         return out
 
     def write_meta(self, **updates) -> dict:
@@ -79,10 +166,21 @@ class Run:
         return meta
 
     def meta(self) -> dict:
+        """meta.json, or {} when it is missing or damaged (the run is still cleanable)."""
         try:
-            return json.loads((self.dir / "meta.json").read_text())
-        except (FileNotFoundError, json.JSONDecodeError):
+            meta = json.loads((self.dir / "meta.json").read_text())
+        except (OSError, ValueError):
             return {}
+        return meta if isinstance(meta, dict) else {}
+
+    def describe(self) -> str:
+        """What is wrong with a run directory that cannot be attached, or ''."""
+        meta = self.meta()
+        if not meta:
+            return "meta.json is missing or damaged (bring-up killed early?)"
+        if meta.get("kind", TESTBED) == TESTBED and not isinstance(meta.get("testbed"), dict):
+            return "meta.json has no testbed"
+        return ""
 
 
 TESTBED, MONITOR = "testbed", "monitor"
@@ -114,7 +212,7 @@ def find_run(ref: str | None, kind: str | None = TESTBED) -> Run:
     if len(matches) == 1:
         return matches[0]
     if not matches:
-        raise RunNotFoundError(f"run {ref!r}: no such {noun} run id or name under "
+        raise RunNotFoundError(f"no {noun} has the id or name {excerpt(ref)} under "
                                f"{state_root()}; 'vnetbench {hint} status' lists them")
     raise RunNotFoundError(f"run {ref!r}: the name matches several runs "
                            f"({', '.join(r.run_id for r in matches)}); use the run id")

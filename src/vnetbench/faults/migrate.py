@@ -24,13 +24,11 @@ import subprocess
 import sys
 import time
 
-from pyroute2 import NetNS
-
 from vnetbench.errors import VnetbenchError
 from vnetbench.faults import probe
 from vnetbench.testbed.codec import to_dict
 from vnetbench.testbed.model import NetType, VSwitchKind
-from vnetbench.testbed.netns import links
+from vnetbench.testbed.netns import links, nsops
 from vnetbench.testbed.netns.ovs import OvsHost
 
 RARP = 0x8035
@@ -69,7 +67,7 @@ def move(dep, vm: str, to_host: str) -> None:
     for k, nic in enumerate(v.nics):
         port = n.vm_port(vm_i, k)
         _detach(dep, tb.host(v.host), port)
-        with NetNS(n.host_ns(v.host)) as old:
+        with nsops.rtnl(n.host_ns(v.host)) as old:
             old.link("set", index=links.index(old, port), net_ns_fd=n.host_ns(dst.name))
         _attach(dep, dst, port, v, k, nic)
     moved = dataclasses.replace(v, host=dst.name, cpus=dst.cpus)
@@ -86,7 +84,7 @@ def _ovs(dep, host) -> OvsHost:
 def _detach(dep, host, port) -> None:
     kind = dep.testbed.vswitch.kind
     if kind is VSwitchKind.LINUXBRIDGE:
-        with NetNS(dep.names.host_ns(host.name)) as ns:
+        with nsops.rtnl(dep.names.host_ns(host.name)) as ns:
             ns.link("set", index=links.index(ns, port), master=0)
     else:
         _ovs(dep, host).vsctl("--if-exists", "del-port", dep.names.ovs_int, port)
@@ -95,7 +93,7 @@ def _detach(dep, host, port) -> None:
 def _attach(dep, host, port, vm, k, nic) -> None:
     tb, n, kind = dep.testbed, dep.names, dep.testbed.vswitch.kind
     vi = [v.name for v in tb.vnets].index(nic.vnet)
-    with NetNS(n.host_ns(host.name)) as ns:
+    with nsops.rtnl(n.host_ns(host.name)) as ns:
         links.up(ns, port, master=n.lb_bridge(vi) if kind is VSwitchKind.LINUXBRIDGE else None)
     if kind is VSwitchKind.LINUXBRIDGE:
         return
@@ -113,7 +111,7 @@ def _attach(dep, host, port, vm, k, nic) -> None:
 def set_nics(dep, vm: str, up: bool) -> None:
     """The guest's side: NICs down (shut down) or up (booted)."""
     v = dep.testbed.vm(vm)
-    with NetNS(dep.names.vm_ns(v.name)) as ns:
+    with nsops.rtnl(dep.names.vm_ns(v.name)) as ns:
         for k in range(len(v.nics)):
             ns.link("set", index=links.index(ns, dep.names.vm_nic(k)), state="up" if up else "down")
 

@@ -15,11 +15,9 @@ from __future__ import annotations
 import time
 from types import SimpleNamespace
 
-from pyroute2 import NetNS
-
 from vnetbench.errors import VnetbenchError
 from vnetbench.testbed.model import VSwitchKind
-from vnetbench.testbed.netns import links, openflow, ovn, proc
+from vnetbench.testbed.netns import links, nsops, openflow, ovn, proc
 from vnetbench.testbed.netns.ovs import OvsHost
 
 VSWITCHD = "ovs-vswitchd"
@@ -56,7 +54,7 @@ def _readdress(dep, host) -> None:
     names, net = dep.names, dep.testbed.network
     if not net.type.is_tunnel:
         return
-    with NetNS(names.host_ns(host.name)) as ns:
+    with nsops.rtnl(names.host_ns(host.name)) as ns:
         deadline = time.monotonic() + 10
         while not ns.link_lookup(ifname=names.ovs_phy):
             if time.monotonic() > deadline:
@@ -71,7 +69,7 @@ def _readdress(dep, host) -> None:
 
 def _bridges_down_up(dep, host) -> None:
     names = dep.names
-    with NetNS(names.host_ns(host.name)) as ns:
+    with nsops.rtnl(names.host_ns(host.name)) as ns:
         bridges = [names.lb_bridge(i) for i, v in enumerate(dep.testbed.vnets)
                    if v in dep.testbed.vnets_on(host.name)]
         for br in bridges:

@@ -46,23 +46,44 @@ def cmd_status(args):
 
 
 def cmd_query(args):
-    result = _monitor(args).query(args.expr)
+    mon = _monitor(args)
+    result = query(mon, args.expr)
     if args.json:
         print(json.dumps(result, indent=2))
         return
-    for r in result:
-        labels = ",".join(f'{k}="{v}"' for k, v in sorted(r["metric"].items()))
-        print(f"{{{labels}}} {r['value'][1]}")
+    series = result if all(isinstance(r, dict) for r in result) else [{"value": result}]
+    for r in series:             # vector, matrix (a range selector), or a scalar/string
+        labels = ",".join(f'{k}="{v}"' for k, v in sorted(r.get("metric", {}).items()))
+        value = r["value"][1] if "value" in r else f"{len(r.get('values', []))} samples"
+        print(f"{{{labels}}} {value}")
+
+
+def query(mon, expr: str):
+    """An instant query, with Prometheus' refusal or absence as one-line errors."""
+    from vnetbench.errors import VnetbenchError
+    from vnetbench.inputs import excerpt
+    try:
+        return mon.query(expr)
+    except RuntimeError as exc:        # HTTP 4xx/5xx: Prometheus' own reason
+        raise VnetbenchError(f"monitor {mon.id}: Prometheus rejected {excerpt(expr)}: "
+                             f"{excerpt(str(exc), 200)}; fix the PromQL") from None
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise VnetbenchError(f"monitor {mon.id}: Prometheus does not answer "
+                             f"({excerpt(str(exc) or type(exc).__name__, 120)}); 'vnetbench monitor "
+                             f"status' shows what runs; restart it with 'vnetbench monitor down' "
+                             f"and 'vnetbench monitor up'") from None
 
 
 def cmd_down(args):
     mon = _monitor(args)
+    data = mon.run.meta().get("data_dir")     # read before the run directory goes
     errors = mon.down()
     if errors:
         print(f"monitor {mon.id}: teardown incomplete: {errors[0]}; run 'vnetbench cleanup "
               f"--run {mon.id}'", file=sys.stderr)
         return 1
-    print(f"monitor {mon.id} down; data kept in {mon.run.meta().get('data_dir', 'its data dir')}")
+    print(f"monitor {mon.id} down; Prometheus data kept in {data}" if data else
+          f"monitor {mon.id} down (its data directory was not recorded)")
 
 
 def add_parsers(sub) -> None:

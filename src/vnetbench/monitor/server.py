@@ -16,13 +16,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
-from pyroute2 import NetNS, netns
 
-from vnetbench.errors import BuildError, PrerequisiteError, VnetbenchError
+from vnetbench.errors import BuildError, PrerequisiteError
 from vnetbench.monitor import nshttp
 from vnetbench.state import MONITOR, Run, find_run, new_run_id, state_root
-from vnetbench.testbed.netns import links, proc
-from vnetbench.testbed.netns.teardown import teardown
+from vnetbench.testbed.netns import links, nsops, proc
+from vnetbench.testbed.netns.teardown import teardown, unwind
 
 PROMETHEUS_PORT, PUSHGATEWAY_PORT = 9090, 9091
 SCRAPE_INTERVAL = "1s"
@@ -87,29 +86,27 @@ def up(data_dir: Path | None = None, progress=lambda msg: None) -> Monitor:
         if not shutil.which(prog):
             raise PrerequisiteError(f"{prog} not found; install the Debian package "
                                     f"'{prog}' (make install does)")
-    run = Run(new_run_id(), state_root())
-    run.create()
-    data = Path(data_dir or Path("results") / f"monitor-{run.run_id}").resolve()
-    run.write_meta(kind=MONITOR, status="building", name=f"monitor-{run.run_id}",
-                   created=time.time(), data_dir=str(data))
+    rid = new_run_id()
+    run = Run(rid, state_root())
+    data = Path(data_dir or Path("results") / f"monitor-{rid}").resolve()
+    run.create(kind=MONITOR, status="building", name=f"monitor-{rid}", created=time.time(),
+               builder_pid=os.getpid(), data_dir=str(data))
     mon = Monitor(run)
     try:
-        _build(mon, data, progress)
-    except BaseException as exc:
-        errors = teardown(run)
-        if isinstance(exc, (KeyboardInterrupt, SystemExit)):
-            raise
-        left = f"; teardown also failed: {errors[0]}" if errors else ""
-        detail = str(exc) if isinstance(exc, VnetbenchError) else f"{type(exc).__name__}: {exc}"
-        raise BuildError(f"monitor {run.run_id}: start failed and was unwound: {detail}{left}") from exc
+        try:
+            _build(mon, data, progress)
+        except BaseException as exc:
+            unwind(run, exc, f"monitor {rid}")
+    finally:
+        run.unlock()
     return mon
 
 
 def _build(mon: Monitor, data: Path, progress) -> None:
     run = mon.run
     run.record("netns", name=mon.ns)
-    netns.create(mon.ns)
-    with NetNS(mon.ns) as ns:
+    nsops.create(mon.ns)
+    with nsops.rtnl(mon.ns) as ns:
         links.up(ns, "lo")
     data.mkdir(parents=True, exist_ok=True)
     mon.targets_dir.mkdir()

@@ -7,13 +7,13 @@ built; every error names the file, the field and the fix.
 from __future__ import annotations
 
 import ipaddress
+import itertools
 import json
 from importlib import resources
-from pathlib import Path
 
 import jsonschema
-import yaml
 
+from vnetbench import inputs
 from vnetbench.errors import TestbedFileError
 from vnetbench.testbed.model import (
     CROSS_HOST, MIN_TENANT_MTU, SAME_HOST, SEGMENTATION_RANGE, encap_overhead,
@@ -22,6 +22,8 @@ from vnetbench.testbed.model import (
 
 DEFAULT_UNDERLAY = "198.18.0.0/24"
 DEFAULT_TENANT = "198.19.{}.0/24"          # vnet i (1-based) -> 198.19.i.0/24
+MAX_DEFAULT_TENANTS = 255
+MAX_FILE_BYTES = 128 * 1024                # parsed in pure Python with a depth limit
 DEFAULT_SEGMENT_BASE = {NetType.VLAN: 100, NetType.VXLAN: 1000,
                         NetType.GENEVE: 1000, NetType.GRE: 1000}
 
@@ -34,13 +36,12 @@ def schema() -> dict:
 
 def load(path, online_cpus=None) -> Testbed:
     """Load a testbed file; ``online_cpus`` (default: any) bounds the CPU sets."""
-    path = Path(path)
+    source = inputs.one_line(str(path), 120)
     try:
-        text = path.read_text()
-    except OSError as exc:
-        raise TestbedFileError(path, "", f"cannot read file ({exc.strerror})",
-                               "check the path") from None
-    return loads(text, source=str(path), online_cpus=online_cpus)
+        text = inputs.decode(inputs.read_bytes(path, MAX_FILE_BYTES))
+    except inputs.InputError as exc:
+        raise TestbedFileError(source, exc.where, exc.problem, exc.fix) from None
+    return loads(text, source=source, online_cpus=online_cpus)
 
 
 def loads(text: str, source: str = "<string>", online_cpus=None) -> Testbed:
@@ -50,27 +51,34 @@ def loads(text: str, source: str = "<string>", online_cpus=None) -> Testbed:
 
 
 def _parse_yaml(text, source):
+    if len(text) > MAX_FILE_BYTES:
+        raise TestbedFileError(source, "", f"is larger than {MAX_FILE_BYTES // 1024} KiB",
+                               "split or shorten it")
     try:
-        doc = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f"line {mark.line + 1} column {mark.column + 1}" if mark else ""
-        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-        ctx = getattr(exc, "context_mark", None)
-        if ctx is not None and exc.context:   # the unclosed bracket is where the fix goes
-            problem += f" {exc.context} at line {ctx.line + 1} column {ctx.column + 1}"
-        raise TestbedFileError(source, where, f"invalid YAML ({problem})",
-                               "fix the syntax") from None
+        doc = inputs.parse_yaml(text)
+        inputs.check_tree(doc)
+    except inputs.InputError as exc:
+        raise TestbedFileError(source, exc.where, exc.problem, exc.fix) from None
     if doc is None:
         raise TestbedFileError(source, "", "file is empty",
                                "declare at least 'vswitch' and 'network: {type: ...}'")
     return doc
 
 
+def _is_integer(checker, instance) -> bool:
+    """JSON Schema's "integer" admits 1.0; a CPU number or an MTU must be a real int."""
+    return isinstance(instance, int) and not isinstance(instance, bool)
+
+
+_Validator = jsonschema.validators.extend(
+    jsonschema.Draft202012Validator,
+    type_checker=jsonschema.Draft202012Validator.TYPE_CHECKER.redefine("integer", _is_integer))
+
+
 def _validate(doc, source):
-    validator = jsonschema.Draft202012Validator(
-        schema(), format_checker=jsonschema.Draft202012Validator.FORMAT_CHECKER)
-    error = jsonschema.exceptions.best_match(validator.iter_errors(doc))
+    validator = _Validator(schema(), format_checker=jsonschema.Draft202012Validator.FORMAT_CHECKER)
+    # the first errors suffice to pick the best one; all of 5,000 bad items take seconds
+    error = jsonschema.exceptions.best_match(itertools.islice(validator.iter_errors(doc), 100))
     if error is not None:
         raise TestbedFileError(source, _json_path(error.absolute_path) or "(top level)",
                                *_explain(error))
@@ -87,40 +95,45 @@ def _explain(error) -> tuple[str, str]:
     """Turn a jsonschema error into (problem, fix)."""
     kind, inst = error.validator, error.instance
     if kind == "enum":
-        return (f"{inst!r} is not allowed",
+        return (f"{short(inst)} is not allowed",
                 "use one of: " + ", ".join(map(str, error.validator_value)))
     if kind == "additionalProperties":
         allowed = ", ".join(sorted(error.schema.get("properties", {})))
         extra = sorted(set(inst) - set(error.schema.get("properties", {})))
-        return (f"unknown field {', '.join(map(repr, extra))}", f"allowed fields: {allowed}")
+        return (f"unknown field {', '.join(map(short, extra[:3]))}", f"allowed fields: {allowed}")
     if kind == "required":
-        return (error.message, "add it")
+        return (inputs.one_line(error.message, 120), "add it")
     if kind == "type":
         article = "an" if str(error.validator_value)[0] in "aeiou" else "a"
-        return (f"{inst!r} is not of type {error.validator_value}",
+        return (f"{short(inst)} is not of type {error.validator_value}",
                 f"give {article} {error.validator_value}")
     if kind == "format" and error.validator_value == "ipv4":
-        return (f"{inst!r} is not an IPv4 address", "write it as a.b.c.d, e.g. 198.19.1.10")
+        return (f"{short(inst)} is not an IPv4 address", "write it as a.b.c.d, e.g. 198.19.1.10")
     if kind == "uniqueItems":
-        return (f"{inst!r} lists an item twice", "list each item once")
+        return (f"{short(inst)} lists an item twice", "list each item once")
     if kind == "minItems":
         return ("the list is empty", "give at least one item or remove the field for the default")
     if kind == "pattern":
         if "$defs/name" in str(error.schema) or error.validator_value.startswith("^[a-z]"):
-            return (f"{inst!r} is not a valid name",
+            return (f"{short(inst)} is not a valid name",
                     "use lowercase letters, digits and '-', starting with a letter, at most 24 characters")
-        return (f"{inst!r} is not a CIDR", "write it as a.b.c.d/len, e.g. 198.19.1.0/24")
+        return (f"{short(inst)} is not a CIDR", "write it as a.b.c.d/len, e.g. 198.19.1.0/24")
     if kind in ("minimum", "maximum"):
-        return (error.message, f"use a value {'>=' if kind == 'minimum' else '<='} {error.validator_value}")
+        return (f"{short(inst)} is {'less' if kind == 'minimum' else 'greater'} than the "
+                f"{kind} of {error.validator_value}",
+                f"use a value {'>=' if kind == 'minimum' else '<='} {error.validator_value}")
     if kind == "oneOf" and list(error.absolute_path)[:1] == ["vswitch"]:
         kinds = ", ".join(k.value for k in VSwitchKind)
         if isinstance(inst, str):
-            return (f"{inst!r} is not allowed", f"use one of: {kinds}")
-        return (f"{inst!r} is not a vSwitch", f"give a kind ({kinds}) or {{kind: ..., datapath: ...}}")
+            return (f"{short(inst)} is not allowed", f"use one of: {kinds}")
+        return (f"{short(inst)} is not a vSwitch", f"give a kind ({kinds}) or {{kind: ..., datapath: ...}}")
     if kind == "oneOf":   # the only other oneOf: a VM's vnets entry
-        return (f"{inst!r} is not a vnet reference", ("give a vnet name or {name: ..., ip: ..., "
-                                                         "qos: {max_kbps: ..., max_burst_kbits: ...}}"))
-    return (error.message, "see schemas/testbed.schema.json")
+        return (f"{short(inst)} is not a vnet reference", ("give a vnet name or {name: ..., ip: ..., "
+                                                          "qos: {max_kbps: ..., max_burst_kbits: ...}}"))
+    return (inputs.one_line(error.message, 120), "see schemas/testbed.schema.json")
+
+
+short = inputs.excerpt
 
 
 class _Builder:
@@ -129,6 +142,7 @@ class _Builder:
     def __init__(self, doc, source, online_cpus):
         self.doc, self.source = doc, source
         self.online = tuple(sorted(online_cpus)) if online_cpus else None
+        self.seen = {}           # (kind, name) -> where it was first declared
 
     def fail(self, where, problem, fix):
         raise TestbedFileError(self.source, where, problem, fix)
@@ -187,10 +201,12 @@ class _Builder:
             net = ipaddress.IPv4Network(text, strict=True)
         except ValueError as exc:
             try:
-                fix = f"write {ipaddress.IPv4Network(text, strict=False)}"
+                loose = ipaddress.IPv4Network(text, strict=False)
+                longer = ipaddress.IPv4Network(text.split("/")[0] + "/24", strict=False)
+                fix = f"write {loose}" if loose.prefixlen >= 8 else f"use a longer prefix, e.g. {longer}"
             except ValueError:
                 fix = "write it as a.b.c.d/len with octets 0..255, e.g. 198.19.1.0/24"
-            self.fail(where, f"{text!r} is not a valid network ({exc})", fix)
+            self.fail(where, f"{short(text)} is not a valid network ({inputs.one_line(str(exc), 80)})", fix)
         if net.prefixlen > 30:
             self.fail(where, f"{text} is too small", "use a prefix of /30 or shorter")
         return net
@@ -199,7 +215,8 @@ class _Builder:
         if self.online is not None:
             missing = sorted(set(cpus) - set(self.online))
             if missing:
-                self.fail(where, f"CPU {', '.join(map(str, missing))} is not online on this machine "
+                shown = ", ".join(map(str, missing[:5])) + (", ..." if len(missing) > 5 else "")
+                self.fail(where, f"CPU {shown} is not online on this machine "
                           f"(online: {', '.join(map(str, self.online))})",
                           "pick CPUs from the online set")
         return tuple(cpus)
@@ -207,20 +224,23 @@ class _Builder:
     def _hosts(self, network) -> tuple[Host, ...]:
         raw = self.doc.get("hosts") or [{"name": "h1"}, {"name": "h2"}]
         spread = self.online or (0, 1)
-        addrs = list(network.underlay_cidr.hosts())
-        if len(raw) > len(addrs):
-            self.fail("network.underlay_cidr", f"{network.underlay_cidr} has room for "
-                      f"{len(addrs)} hosts, {len(raw)} are declared", "use a larger underlay_cidr")
+        cidr = network.underlay_cidr
+        room = cidr.num_addresses - 2            # arithmetic: never enumerate a range
+        if len(raw) > room:
+            self.fail("network.underlay_cidr", f"{cidr} has room for "
+                      f"{room} hosts, {len(raw)} are declared", "use a larger underlay_cidr")
         hosts = []
         for i, h in enumerate(raw):
-            self._unique(h["name"], hosts, f"hosts[{i}].name")
+            self._unique("host", h["name"], f"hosts[{i}].name")
             cpus = self._cpus(h.get("cpus", [spread[i % len(spread)]]), f"hosts[{i}].cpus")
-            hosts.append(Host(name=h["name"], cpus=cpus, underlay_ip=addrs[i]))
+            hosts.append(Host(name=h["name"], cpus=cpus, underlay_ip=cidr.network_address + 1 + i))
         return tuple(hosts)
 
-    def _unique(self, name, seen, where):
-        if any(x.name == name for x in seen):
-            self.fail(where, f"duplicate name {name!r}", "give every object of this kind its own name")
+    def _unique(self, kind, name, where):
+        first = self.seen.setdefault((kind, name), where)
+        if first != where:
+            self.fail(where, f"duplicate name {name!r} (also {first})",
+                      "give every object of this kind its own name")
 
     def _vnets(self, network) -> tuple[Vnet, ...]:
         raw = self.doc.get("vnets") or [{"name": "vnet1"}]
@@ -228,12 +248,14 @@ class _Builder:
         explicit = {v["segmentation_id"] for v in raw if "segmentation_id" in v}
         for i, v in enumerate(raw):
             where = f"vnets[{i}]"
-            self._unique(v["name"], vnets, f"{where}.name")
+            self._unique("vnet", v["name"], f"{where}.name")
+            if "cidr" not in v and i >= MAX_DEFAULT_TENANTS:
+                self.fail(where, f"has no cidr and the default 198.19.<n>.0/24 covers only the "
+                          f"first {MAX_DEFAULT_TENANTS} vnets", f"give {where}.cidr (vnets may share a CIDR)")
             cidr = self._cidr(v.get("cidr", DEFAULT_TENANT.format(i + 1)), f"{where}.cidr")
             if cidr.overlaps(network.underlay_cidr):
                 self.fail(f"{where}.cidr", f"{cidr} overlaps the underlay network.underlay_cidr "
-                          f"{network.underlay_cidr}",
-                          "pick a tenant CIDR outside the underlay, e.g. 198.19.1.0/24")
+                          f"{network.underlay_cidr}", _outside_fix(network.underlay_cidr))
             segid = self._segid(v, i, ntype, used, explicit)
             vnets.append(Vnet(name=v["name"], cidr=cidr, segmentation_id=segid))
         return tuple(vnets)
@@ -271,14 +293,15 @@ class _Builder:
             specs.append((f"vms[{i}]", vm))
         for i, p in enumerate(raw_pairs or []):
             pair, expanded = self._pair(p, i, hosts, vnets)
-            self._unique(pair.name, pairs, f"pairs[{i}].name")
+            self._unique("pair", pair.name, f"pairs[{i}].name")
             pairs.append(pair)
             specs.extend(expanded)
         alloc = _IpAllocator(vnets, [spec for _, spec in specs])
+        by_host, by_vnet = {h.name: h for h in hosts}, {v.name: v for v in vnets}
         vms = []
         for where, spec in specs:
-            self._unique(spec["name"], vms, f"{where}.name")
-            vms.append(self._vm(spec, where, len(vms), hosts, vnets, alloc))
+            self._unique("vm", spec["name"], f"{where}.name")
+            vms.append(self._vm(spec, where, len(vms), by_host, by_vnet, alloc))
         return tuple(vms), tuple(pairs)
 
     def _pair(self, p, i, hosts, vnets):
@@ -293,35 +316,32 @@ class _Builder:
         if placement == SAME_HOST and len(names) != 1:
             self.fail(f"{where}.hosts", "same-host placement takes one host", "list one host")
         for name_ in names:
-            if not any(h.name == name_ for h in hosts):
-                self.fail(f"{where}.hosts", f"host {name_!r} is not declared",
-                          "use one of: " + ", ".join(h.name for h in hosts))
+            if ("host", name_) not in self.seen:
+                self.fail(f"{where}.hosts", f"host {name_!r} is not declared", _one_of(hosts))
         pair_hosts = names * 2 if placement == SAME_HOST else names
         vnet = p.get("vnet", vnets[0].name)
-        if not any(v.name == vnet for v in vnets):
-            self.fail(f"{where}.vnet", f"vnet {vnet!r} is not declared",
-                      "use one of: " + ", ".join(v.name for v in vnets))
+        if ("vnet", vnet) not in self.seen:
+            self.fail(f"{where}.vnet", f"vnet {vnet!r} is not declared", _one_of(vnets))
         vms = [(f"{where} (VM {name}-{s})", {"name": f"{name}-{s}", "host": h, "vnets": [vnet]})
                for s, h in zip("ab", pair_hosts)]
         return Pair(name=name, placement=placement, vnet=vnet,
                     vms=(f"{name}-a", f"{name}-b")), vms
 
     def _vm(self, spec, where, index, hosts, vnets, alloc) -> Vm:
-        host = next((h for h in hosts if h.name == spec["host"]), None)
+        host = hosts.get(spec["host"])
         if host is None:
-            self.fail(f"{where}.host", f"host {spec['host']!r} is not declared",
-                      "use one of: " + ", ".join(h.name for h in hosts))
+            self.fail(f"{where}.host", f"host {spec['host']!r} is not declared", _one_of(hosts.values()))
         cpus = self._cpus(spec.get("cpus", host.cpus), f"{where}.cpus")
         if not set(cpus) <= set(host.cpus):
-            self.fail(f"{where}.cpus", f"CPUs {list(cpus)} are not all in the CPU set "
+            self.fail(f"{where}.cpus", f"CPUs {short(list(cpus))} are not all in the CPU set "
                       f"{list(host.cpus)} of host {host.name!r}", "pin the VM to CPUs of its host")
         nics = []
-        for n, ref in enumerate(spec.get("vnets") or [vnets[0].name]):
+        for n, ref in enumerate(spec.get("vnets") or [next(iter(vnets))]):
             ref = {"name": ref} if isinstance(ref, str) else ref
-            vnet = next((v for v in vnets if v.name == ref["name"]), None)
+            vnet = vnets.get(ref["name"])
             if vnet is None:
                 self.fail(f"{where}.vnets[{n}]", f"vnet {ref['name']!r} is not declared",
-                          "use one of: " + ", ".join(v.name for v in vnets))
+                          _one_of(vnets.values()))
             ip = alloc.take(vnet, ref.get("ip"), lambda p, f: self.fail(f"{where}.vnets[{n}].ip", p, f))
             nics.append(Nic(vnet=vnet.name, ip=ip, mac=_mac(index, n), qos=_qos(ref.get("qos"))))
         return Vm(name=spec["name"], host=host.name, cpus=cpus, nics=tuple(nics))
@@ -368,6 +388,19 @@ class _IpAllocator:
                      "use a larger CIDR")
         used.add(ip)
         return ip
+
+
+def _one_of(objects) -> str:
+    names = [o.name for o in objects]
+    return "use one of: " + ", ".join(names[:10]) + (", ..." if len(names) > 10 else "")
+
+
+def _outside_fix(underlay) -> str:
+    """A tenant CIDR that really is outside the underlay, or: shrink the underlay."""
+    for text in ("198.19.1.0/24", "198.18.1.0/24", "198.19.255.0/24", "10.0.1.0/24"):
+        if not ipaddress.IPv4Network(text).overlaps(underlay):
+            return f"pick a tenant CIDR outside the underlay, e.g. {text}"
+    return f"shrink network.underlay_cidr (e.g. {DEFAULT_UNDERLAY}) to leave room for tenant CIDRs"
 
 
 def _mac(vm_index: int, nic: int) -> str:

@@ -9,42 +9,36 @@ from __future__ import annotations
 
 import os
 import time
-from concurrent.futures import ThreadPoolExecutor
 
-from pyroute2 import NetNS, netns
 
-from vnetbench.errors import BuildError, VnetbenchError
 from vnetbench.state import Run, new_run_id, state_root
 from vnetbench.testbed import capabilities
 from vnetbench.testbed.codec import to_dict
 from vnetbench.testbed.model import NetType, Testbed, VSwitchKind
-from vnetbench.testbed.netns import linuxbridge, links, mgmt, openflow, ovn, proc
+from vnetbench.testbed.netns import linuxbridge, links, mgmt, nsops, openflow, ovn, proc
 from vnetbench.testbed.netns.deployment import Deployment
 from vnetbench.testbed.netns.names import Names
 from vnetbench.testbed.netns.ovs import OvsHost
-from vnetbench.testbed.netns.teardown import teardown
+from vnetbench.testbed.netns.teardown import unwind
 
 
 def up(testbed: Testbed, caps=None, progress=lambda msg: None) -> Deployment:
-    """Build ``testbed``; on any failure unwind it and raise BuildError."""
+    """Build ``testbed``; on any failure unwind it and raise BuildError.
+
+    The run's lock is held from the moment its directory appears until the
+    testbed is up or unwound, so a concurrent ``cleanup`` leaves it alone."""
     caps = caps or capabilities.probe()
     caps.require(testbed)
     run = Run(new_run_id(), state_root())
-    run.create()
-    run.write_meta(status="building", name=testbed.name, backend="netns", created=time.time(),
-                   builder_pid=os.getpid(), testbed=to_dict(testbed))
-    ctx = _Context(run, testbed, caps)
+    run.create(status="building", name=testbed.name, backend="netns", created=time.time(),
+               builder_pid=os.getpid(), testbed=to_dict(testbed))
     try:
-        ctx.build(progress)
-    except BaseException as exc:
-        errors = teardown(run)
-        left = f"; teardown also failed, run 'vnetbench cleanup --run {run.run_id}': {errors[0]}" \
-            if errors else ""
-        if isinstance(exc, (KeyboardInterrupt, SystemExit)):
-            raise
-        detail = str(exc) if isinstance(exc, VnetbenchError) else f"{type(exc).__name__}: {exc}"
-        raise BuildError(f"{testbed.source}: bring-up of run {run.run_id} failed and was "
-                         f"unwound: {detail}{left}") from exc
+        try:
+            _Context(run, testbed, caps).build(progress)
+        except BaseException as exc:
+            unwind(run, exc, testbed.source)
+    finally:
+        run.unlock()
     return Deployment(run, testbed)
 
 
@@ -123,15 +117,15 @@ class _Context:
     def _namespaces(self) -> None:
         for name in self.all_namespaces():
             self.run.record("netns", name=name)
-            netns.create(name)
-            with NetNS(name) as ns:
+            nsops.create(name)
+            with nsops.rtnl(name) as ns:
                 links.up(ns, "lo")
 
     def _underlay(self) -> None:
         """Fabric namespace: one bridge for the underlay, one per flat physnet."""
         tb, n = self.testbed, self.names
         umtu = tb.network.underlay_mtu
-        with NetNS(n.fabric_ns) as fab:
+        with nsops.rtnl(n.fabric_ns) as fab:
             links.bridge(fab, n.fabric_bridge, umtu, n.alias("underlay fabric"))
             flat = tb.network.type is NetType.FLAT
             if flat:
@@ -148,7 +142,7 @@ class _Context:
                     links.veth(fab, n.fabric_physnet(hi, vi), n.physnet(vi), hns,
                                tb.network.tenant_mtu, n.alias(f"physnet vnet={vnet.name} host={host.name}"))
                     links.up(fab, n.fabric_physnet(hi, vi), master=n.fabric_physnet_bridge(vi))
-                with NetNS(hns) as ns:
+                with nsops.rtnl(hns) as ns:
                     links.stamp(ns, n.uplink, n.alias(f"uplink of host={host.name}"))
                     links.up(ns, n.uplink)
                     for vnet in (tb.vnets_on(host.name) if flat else ()):
@@ -161,7 +155,7 @@ class _Context:
         mtu = tb.network.tenant_mtu
         for vm_i, vm in enumerate(tb.vms):
             vns = n.vm_ns(vm.name)
-            with NetNS(n.host_ns(vm.host)) as hns, NetNS(vns) as ns:
+            with nsops.rtnl(n.host_ns(vm.host)) as hns, nsops.rtnl(vns) as ns:
                 for k, nic in enumerate(vm.nics):
                     port = n.vm_port(vm_i, k)
                     links.veth(hns, port, n.vm_nic(k), vns, mtu, n.alias(f"vm={vm.name} nic={k}"))
@@ -173,9 +167,8 @@ class _Context:
                     links.up(ns, n.vm_nic(k))
 
     def _vswitches(self) -> None:
-        """OVS hosts start their daemons in parallel (subprocesses only: pyroute2
-        forks to enter a namespace, which is unsafe from threads); netlink work
-        stays on this thread."""
+        """OVS hosts start their daemons in parallel (subprocesses only); netlink
+        work stays on this thread."""
         hosts = self.testbed.hosts
         if self.testbed.vswitch.kind is VSwitchKind.OVN:
             return ovn.wire(self)
@@ -186,9 +179,7 @@ class _Context:
                 linuxbridge.wire_host(self, host)
             return
         ovs = [OvsHost(self, h) for h in hosts]
-        with ThreadPoolExecutor(max_workers=min(8, len(hosts))) as pool:
-            for fut in [pool.submit(self._ovs_host, o) for o in ovs]:
-                fut.result()
+        proc.parallel([lambda o=o: self._ovs_host(o) for o in ovs])
         for o in ovs:
             o.address_underlay()
 

@@ -7,6 +7,8 @@ from pathlib import Path
 
 from pyroute2 import netns
 
+from vnetbench.errors import VnetbenchError
+from vnetbench.inputs import excerpt
 from vnetbench.state import Run, find_run
 from vnetbench.testbed.codec import from_dict
 from vnetbench.testbed.model import Testbed, VSwitchKind
@@ -35,8 +37,20 @@ class Deployment:
 
     @classmethod
     def attach(cls, ref: str | None = None) -> "Deployment":
-        run = find_run(ref)
-        return cls(run, from_dict(run.meta()["testbed"]))
+        return cls.of(find_run(ref))
+
+    @classmethod
+    def of(cls, run: Run) -> "Deployment":
+        """The deployment of a run; a damaged run directory is a one-line error that
+        points at cleanup (which needs only the journal)."""
+        problem = run.describe()
+        if not problem:
+            try:
+                return cls(run, from_dict(run.meta()["testbed"]))
+            except (KeyError, TypeError, ValueError) as exc:
+                problem = f"meta.json holds no usable testbed ({excerpt(str(exc))})"
+        raise VnetbenchError(f"run {run.run_id}: {problem}; remove what it made with "
+                             f"'vnetbench cleanup --run {run.run_id}'")
 
     @property
     def run_id(self) -> str:

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pyroute2.config
 from pyroute2 import NetNS
 
-# pyroute2 forks a child to open a socket inside a namespace; give that child
-# default signal handlers so it never runs the CLI's SIGTERM handler.
+# Namespaces are entered by threads (nsops), never by pyroute2's forked children;
+# should any pyroute2 path still fork, its child gets default signal handlers.
 pyroute2.config.disable_mp_signal = True
 
 

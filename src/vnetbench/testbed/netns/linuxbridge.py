@@ -4,10 +4,9 @@ A VM port's bandwidth limit is a TBF qdisc on the port, as neutron's agent sets 
 
 from __future__ import annotations
 
-from pyroute2 import NetNS
 
 from vnetbench.testbed.model import NetType
-from vnetbench.testbed.netns import links
+from vnetbench.testbed.netns import links, nsops
 
 VXLAN_PORT = 4789
 
@@ -15,7 +14,7 @@ VXLAN_PORT = 4789
 def wire_host(ctx, host) -> None:
     tb, names = ctx.testbed, ctx.names
     mtu = tb.network.tenant_mtu
-    with NetNS(names.host_ns(host.name)) as ns:
+    with nsops.rtnl(names.host_ns(host.name)) as ns:
         links.address(ns, names.uplink, host.underlay_ip, tb.network.underlay_cidr.prefixlen)
         for vnet in tb.vnets_on(host.name):
             vi = ctx.vnet_index(vnet.name)

@@ -12,11 +12,9 @@ from __future__ import annotations
 
 import ipaddress
 
-from pyroute2 import NetNS
-
 from vnetbench.errors import BuildError
 from vnetbench.testbed.model import Testbed, VSwitchKind
-from vnetbench.testbed.netns import links
+from vnetbench.testbed.netns import links, nsops
 
 # Kinds whose control plane lives in the controller namespace.
 CONTROLLED = (VSwitchKind.OVS_OPENFLOW, VSwitchKind.OVN, VSwitchKind.VROUTER)
@@ -53,7 +51,7 @@ def build(ctx) -> None:
     if len(tb.hosts) > net.num_addresses - 3:
         raise BuildError(f"{tb.source}: the management network {net} has room for "
                          f"{net.num_addresses - 3} hosts; use fewer hosts")
-    with NetNS(n.ctl_ns) as ctl:
+    with nsops.rtnl(n.ctl_ns) as ctl:
         links.bridge(ctl, n.mgmt_bridge, MGMT_MTU, n.alias("management network"))
         links.address(ctl, n.mgmt_bridge, controller_ip(tb), net.prefixlen)
         for hi, host in enumerate(tb.hosts):
@@ -61,7 +59,7 @@ def build(ctx) -> None:
             links.veth(ctl, n.ctl_mgmt(hi), n.mgmt, hns, MGMT_MTU,
                        n.alias(f"management link of host={host.name}"))
             links.up(ctl, n.ctl_mgmt(hi), master=n.mgmt_bridge)
-            with NetNS(hns) as ns:
+            with nsops.rtnl(hns) as ns:
                 links.stamp(ns, n.mgmt, n.alias("management interface"))
                 links.address(ns, n.mgmt, host_ip(tb, hi), net.prefixlen)
                 links.up(ns, n.mgmt)
@@ -71,5 +69,5 @@ def set_link(dep, host: str, up: bool) -> None:
     """Cut (``up=False``) or heal one host's management link at the controller's bridge."""
     tb, n = dep.testbed, dep.names
     hi = [h.name for h in tb.hosts].index(tb.host(host).name)
-    with NetNS(n.ctl_ns) as ctl:
+    with nsops.rtnl(n.ctl_ns) as ctl:
         ctl.link("set", index=links.index(ctl, n.ctl_mgmt(hi)), state="up" if up else "down")

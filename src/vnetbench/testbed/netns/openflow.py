@@ -17,7 +17,6 @@ import json
 import subprocess
 import sys
 import time
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from vnetbench.errors import BuildError
@@ -118,9 +117,7 @@ def wire(ctx) -> None:
     bridge has its packet-in path installed."""
     tb, run_dir = ctx.testbed, ctx.run.dir
     hosts = [OpenFlowHost(ctx, h) for h in tb.hosts]
-    with ThreadPoolExecutor(max_workers=min(8, len(hosts))) as pool:
-        for fut in [pool.submit(ctx._ovs_host, o) for o in hosts]:
-            fut.result()
+    proc.parallel([lambda o=o: ctx._ovs_host(o) for o in hosts])
     for o in hosts:
         o.address_underlay()
     wait_ready(run_dir, [dpid(i) for i in range(len(tb.hosts))])

@@ -18,7 +18,6 @@ NB/SB database servers can be stopped and started again on their own files.
 from __future__ import annotations
 
 import time
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from pyroute2 import NetNS
@@ -261,10 +260,7 @@ def wire(ctx) -> None:
     def central_up():
         central.start()
         central.configure()
-    with ThreadPoolExecutor(max_workers=min(8, len(hosts) + 1)) as pool:
-        futures = [pool.submit(central_up)] + [pool.submit(ctx._ovs_host, o) for o in hosts]
-        for fut in futures:
-            fut.result()
+    proc.parallel([central_up] + [lambda o=o: ctx._ovs_host(o) for o in hosts])
     for o in hosts:
         o.address_underlay()
     if ctx.testbed.network.type.is_tunnel:

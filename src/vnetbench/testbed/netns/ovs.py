@@ -14,10 +14,9 @@ from __future__ import annotations
 
 import os
 
-from pyroute2 import NetNS
 
 from vnetbench.testbed.model import NetType
-from vnetbench.testbed.netns import links, proc
+from vnetbench.testbed.netns import links, nsops, proc
 
 TUNNEL_TYPE = {NetType.VXLAN: "vxlan", NetType.GRE: "gre", NetType.GENEVE: "geneve"}
 
@@ -64,7 +63,7 @@ class OvsHost:
         """Tunnel endpoints live on the OVS bridge's own port (userspace tunneling)."""
         if self.ctx.testbed.network.type.is_tunnel:
             names, net = self.ctx.names, self.ctx.testbed.network
-            with NetNS(names.host_ns(self.host.name)) as ns:
+            with nsops.rtnl(names.host_ns(self.host.name)) as ns:
                 links.address(ns, names.ovs_phy, self.host.underlay_ip, net.underlay_cidr.prefixlen)
                 links.up(ns, names.ovs_phy)
 

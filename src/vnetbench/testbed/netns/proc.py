@@ -11,6 +11,7 @@ import os
 import signal
 import subprocess
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from vnetbench.errors import BuildError
@@ -55,6 +56,61 @@ def daemon(journal, rundir, prog: str, args, netns=None, cpus=None, env=None, ow
             f"--log-file={rundir / (name + '.log')}", "--detach", "--no-chdir"]
     argv = in_netns(netns, argv, cpus) if netns else pinned(argv, cpus)
     run(argv, env=env, timeout=30, what=f"{prog} on {owner}")
+
+
+def argv(pid: int) -> list[str]:
+    """The process's argv exactly (NUL-separated: a path with spaces stays one argument)."""
+    try:
+        raw = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return []
+    return [a.decode(errors="replace") for a in raw.split(b"\0")[:-1]]
+
+
+def pids_in_netns(path) -> list[int]:
+    """Processes whose network namespace is the one bound at ``path`` (e.g.
+    /run/netns/<name>): by namespace inode, never by name."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return []
+    found = []
+    for entry in os.scandir("/proc"):
+        if entry.name.isdigit() and int(entry.name) != os.getpid():
+            try:
+                ns = os.stat(f"/proc/{entry.name}/ns/net")
+            except OSError:
+                continue
+            if (ns.st_dev, ns.st_ino) == (st.st_dev, st.st_ino):
+                found.append(int(entry.name))
+    return found
+
+
+def wait_through_interrupts(wait) -> None:
+    """Call ``wait()`` until it returns even if KeyboardInterrupt (SIGINT, SIGTERM)
+    arrives meanwhile, then re-raise the first interrupt: work already started
+    (a namespace, a daemon) finishes and is journaled before anyone unwinds."""
+    interrupted = None
+    while True:
+        try:
+            wait()
+            break
+        except KeyboardInterrupt as exc:
+            interrupted = interrupted or exc
+    if interrupted is not None:
+        raise interrupted
+
+
+def parallel(calls, workers: int = 8) -> None:
+    """Run the zero-argument ``calls`` on threads (subprocess work only); raise the
+    first failure. On an interrupt, calls not yet started are dropped and started
+    ones finish before it propagates: nothing keeps creating behind a teardown."""
+    pool = ThreadPoolExecutor(max_workers=max(1, min(workers, len(calls))))
+    try:
+        for fut in [pool.submit(c) for c in calls]:
+            fut.result()
+    finally:
+        wait_through_interrupts(lambda: pool.shutdown(wait=True, cancel_futures=True))
 
 
 def cmdline(pid: int) -> str:

@@ -1,13 +1,19 @@
-"""Unwind a run from its journal: reverse order, bounded, past failures, idempotent."""
+"""Unwind a run from its journal: reverse order, bounded, past failures, idempotent.
+
+Teardown holds the run's lock (``Run.locked``): a run that another live process
+is still building is left alone (RunBusyError), never half-removed under it.
+"""
 
 from __future__ import annotations
 
-import shutil
+import os
 import time
 from pathlib import Path
 
 from pyroute2 import netns
 
+from vnetbench.errors import BuildError, Interrupted, VnetbenchError
+from vnetbench.inputs import excerpt
 from vnetbench.state import Run
 from vnetbench.testbed.netns import proc
 
@@ -18,32 +24,73 @@ def teardown(run: Run, budget_s: float = 20.0) -> list[str]:
     The run directory goes last, and only when every step succeeded, so that a
     later ``cleanup`` can retry whatever could not be removed now.
     """
-    errors = []
-    deadline = time.monotonic() + budget_s
-    for entry in reversed(run.entries()):
-        if time.monotonic() > deadline:
-            errors.append(f"teardown budget of {budget_s:.0f} s exhausted at {entry}")
-            break
+    with run.locked():
+        errors = []
+        deadline = time.monotonic() + budget_s
+        for entry in reversed(run.entries()):
+            if time.monotonic() > deadline:
+                errors.append(f"teardown budget of {budget_s:.0f} s exhausted at {_label(entry)}")
+                break
+            try:
+                undo = _UNDO.get(entry["kind"])
+                if undo is None:
+                    raise ValueError(f"unknown journal entry kind {excerpt(entry['kind'])}")
+                undo(run, entry)
+            except Exception as exc:  # keep unwinding: one stuck object must not strand the rest
+                errors.append(f"{excerpt(entry['kind'])} {_label(entry)}: {excerpt(str(exc), 200)}")
+        if errors:
+            run.write_meta(status="teardown-failed", errors=errors)
+        else:
+            run.remove()
+        return errors
+
+
+def unwind(run: Run, exc: BaseException, source: str) -> None:
+    """Tear a failed or interrupted bring-up down, then raise what the caller should
+    see. An interrupt while unwinding stops it; the journal stays for cleanup."""
+    try:
+        errors = teardown(run)
+    except KeyboardInterrupt:
+        raise Interrupted(f"interrupted while unwinding run {run.run_id}; remove the rest "
+                          f"with 'vnetbench cleanup --run {run.run_id}'") from None
+    left = f"; teardown also failed, run 'vnetbench cleanup --run {run.run_id}': {errors[0]}" \
+        if errors else ""
+    if isinstance(exc, (KeyboardInterrupt, SystemExit)):
+        if errors:
+            raise Interrupted(f"interrupted; run {run.run_id} only partly unwound{left}") from None
+        raise exc
+    detail = str(exc) if isinstance(exc, VnetbenchError) else f"{type(exc).__name__}: {exc}"
+    raise BuildError(f"{source}: bring-up of run {run.run_id} failed and was "
+                     f"unwound: {detail}{left}") from exc
+
+
+def remove_stale(dirs) -> list[Path]:
+    """Delete half-made run directories whose creator died before publishing them
+    (nothing is ever built in one); a locked one is still being made."""
+    removed = []
+    for path in dirs:
+        run = Run(path.name, path.parent)      # Run.dir is then exactly ``path``
         try:
-            _UNDO[entry["kind"]](run, entry)
-        except Exception as exc:  # keep unwinding: one stuck object must not strand the rest
-            errors.append(f"{entry['kind']} {_label(entry)}: {exc}")
-    if errors:
-        run.write_meta(status="teardown-failed", errors=errors)
-    else:
-        shutil.rmtree(run.dir, ignore_errors=True)
-    return errors
+            with run.locked():
+                run.remove()
+            removed.append(path)
+        except VnetbenchError:
+            continue
+    return removed
 
 
 def _label(entry):
-    return entry.get("name") or entry.get("pidfile") or entry.get("pid") or ""
+    return excerpt(str(entry.get("name") or entry.get("pidfile") or entry.get("pid") or ""), 80)
 
 
 def _undo_netns(run: Run, entry):
     name = entry["name"]
-    if not name.startswith(f"vnb-{run.run_id}-"):
-        raise ValueError(f"journal names foreign namespace {name!r}; left alone")
+    if not isinstance(name, str) or not name.startswith(f"vnb-{run.run_id}-") or "/" in name:
+        raise ValueError(f"journal names foreign namespace {excerpt(name)}; left alone")
     if name in netns.listnetns():
+        path = os.path.join(netns.NETNS_RUN_DIR, name)
+        for pid in proc.pids_in_netns(path):   # inside our namespace: ours (e.g. a VM's iperf3)
+            proc.stop(pid, lambda p: True, grace=0.2)
         netns.remove(name)
 
 
@@ -51,16 +98,21 @@ def _undo_daemon(run: Run, entry):
     """A daemon that detached itself: its pid is in its pidfile, or (if it died
     before writing it) found by the run-unique ``--pidfile=`` argument."""
     pidfile, mark = Path(entry["pidfile"]), entry["argmark"]
-    pids = set(proc.pids_with_arg(mark))
+    if not isinstance(mark, str) or str(run.dir) not in mark:
+        raise ValueError(f"journal names a foreign daemon mark {excerpt(mark)}; left alone")
     try:
-        pids.add(int(pidfile.read_text().strip()))
+        first = {int(pidfile.read_text().strip())}
     except (OSError, ValueError):
-        pass
-    for pid in pids:
-        if not proc.stop(pid, lambda p: mark in proc.cmdline(p).split(),
-                         grace=entry.get("grace_s", 1.0)):
-            if proc.cmdline(pid):
-                raise RuntimeError(f"pid {pid} did not exit")
+        first = set()
+    for _ in range(3):     # a daemon detaching itself may fork once while we look
+        pids = first | set(proc.pids_with_arg(mark))
+        first = set()
+        if not pids:
+            return
+        for pid in pids:
+            if not proc.stop(pid, lambda p: mark in proc.argv(p), grace=entry.get("grace_s", 1.0)):
+                if mark in proc.argv(pid):
+                    raise RuntimeError(f"pid {pid} did not exit")
 
 
 def _undo_process(run: Run, entry):

@@ -1,0 +1,160 @@
+"""Untrusted input read with limits: any file, any bytes, bounded time and memory.
+
+Every user-supplied file (testbed YAML, result records) goes through here first:
+only regular files (a FIFO or ``/dev/zero`` is refused before it is read), at
+most a size cap, UTF-8 only, YAML parsed with a depth limit (checked on the event stream before composing)
+and then walked with
+a node budget (an alias bomb expands lazily and stops at the budget), keys must
+be strings and no string may hide a control character (a trailing newline in a
+name would pass a JSON Schema ``$`` pattern and split every line we print).
+Problems come back as ``InputError(where, problem, fix)``.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import stat
+
+import yaml
+
+MAX_DEPTH = 32            # a testbed document is 5 levels deep
+MAX_NODES = 100_000       # values after alias expansion
+MAX_INT_DIGITS = 30
+EXCERPT = 40              # characters of a bad value echoed back
+# C0/C1 controls, zero-width and bidi marks, line/paragraph separators, BOM
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u200b-\u200f\u2028-\u202e\u2060-\u2064\ufeff]")
+
+
+class InputError(Exception):
+    def __init__(self, where: str, problem: str, fix: str):
+        self.where, self.problem, self.fix = where, problem, fix
+        super().__init__(f"{where}: {problem}; {fix}" if where else f"{problem}; {fix}")
+
+
+def excerpt(value, limit: int = EXCERPT) -> str:
+    """repr of ``value`` cut to ``limit`` characters, saying how long it was."""
+    text = repr(value)
+    if len(text) <= limit:
+        return text
+    size = f" ({len(value)} characters)" if isinstance(value, (str, bytes)) else ""
+    return text[:limit] + "..." + size
+
+
+def one_line(text: str, limit: int = 500) -> str:
+    """A message made safe for one terminal line: control characters escaped, length capped."""
+    out = "".join(ch if ch.isprintable() else ch.encode("unicode_escape").decode()
+                  for ch in text[:limit * 2])
+    return out if len(out) <= limit else out[:limit - 3] + "..."
+
+
+def read_bytes(path, cap: int) -> bytes:
+    """The whole file if it is a regular file of at most ``cap`` bytes."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as exc:
+        raise InputError("", f"cannot read file ({exc.strerror})", "check the path") from None
+    except ValueError:     # an embedded NUL
+        raise InputError("", "cannot read file (the path holds a NUL byte)", "check the path") from None
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode):
+        os.close(fd)
+        kind = "a directory" if stat.S_ISDIR(st.st_mode) else "not a regular file"
+        raise InputError("", f"is {kind}", "give a regular file")
+    with os.fdopen(fd, "rb") as f:
+        try:
+            data = f.read(cap + 1)
+        except OSError as exc:
+            raise InputError("", f"cannot read file ({exc.strerror})", "check the path") from None
+    if len(data) > cap:
+        raise InputError("", f"is larger than {cap // 1024} KiB", "split or shorten it")
+    return data
+
+
+def decode(data: bytes) -> str:
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InputError("", f"is not UTF-8 text (byte 0x{data[exc.start]:02x} at offset "
+                         f"{exc.start})", "save it as UTF-8") from None
+
+
+class _Loader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):
+    """SafeLoader (libyaml when present) that refuses integers too long to be meant."""
+
+    def construct_yaml_int(self, node):
+        digits = sum(ch.isalnum() for ch in node.value)
+        if digits > MAX_INT_DIGITS:
+            raise yaml.constructor.ConstructorError(
+                None, None, f"an integer of {digits} digits", node.start_mark)
+        return super().construct_yaml_int(node)
+
+
+_Loader.add_constructor("tag:yaml.org,2002:int", _Loader.construct_yaml_int)
+_OPEN = (yaml.SequenceStartEvent, yaml.MappingStartEvent)
+_CLOSE = (yaml.SequenceEndEvent, yaml.MappingEndEvent)
+
+
+def _check_depth(text: str) -> None:
+    """Walk the flat event stream first: composing nests recursively (libyaml's
+    composer crashes the interpreter on a deep enough document)."""
+    depth = 0
+    for event in yaml.parse(text, Loader=_Loader):
+        if isinstance(event, _OPEN):
+            depth += 1
+            if depth > MAX_DEPTH:
+                raise yaml.composer.ComposerError(
+                    None, None, f"nested deeper than {MAX_DEPTH} levels", event.start_mark)
+        elif isinstance(event, _CLOSE):
+            depth -= 1
+
+
+def parse_yaml(text: str):
+    """YAML text -> Python data; syntax problems name the line and column."""
+    try:
+        _check_depth(text)
+        return yaml.load(text, Loader=_Loader)   # noqa: S506 -- _Loader is a SafeLoader
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"line {mark.line + 1} column {mark.column + 1}" if mark else ""
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        ctx = getattr(exc, "context_mark", None)
+        if ctx is not None and getattr(exc, "context", None):   # the unclosed bracket
+            problem += f" {exc.context} at line {ctx.line + 1} column {ctx.column + 1}"
+        raise InputError(where, f"invalid YAML ({one_line(problem, 160)})", "fix the syntax") from None
+
+
+def check_tree(doc) -> None:
+    """Depth, size after alias expansion, string keys, no control characters."""
+    budget = [MAX_NODES]
+    _walk(doc, "", 0, budget)
+
+
+def _walk(node, where, depth, budget):
+    budget[0] -= 1
+    if budget[0] < 0:
+        raise InputError("", f"expands to more than {MAX_NODES} values (YAML aliases?)",
+                         "write the document out without repeated aliases")
+    if depth > MAX_DEPTH:
+        raise InputError(where or "(top level)", f"nested deeper than {MAX_DEPTH} levels "
+                         "(a recursive alias?)", "flatten it")
+    if isinstance(node, str):
+        budget[0] -= len(node) // 256       # long strings repeated by aliases cost too
+        _check_text(node, where)
+    elif isinstance(node, dict):
+        for key, value in node.items():
+            if not isinstance(key, str):
+                raise InputError(where or "(top level)", f"key {excerpt(key)} is not a string",
+                                 "use a field name")
+            _check_text(key, where or "(top level)")
+            _walk(value, f"{where}.{key}" if where else key, depth + 1, budget)
+    elif isinstance(node, list):
+        for i, value in enumerate(node):
+            _walk(value, f"{where}[{i}]", depth + 1, budget)
+
+
+def _check_text(text: str, where: str) -> None:
+    bad = _CONTROL.search(text)
+    if bad is not None:
+        raise InputError(where or "(top level)", f"{excerpt(text)} contains the control character "
+                         f"U+{ord(bad.group()):04X}", "remove it (names are single-line text)")
