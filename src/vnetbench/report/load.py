@@ -105,15 +105,17 @@ def shape_problem(d: dict) -> str:
     ]
     checks += [(f"labels.{k}", isinstance(v, str), "a string") for k, v in labels.items()
                if k in ("vswitch", "network", "placement", "run_id", "point", "test", "pair")]
+    provenance = d.get("provenance")
     checks += [(f"provenance.{k}", isinstance(v, dict), "an object")
-               for k, v in (d.get("provenance") or {}).items() if k in ("tools", "offloads", "pinning")]
+               for k, v in (provenance.items() if isinstance(provenance, dict) else ())
+               if k in ("tools", "offloads", "pinning")]
     for field, ok, want in checks:
         if not ok:
             value = d
             for part in field.split("."):
                 value = value.get(part) if isinstance(value, dict) else None
             return f"{field} is {excerpt(value)}, not {want}"
-    na = d.get("extra", {}).get("not_applicable")
+    na = (d.get("extra") or {}).get("not_applicable")
     if na is not None and not isinstance(na, str):
         return f"extra.not_applicable is {excerpt(na)}, not a string"
     for metric, values in d["samples"].items():
