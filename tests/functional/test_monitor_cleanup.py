@@ -30,11 +30,14 @@ def test_cleanup_after_sigkill_while_attaching(state_dir, tmp_path, caps):
     mon_id = up.stdout.split()[1]
     rng = random.Random(SEED)
     # around build -> attach, and once after the attach is surely done
-    delays = sorted(rng.uniform(0.3, 1.2) for _ in range(3)) + [2.5]
+    delays = sorted(rng.uniform(0.3, 1.2) for _ in range(3)) + [None]
     for delay in delays:
         p = subprocess.Popen(vnetbench("testbed", "up", "-q", "--monitor", mon_id, str(TESTBED)),
                              env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        time.sleep(delay)
+        if delay is None:      # the last one: once its collectors are attached (load-proof)
+            _wait_for(lambda: len(list((state_dir / mon_id / "targets").glob("*.json"))) > 0, p)
+        else:
+            time.sleep(delay)
         p.send_signal(signal.SIGKILL)
         p.wait()
     runs = [d.name for d in state_dir.iterdir()]
@@ -46,3 +49,9 @@ def test_cleanup_after_sigkill_while_attaching(state_dir, tmp_path, caps):
     assert processes_mentioning(str(state_dir)) == [], f"seed {SEED}, delays {delays}"
     assert list(state_dir.iterdir()) == [], f"seed {SEED}"
     assert (tmp_path / "prom" / "tsdb").is_dir()          # the data is the user's: kept
+
+
+def _wait_for(cond, p, timeout=60.0):
+    deadline = time.monotonic() + timeout
+    while not cond() and time.monotonic() < deadline and p.poll() is None:
+        time.sleep(0.02)
