@@ -20,11 +20,9 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from pyroute2 import NetNS
-
 from vnetbench.errors import BuildError
 from vnetbench.testbed.model import NetType
-from vnetbench.testbed.netns import links, mgmt, proc
+from vnetbench.testbed.netns import links, mgmt, nsops, proc
 from vnetbench.testbed.netns.deployment import CONTROLLER_DIR
 from vnetbench.testbed.netns.ovs import OvsHost, _bridge, _port, rundir_env
 
@@ -178,7 +176,7 @@ def tunnel_neighbours(owner, on=None) -> None:
     names, hosts = owner.names, owner.testbed.hosts
     macs = {}
     for h in hosts:
-        with NetNS(names.host_ns(h.name)) as ns:
+        with nsops.rtnl(names.host_ns(h.name)) as ns:
             macs[h.name] = ns.get_links(links.index(ns, names.ovs_phy))[0].get_attr("IFLA_ADDRESS")
     for h in hosts:
         if on is not None and h.name not in on:
