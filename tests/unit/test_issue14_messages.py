@@ -99,7 +99,7 @@ def test_alias_bomb_is_bounded_in_time_and_message():
         f"{c}: &{c} [{','.join([f'*{p}'] * 9)}]\n" for p, c in zip("abcdefg", "bcdefgh"))
     t0 = time.monotonic()
     msg = error(bomb + BASE)
-    assert time.monotonic() - t0 < 5 and "expands to more than" in msg and len(msg) < 300
+    assert time.monotonic() - t0 < 10 and "expands to more than" in msg and len(msg) < 300
 
 
 def test_a_megabyte_name_is_echoed_as_a_short_excerpt():
@@ -119,7 +119,7 @@ def test_dev_zero_and_fifo_are_refused_at_once(tmp_path):
     for path in ("/dev/zero", str(fifo)):
         t0 = time.monotonic()
         assert "is not a regular file" in one_line_error("testbed", "validate", path)
-        assert time.monotonic() - t0 < 2
+        assert time.monotonic() - t0 < 5      # a FIFO used to hang forever, /dev/zero 16 s
 
 
 def test_directory_is_refused(tmp_path):
@@ -140,7 +140,7 @@ def test_huge_underlay_is_never_enumerated(cidr):
         assert "overlaps the underlay" in msg
         assert "shrink network.underlay_cidr" in msg or not ipaddress.IPv4Network(
             msg.split("e.g. ")[1]).overlaps(ipaddress.IPv4Network(cidr))
-    assert time.monotonic() - t0 < 1
+    assert time.monotonic() - t0 < 5      # /8 took 11 s and 1.5 GB, /1 ran out of memory
 
 
 def test_host_bits_on_a_slash_zero_suggest_a_usable_prefix():
@@ -165,7 +165,7 @@ def test_uniqueness_checks_are_linear():
     t0 = time.monotonic()
     tb = loader.loads("vswitch: ovs\nnetwork: {type: vxlan, underlay_cidr: 10.0.0.0/16}\nhosts:\n"
                       + hosts, online_cpus=ONLINE)
-    assert len(tb.hosts) == 4000 and time.monotonic() - t0 < 8
+    assert len(tb.hosts) == 4000 and time.monotonic() - t0 < 15
     dup = error("vswitch: ovs\nnetwork: {type: vxlan, underlay_cidr: 10.0.0.0/16}\nhosts:\n"
                 + hosts + "  - {name: h17}\n")
     assert "hosts[4000].name: duplicate name 'h17' (also hosts[17].name)" in dup
