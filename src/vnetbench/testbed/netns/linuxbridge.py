@@ -31,7 +31,7 @@ def unwire_vnet(ctx, host, vnet) -> None:
     """Deprovision ``vnet`` at ``host``: its bridge and its segment device go; the VM
     ports it held stay, detached."""
     names, vi = ctx.names, ctx.vnet_index(vnet.name)
-    with NetNS(names.host_ns(host.name)) as ns:
+    with nsops.rtnl(names.host_ns(host.name)) as ns:
         for dev in (names.lb_bridge(vi), names.vlan_dev(vi), names.vxlan_dev(vi)):
             if ns.link_lookup(ifname=dev):
                 ns.link("del", index=links.index(ns, dev))
