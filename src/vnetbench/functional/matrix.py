@@ -15,6 +15,7 @@ from pathlib import Path
 import yaml
 
 from vnetbench.functional.verdict import Status, Verdict
+from vnetbench.testbed.model import NetType, VSwitchKind
 
 
 @dataclass(frozen=True)
@@ -72,6 +73,14 @@ STATUS_CSS = ("td.pass{background:#e3f4e3}td.fail,td.fail_close{background:#f8d7
               "td.fail_open{background:#fdebc8}td.error{background:#f3c0c0}td.na{color:#888}")
 
 
+def _column_order(col):
+    """Kinds and network types in the model's order; unknown names last, by name."""
+    kinds, types = [k.value for k in VSwitchKind], [t.value for t in NetType]
+    k, n = col
+    return (kinds.index(k) if k in kinds else len(kinds), k,
+            types.index(n) if n in types else len(types), n)
+
+
 def expected() -> dict:
     """{kind: {row id: status}}: the documented behaviour per kind (expected.yaml)."""
     text = resources.files("vnetbench.functional").joinpath("expected.yaml").read_text()
@@ -96,12 +105,9 @@ class Matrix:
         return self.expect.get(kind, {}).get(row)
 
     def columns(self) -> list[tuple[str, str]]:
-        """Configurations that were built (a cell not marked not_built), in recording order."""
-        seen = []
-        for (kind, net, _), (v, _) in self.cells.items():
-            if not v.extra.get("not_built") and (kind, net) not in seen:
-                seen.append((kind, net))
-        return seen
+        """Configurations that were built (a cell not marked not_built), kind by kind."""
+        seen = {(k, n) for (k, n, _), (v, _) in self.cells.items() if not v.extra.get("not_built")}
+        return sorted(seen, key=_column_order)
 
     def not_run(self) -> dict:
         """{(kind, network): reason} of configurations this machine could not build."""
