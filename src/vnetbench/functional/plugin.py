@@ -167,6 +167,8 @@ def pytest_runtest_makereport(item, call):
     if rep.skipped:
         reason = rep.longrepr[2] if isinstance(rep.longrepr, tuple) else str(rep.longrepr)
         built = not (call.excinfo and call.excinfo.errisinstance(NotBuilt))
+        if not built:
+            reason = call.excinfo.value.msg
         verdict = na(reason.removeprefix("Skipped: "), built=built)
     elif rep.failed:
         exc = call.excinfo.value if call.excinfo else None
