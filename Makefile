@@ -62,7 +62,7 @@ dashboards: venv
 	$(VENV)/bin/python -m vnetbench.dashboards.generate $(if $(CHECK),--check)
 
 integration: install
-	$(VENV)/bin/pytest -ra tests/functional
+	$(VENV)/bin/pytest -ra tests/integration
 
 # the functional matrix (isolation, rate limiting, ...) on every kind x type buildable here
 functional: install
