@@ -25,9 +25,14 @@ def main(argv=None) -> int:
     except _UsageError as exc:
         print(f"vnetbench: error: {one_line(str(exc))}", file=sys.stderr)
         return 2
-    signal.signal(signal.SIGTERM, _terminate)   # unwind a half-built testbed on SIGTERM too
+    previous = signal.signal(signal.SIGTERM, _terminate)   # unwind a half-built testbed on SIGTERM too
+    previous_int = signal.getsignal(signal.SIGINT)
     try:
-        return args.func(args) or 0
+        try:
+            return args.func(args) or 0
+        finally:      # only the outcome is left to print: another signal ends us at once
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+            signal.signal(signal.SIGINT, signal.SIG_DFL)
     except VnetbenchError as exc:
         print(f"vnetbench: error: {one_line(str(exc))}", file=sys.stderr)
         return exc.exit_code
@@ -37,6 +42,9 @@ def main(argv=None) -> int:
     except BrokenPipeError:          # output piped into head & co.
         sys.stderr.close()
         return 0
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+        signal.signal(signal.SIGINT, previous_int)
 
 
 def _terminate(signum, frame):

@@ -5,7 +5,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import secrets
+
 import pytest
+from pyroute2 import IPRoute, NetNS, netns
 
 from vnetbench.testbed import capabilities
 
@@ -49,3 +52,21 @@ def rally(tmp_path_factory):
     run("env", "create", "--name", "vnetbench", "--no-use")
     run.state = home / "state"
     return run
+
+
+@pytest.fixture
+def decoys():
+    """A namespace and a root-namespace bridge named like a run's, but not owned."""
+    fake = secrets.token_hex(3)
+    ns_name, br_name = f"vnb-{fake}-h-h1", f"br{fake}-0"
+    netns.create(ns_name)
+    with NetNS(ns_name) as ns:
+        ns.link("add", ifname=f"br{fake}-0", kind="bridge")
+    with IPRoute() as ipr:
+        ipr.link("add", ifname=br_name, kind="bridge")
+    yield ns_name, br_name
+    with IPRoute() as ipr:
+        for idx in ipr.link_lookup(ifname=br_name):
+            ipr.link("del", index=idx)
+    if ns_name in netns.listnetns():
+        netns.remove(ns_name)

@@ -4,7 +4,6 @@ bridge that look like ours but were made by the test."""
 
 import os
 import random
-import secrets
 import signal
 import subprocess
 import sys
@@ -26,24 +25,6 @@ KILLS = 8
 
 def _vnetbench(*args, env):
     return [sys.executable, "-m", "vnetbench.cli", *args]
-
-
-@pytest.fixture
-def decoys():
-    """A namespace and a root-namespace bridge named like a run's, but not owned."""
-    fake = secrets.token_hex(3)
-    ns_name, br_name = f"vnb-{fake}-h-h1", f"br{fake}-0"
-    netns.create(ns_name)
-    with NetNS(ns_name) as ns:
-        ns.link("add", ifname=f"br{fake}-0", kind="bridge")
-    with IPRoute() as ipr:
-        ipr.link("add", ifname=br_name, kind="bridge")
-    yield ns_name, br_name
-    with IPRoute() as ipr:
-        for idx in ipr.link_lookup(ifname=br_name):
-            ipr.link("del", index=idx)
-    if ns_name in netns.listnetns():
-        netns.remove(ns_name)
 
 
 @pytest.mark.parametrize("name", sorted(CRASHED))
