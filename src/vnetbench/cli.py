@@ -11,6 +11,7 @@ import signal
 import sys
 from pathlib import Path
 
+from vnetbench import signals
 from vnetbench.errors import VnetbenchError
 from vnetbench.inputs import excerpt, one_line
 from vnetbench.testbed.model import NetType, VSwitchKind
@@ -48,7 +49,7 @@ def main(argv=None) -> int:
 
 
 def _terminate(signum, frame):
-    raise KeyboardInterrupt
+    signals.handler(signum, frame)
 
 
 class _UsageError(Exception):

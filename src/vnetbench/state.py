@@ -24,6 +24,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from vnetbench import signals
 from vnetbench.errors import RunNotFoundError, VnetbenchError
 from vnetbench.inputs import excerpt
 
@@ -136,6 +137,7 @@ class Run:
 
     def record(self, kind: str, **data) -> None:
         """Append one resource to the journal and make it durable before returning."""
+        signals.checkpoint()         # an interrupt stops the build before the next object
         line = json.dumps({"kind": kind, **data}, sort_keys=True) + "\n"
         with open(self.journal_path, "a") as f:
             f.write(line)

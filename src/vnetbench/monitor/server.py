@@ -18,6 +18,7 @@ from pathlib import Path
 import yaml
 
 from vnetbench.errors import BuildError, PrerequisiteError
+from vnetbench import signals
 from vnetbench.monitor import nshttp
 from vnetbench.state import MONITOR, Run, find_run, new_run_id, state_root
 from vnetbench.testbed.netns import links, nsops, proc
@@ -93,10 +94,11 @@ def up(data_dir: Path | None = None, progress=lambda msg: None) -> Monitor:
                builder_pid=os.getpid(), data_dir=str(data))
     mon = Monitor(run)
     try:
-        try:
-            _build(mon, data, progress)
-        except BaseException as exc:
-            unwind(run, exc, f"monitor {rid}")
+        with signals.deferred():
+            try:
+                _build(mon, data, progress)
+            except BaseException as exc:
+                unwind(run, exc, f"monitor {rid}")
     finally:
         run.unlock()
     return mon

@@ -11,6 +11,7 @@ import os
 import time
 
 
+from vnetbench import signals
 from vnetbench.state import Run, new_run_id, state_root
 from vnetbench.testbed import capabilities
 from vnetbench.testbed.codec import to_dict
@@ -33,10 +34,12 @@ def up(testbed: Testbed, caps=None, progress=lambda msg: None) -> Deployment:
     run.create(status="building", name=testbed.name, backend="netns", created=time.time(),
                builder_pid=os.getpid(), testbed=to_dict(testbed))
     try:
-        try:
-            _Context(run, testbed, caps).build(progress)
-        except BaseException as exc:
-            unwind(run, exc, testbed.source)
+        with signals.deferred():
+            try:
+                _Context(run, testbed, caps).build(progress)
+                signals.checkpoint()        # a signal during the last step still unwinds
+            except BaseException as exc:
+                unwind(run, exc, testbed.source)
     finally:
         run.unlock()
     return Deployment(run, testbed)

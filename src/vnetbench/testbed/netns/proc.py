@@ -14,11 +14,13 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from vnetbench import signals
 from vnetbench.errors import BuildError
 
 
 def run(argv, timeout=15.0, env=None, what=None) -> str:
     """Run argv to completion; a failure raises BuildError naming the command."""
+    signals.checkpoint()
     try:
         done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout,
                               env=env, stdin=subprocess.DEVNULL)
@@ -65,6 +67,20 @@ def argv(pid: int) -> list[str]:
     except OSError:
         return []
     return [a.decode(errors="replace") for a in raw.split(b"\0")[:-1]]
+
+
+def pids_naming(text: str) -> list[int]:
+    """Processes (not this one) with an argument containing ``text`` (a run-unique path)."""
+    needle, found = text.encode(), []
+    for entry in os.scandir("/proc"):
+        if entry.name.isdigit() and int(entry.name) != os.getpid():
+            try:
+                args = Path(entry.path, "cmdline").read_bytes().split(b"\0")
+            except OSError:
+                continue
+            if any(needle in a for a in args):
+                found.append(int(entry.name))
+    return found
 
 
 def pids_in_netns(path) -> list[int]:

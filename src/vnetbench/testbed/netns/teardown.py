@@ -12,6 +12,7 @@ from pathlib import Path
 
 from pyroute2 import netns
 
+from vnetbench import signals
 from vnetbench.errors import BuildError, Interrupted, VnetbenchError
 from vnetbench.inputs import excerpt
 from vnetbench.state import Run
@@ -24,7 +25,7 @@ def teardown(run: Run, budget_s: float = 20.0) -> list[str]:
     The run directory goes last, and only when every step succeeded, so that a
     later ``cleanup`` can retry whatever could not be removed now.
     """
-    with run.locked():
+    with run.locked(), signals.deferred():      # an interrupt waits for the (bounded) end
         errors = []
         deadline = time.monotonic() + budget_s
         for entry in reversed(run.entries()):
@@ -38,6 +39,8 @@ def teardown(run: Run, budget_s: float = 20.0) -> list[str]:
                 undo(run, entry)
             except Exception as exc:  # keep unwinding: one stuck object must not strand the rest
                 errors.append(f"{excerpt(entry['kind'])} {_label(entry)}: {excerpt(str(exc), 200)}")
+        if not errors:
+            errors = _stray_processes(run)
         if errors:
             run.write_meta(status="teardown-failed", errors=errors)
         else:
@@ -55,6 +58,8 @@ def unwind(run: Run, exc: BaseException, source: str) -> None:
                           f"with 'vnetbench cleanup --run {run.run_id}'") from None
     left = f"; teardown also failed, run 'vnetbench cleanup --run {run.run_id}': {errors[0]}" \
         if errors else ""
+    if signals.pending() and not isinstance(exc, (KeyboardInterrupt, SystemExit)):
+        exc = KeyboardInterrupt()      # Ctrl-C also killed the step's child: report the interrupt
     if isinstance(exc, (KeyboardInterrupt, SystemExit)):
         if errors:
             raise Interrupted(f"interrupted; run {run.run_id} only partly unwound{left}") from None
@@ -62,6 +67,16 @@ def unwind(run: Run, exc: BaseException, source: str) -> None:
     detail = str(exc) if isinstance(exc, VnetbenchError) else f"{type(exc).__name__}: {exc}"
     raise BuildError(f"{source}: bring-up of run {run.run_id} failed and was "
                      f"unwound: {detail}{left}") from exc
+
+
+def _stray_processes(run: Run) -> list[str]:
+    """Commands the builder was running when it died (e.g. an ovs-vsctl waiting on
+    the run's database): ours because an argument names the run's own directory."""
+    mark = f"{run.dir}/"
+    for pid in proc.pids_naming(mark):
+        proc.stop(pid, lambda p: any(mark in a for a in proc.argv(p)), grace=0.5)
+    left = proc.pids_naming(mark)
+    return [f"pid {pid} ({excerpt(' '.join(proc.argv(pid)), 80)}) did not exit" for pid in left]
 
 
 def remove_stale(dirs) -> list[Path]:
