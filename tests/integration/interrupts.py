@@ -2,7 +2,7 @@
 random point (SIGINT to its process group as Ctrl-C does, SIGTERM, two SIGTERMs
 0.15 s apart, SIGKILL) or race it with ``vnetbench cleanup``; then ``vnetbench
 cleanup`` and look for anything of the suite left on the machine. Shared by
-tests/functional/test_interrupt_stress.py and bench/bench_interrupts.py."""
+tests/integration/test_interrupt_stress.py and bench/bench_interrupts.py."""
 
 from __future__ import annotations
 
