@@ -15,6 +15,7 @@ import threading
 import time
 from pathlib import Path
 
+from leaks import processes_mentioning
 from pyroute2 import IPRoute, netns
 
 MODES = ("sigint-group", "sigterm", "double-sigterm", "sigkill", "cleanup-race")
@@ -127,22 +128,9 @@ def leftovers(state_dir: Path, rids: set) -> dict:
     (named by the builder's output) and of any run still kept in ``state_dir``."""
     found = {"state": sorted(p.name for p in state_dir.iterdir()) if state_dir.exists() else []}
     rids = rids | {name.strip(".").split(".")[0] for name in found["state"]}
-    found["processes"] = _processes_mentioning(str(state_dir))
+    found["processes"] = processes_mentioning(str(state_dir))
     found["namespaces"] = [n for n in netns.listnetns() for rid in rids if n.startswith(f"vnb-{rid}-")]
     with IPRoute() as ipr:
         found["root links"] = [link.get_attr("IFLA_IFNAME") for link in ipr.get_links()
                                if any(rid in (link.get_attr("IFLA_IFALIAS") or "") for rid in rids)]
     return {k: v for k, v in found.items() if v}
-
-
-def _processes_mentioning(text: str) -> list[str]:
-    found = []
-    for entry in os.scandir("/proc"):
-        if entry.name.isdigit() and int(entry.name) != os.getpid():
-            try:
-                cmd = Path(entry.path, "cmdline").read_bytes().replace(b"\0", b" ").decode()
-            except OSError:
-                continue
-            if text in cmd and "vnetbench.cli cleanup" not in cmd:
-                found.append(f"{entry.name}: {cmd[:160]}")
-    return found

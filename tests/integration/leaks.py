@@ -23,6 +23,22 @@ def processes_mentioning(text: str) -> list[str]:
     return found
 
 
+def decoys_touched(decoys) -> list[str]:
+    """What cleanup did to the ``decoys`` fixture's namespace and bridges (should be nothing)."""
+    from pyroute2 import IPRoute, NetNS
+    ns_name, br_name = decoys
+    if ns_name not in netns.listnetns():
+        return ["cleanup removed a namespace it did not create"]
+    touched = []
+    with NetNS(ns_name, flags=0) as ns:
+        if not ns.link_lookup(ifname=br_name):
+            touched.append("cleanup touched a bridge inside a foreign namespace")
+    with IPRoute() as ipr:
+        if not ipr.link_lookup(ifname=br_name):
+            touched.append("cleanup removed a root-namespace bridge it did not create")
+    return touched
+
+
 def leftovers(run_id: str, run_dir: Path) -> dict:
     left = {"namespaces": namespaces_of(run_id),
             "processes": processes_mentioning(str(run_dir)),
