@@ -9,7 +9,8 @@ APT_PACKAGES := iproute2 iputils-ping util-linux procps ethtool iperf3 tcpdump \
                 openvswitch-switch ovn-central ovn-host python3-venv python3-pip chromium bpftrace \
                 prometheus prometheus-pushgateway \
                 busybox-static dash dropbear-bin arping cpio syslinux syslinux-common mtools \
-                dosfstools qemu-utils qemu-system-x86 wget
+                dosfstools qemu-utils qemu-system-x86 wget \
+                libvirt-daemon-system libvirt-dev pkg-config
 PYTEST_ARGS ?=
 
 .PHONY: install deps venv flowgen demo smoke test unit integration functional capabilities cleanup clean dashboards image

@@ -90,7 +90,8 @@ def cmd_up(args):
     from vnetbench.testbed.loader import load
     testbed = load(args.file, online_cpus=_online_cpus())
     mon = server.attach(args.monitor) if args.monitor else None
-    dep = watch.up(testbed, mon, progress=_progress(args.quiet))
+    opts = {"image_dir": Path(args.image), "memory_mib": args.memory} if args.backend == "libvirt" else {}
+    dep = watch.up(testbed, mon, backend=args.backend, progress=_progress(args.quiet), **opts)
     st = dep.status()
     if args.json:
         print(json.dumps(st, indent=2))
@@ -363,6 +364,11 @@ def _parser():
     s.add_argument("file")
     s.add_argument("--monitor", default=os.environ.get("VNETBENCH_MONITOR"),
                    help="monitor id to attach collectors to (default: $VNETBENCH_MONITOR)")
+    s.add_argument("--backend", choices=["netns", "libvirt"], default="netns",
+                   help="VMs as namespaces (default) or as QEMU guests through libvirt")
+    s.add_argument("--image", default="vm-images/build",
+                   help="libvirt: directory with vmlinuz and initrd.img (make image)")
+    s.add_argument("--memory", type=int, default=256, help="libvirt: MiB per guest")
     s.add_argument("--json", action="store_true")
     s.add_argument("-q", "--quiet", action="store_true")
     s.set_defaults(func=cmd_up)

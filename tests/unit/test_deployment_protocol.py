@@ -30,7 +30,7 @@ def test_a_backend_missing_a_method_is_caught():
 
 
 def test_unknown_backend_is_one_clear_error():
-    with pytest.raises(deployment.VnetbenchError, match="backend 'vmware' is not available; use one of netns"):
+    with pytest.raises(deployment.VnetbenchError, match="backend 'vmware' is not available; use one of libvirt, netns"):
         deployment.backend_class("vmware")
 
 

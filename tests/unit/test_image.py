@@ -58,8 +58,8 @@ def test_ssh_argv_quotes_the_command_and_uses_the_master():
     assert argv[:4] == ["ip", "netns", "exec", "vnb-abc123-h-h1"] and argv[4] == "ssh"
     assert argv[-3:] == ["root@198.19.1.11", "--", "sh -c 'echo '\"'\"'a b'\"'\"'; ls'"]
     assert "ControlMaster=no" in argv and "ControlPath=/run/vnb-mux/%C" in argv
-    master = ssh.open_argv()
-    assert "ControlMaster=yes" in master and "-N" in master and "-f" in master
+    master = ssh.master_argv()
+    assert "ControlMaster=yes" in master and "-N" in master and "-f" not in master   # owned pid
     assert "-O" in ssh.close_argv() and "exit" in ssh.close_argv()
 
 

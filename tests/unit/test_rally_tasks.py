@@ -12,7 +12,8 @@ from rally.common.plugin import discover
 from rally.task import engine, task_cfg
 
 TASKS = sorted((Path(__file__).resolve().parents[2] / "rally-tasks").glob("*.yaml"))
-ARGS = [{}, {"vswitch": "linuxbridge", "network": "flat"}, {"vswitch": "ovs", "network": "geneve"}]
+ARGS = [{}, {"vswitch": "linuxbridge", "network": "flat"}, {"vswitch": "ovs", "network": "geneve"},
+        {"vswitch": "ovs", "network": "vxlan", "backend": "libvirt", "image": "/srv/image"}]
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -41,7 +42,7 @@ def test_there_are_task_files():
 
 
 @pytest.mark.parametrize("path", TASKS, ids=[p.name for p in TASKS])
-@pytest.mark.parametrize("args", ARGS, ids=["defaults", "lb-flat", "ovs-geneve"])
+@pytest.mark.parametrize("args", ARGS, ids=["defaults", "lb-flat", "ovs-geneve", "libvirt"])
 def test_task_renders_and_validates(path, args):
     config = validate(render(path, **args))
     names = {w["name"] for s in config.subtasks for w in s["workloads"]}

@@ -10,7 +10,7 @@ from contextlib import contextmanager
 from vnetbench.traffic import iperf3
 
 
-def wait_listening(dep, vm: str, port: int, proto="tcp", timeout=5.0) -> None:
+def wait_listening(dep, vm: str, port: int, proto="tcp", timeout=15.0) -> None:
     flag = "-ltnH" if proto == "tcp" else "-lunH"
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import shlex
 import subprocess
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
@@ -50,15 +51,18 @@ class Ssh:
         return [*self._prefix(), "ssh", *self._options(), "-o", "ControlMaster=no",
                 f"{self.user}@{self.address}", "--", shlex.join(command)]
 
-    def open_argv(self) -> list[str]:
-        """The master connection, in the background; it ends itself after 120 s unused,
-        so a crashed runner cannot leave it behind for long."""
+    def master_argv(self) -> list[str]:
+        """The master connection, in the foreground of its own process (so its owner can
+        journal its pid and stop it); commands then open channels on it."""
         return [*self._prefix(), "ssh", *self._options(), "-o", "ControlMaster=yes",
-                "-o", "ControlPersist=120", "-N", "-f", f"{self.user}@{self.address}"]
+                "-o", "ControlPersist=no", "-o", "ConnectionAttempts=3", "-N",
+                f"{self.user}@{self.address}"]
 
     def close_argv(self) -> list[str]:
-        """Ends the master connection through its socket (never by process name)."""
         return [*self._prefix(), "ssh", *self._options(), "-O", "exit", f"{self.user}@{self.address}"]
+
+    def check_argv(self) -> list[str]:
+        return [*self._prefix(), "ssh", *self._options(), "-O", "check", f"{self.user}@{self.address}"]
 
     def run(self, command: Sequence[str], timeout_s: float = 60,
             check: bool = True) -> subprocess.CompletedProcess:
@@ -74,13 +78,22 @@ class Ssh:
                                  f"{done.returncode}: {tail[:200]}")
         return done
 
-    def open(self, timeout_s: float = 30) -> None:
-        # all stdio to /dev/null: the backgrounded master must not hold a caller's pipe open
-        done = subprocess.run(self.open_argv(), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                              stderr=subprocess.PIPE, text=True, timeout=timeout_s)
-        if done.returncode != 0:
-            tail = (done.stderr.strip().splitlines() or ["no output"])[-1]
-            raise VnetbenchError(f"guest {self.address}: SSH connection failed: {tail[:200]}")
+    def open(self, timeout_s: float = 60) -> subprocess.Popen:
+        """Start the master and wait until it serves; the caller owns the process."""
+        p = subprocess.Popen(self.master_argv(), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                             stderr=subprocess.PIPE, text=True, start_new_session=True)
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if p.poll() is not None:
+                tail = (p.stderr.read().strip().splitlines() or ["no output"])[-1]
+                raise VnetbenchError(f"guest {self.address}: SSH connection failed: {tail[:200]}")
+            if subprocess.run(self.check_argv(), capture_output=True, timeout=10).returncode == 0:
+                return p
+            time.sleep(0.2)
+        p.kill()
+        p.wait()
+        raise VnetbenchError(f"guest {self.address}: no SSH connection within {timeout_s:g} s")
 
     def close(self) -> None:
+        """Ends the master connection through its socket (never by process name)."""
         subprocess.run(self.close_argv(), capture_output=True, timeout=10, stdin=subprocess.DEVNULL)

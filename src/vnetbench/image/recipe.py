@@ -19,6 +19,7 @@ KERNEL_META = "linux-image-cloud-amd64"       # its one dependency is the versio
 TOOLS = (
     ("/usr/bin/dash", "dash"),
     ("/usr/bin/ip", "iproute2"),
+    ("/usr/bin/ss", "iproute2"),                 # the battery waits for listeners with ss
     ("/usr/sbin/tc", "iproute2"),
     ("/usr/bin/iperf3", "iperf3"),
     ("/usr/bin/ping", "iputils-ping"),           # the ping executor parses iputils' output
@@ -57,12 +58,15 @@ class GuestNic:
 
 
 def cmdline(nics: tuple[GuestNic, ...] = (), key: str | None = None, tx_csum: bool = False,
-            gateway: str | None = None) -> str:
+            gateway: str | None = None, mgmt: int | None = None) -> str:
     """Kernel command line for direct boot. Without NICs the guest asks DHCP on eth0 and
-    reads its SSH key from the metadata service, as a cloud VM does."""
+    reads its SSH key from the metadata service, as a cloud VM does. MGMT is the index of
+    a NIC that only comes up (IPv6 link-local: the command channel, no address to plan)."""
     args = [CONSOLE, "quiet", "panic=-1"]
     for nic in nics:
         args.append(f"vnb.ip{nic.index}={nic.cidr},{nic.mtu}")
+    if mgmt is not None:
+        args.append(f"vnb.mgmt={mgmt}")
     if gateway:
         args.append(f"vnb.gw={gateway}")
     if key:
@@ -82,23 +86,26 @@ mkdir -p /dev/pts /tmp /run; mount -t devpts devpts /dev/pts
 mount -t tmpfs tmp /tmp; mount -t tmpfs run /run
 for m in $(cat /etc/vnetbench/modules); do insmod /lib/modules/$m || echo "insmod $m failed"; done
 ip link set lo up
-txcsum=off; key=; keytype=ssh-ed25519; gw=; static=
+txcsum=off; key=; keytype=ssh-ed25519; gw=; static=; mgmt=
 for arg in $(cat /proc/cmdline); do
   case "$arg" in
     vnb.ip[0-9]*=*) n=${arg%%=*}; n=${n#vnb.ip}; v=${arg#*=}
                     echo "${n} ${v%,*} ${v##*,}" >> /run/nics; static=1 ;;
     vnb.gw=*) gw=${arg#*=} ;;
+    vnb.mgmt=*) mgmt=${arg#*=}; static=1 ;;
     vnb.key=*) key=${arg#*=} ;;
     vnb.keytype=*) keytype=${arg#*=} ;;
     vnb.txcsum=*) txcsum=${arg#*=} ;;
   esac
 done
-i=0; while [ ! -e /sys/class/net/eth0 ] && [ $i -lt 50 ]; do sleep 0.1; i=$((i+1)); done
+last=eth${mgmt:-0}      # the management NIC is the last one
+i=0; while [ ! -e /sys/class/net/$last ] && [ $i -lt 50 ]; do sleep 0.1; i=$((i+1)); done
 if [ -n "$static" ]; then
-  while read n cidr mtu; do
+  [ -f /run/nics ] && while read n cidr mtu; do
     ip link set eth$n mtu $mtu up && ip addr add $cidr dev eth$n
   done < /run/nics
   [ -n "$gw" ] && ip route add default via $gw
+  [ -n "$mgmt" ] && ip link set eth$mgmt up
 else
   ip link set eth0 up; udhcpc -q -t 10 -i eth0 -s /etc/vnetbench/udhcpc.script
 fi
@@ -113,6 +120,10 @@ fi
 chmod 600 /root/.ssh/authorized_keys 2>/dev/null
 mkdir -p /etc/dropbear
 dropbear -R -s -p 22 -P /run/dropbear.pid
+# ready means reachable: wait (up to 10 s) until no IPv6 address is still tentative (DAD)
+tentative() { while read a i p sc f n; do [ $(( 0x$f & 0x40 )) -ne 0 ] && return 0; done \
+  < /proc/net/if_inet6; return 1; }
+i=0; while tentative && [ $i -lt 100 ]; do sleep 0.1; i=$((i+1)); done
 echo "VNETBENCH_READY"
 while true; do setsid cttyhack sh -l; sleep 1; done
 """

@@ -100,10 +100,11 @@ def _port(port_file: Path, p: subprocess.Popen, timeout: float) -> int:
     raise BuildError(f"vnetbench-collector did not listen within {timeout:.0f} s")
 
 
-def up(testbed, mon: Monitor | None, **build):
-    """Build ``testbed`` and, with a monitor, attach it; a failed attach unwinds the build."""
-    from vnetbench.testbed.netns import builder
-    dep = builder.up(testbed, **build)
+def up(testbed, mon: Monitor | None, backend: str = "netns", **build):
+    """Build ``testbed`` with BACKEND and, with a monitor, attach it; a failed attach
+    unwinds the build."""
+    from vnetbench.testbed import deployment
+    dep = deployment.build(backend, testbed, **build)
     if mon:
         try:
             watch(dep, mon)

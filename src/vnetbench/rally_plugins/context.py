@@ -17,6 +17,15 @@ def testbed_yaml(vswitch: str, network: str, underlay_mtu: int | None, placement
     return f"vswitch: {vswitch}\nnetwork: {net}\npairs:\n{pairs}\n"
 
 
+def _backend_options(cfg) -> dict:
+    if cfg.get("backend", "netns") != "libvirt":
+        return {}
+    from pathlib import Path
+    repo = Path(__file__).resolve().parents[3]
+    return {"image_dir": Path(cfg.get("image") or repo / "vm-images" / "build"),
+            "memory_mib": cfg.get("memory_mib", 256)}
+
+
 @context.configure(name="vnetbench_testbed", platform="default", order=100)
 class VnetbenchTestbed(context.Context):
     """An embedded testbed (network namespaces) from a file or from a configuration."""
@@ -37,6 +46,13 @@ class VnetbenchTestbed(context.Context):
                         "to attach collectors to and push results to (default: $VNETBENCH_MONITOR)"},
             "skip_unsupported": {"type": "boolean",
                                  "description": "record N/A (with the missing feature) instead of failing"},
+            "backend": {"enum": ["netns", "libvirt"],
+                        "description": "netns: VMs are namespaces; libvirt: QEMU guests from the "
+                                       "project's image on the same emulated hosts"},
+            "image": {"type": "string", "description": "libvirt: directory with vmlinuz and "
+                      "initrd.img (default vm-images/build, made by 'make image')"},
+            "memory_mib": {"type": "integer", "minimum": 128, "maximum": 65536,
+                           "description": "libvirt: memory per guest"},
         },
     }
     DEFAULT_CONFIG = {"vswitch": "ovs", "network": "vxlan", "placements": list(PLACEMENTS),
@@ -65,7 +81,8 @@ class VnetbenchTestbed(context.Context):
             return
         monitor = cfg.get("monitor") or os.environ.get("VNETBENCH_MONITOR")
         mon = server.attach(monitor) if monitor else None
-        dep = watch.up(tb, mon, caps=caps)
+        dep = watch.up(tb, mon, backend=cfg.get("backend", "netns"), caps=caps,
+                       **_backend_options(cfg))
         self.context["vnetbench"] = {"run_id": dep.run_id, "state_dir": str(state_root()),
                                      "results": cfg["results"], "testbed": tb.name,
                                      "monitor": mon and mon.id}

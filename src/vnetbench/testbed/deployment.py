@@ -17,8 +17,12 @@ from vnetbench.state import Run, find_run
 from vnetbench.testbed.model import Testbed
 
 # backend name -> "module:class" of its Deployment
-BACKENDS = {"netns": "vnetbench.testbed.netns.deployment:Deployment"}
+BACKENDS = {"netns": "vnetbench.testbed.netns.deployment:Deployment",
+            "libvirt": "vnetbench.testbed.libvirt.deployment:LibvirtDeployment"}
 DEFAULT_BACKEND = "netns"
+# backend name -> "module:function" that builds a Testbed and returns its Deployment
+BUILDERS = {"netns": "vnetbench.testbed.netns.builder:up",
+            "libvirt": "vnetbench.testbed.libvirt.builder:up"}
 
 
 @runtime_checkable
@@ -89,6 +93,15 @@ def backend_class(name: str):
     return getattr(importlib.import_module(module), cls)
 
 
+def build(backend: str, testbed: Testbed, **options) -> Deployment:
+    """Realise TESTBED with BACKEND (options are the backend's own: caps, image_dir, ...)."""
+    if backend not in BUILDERS:
+        raise VnetbenchError(f"backend {backend!r} is not available; use one of "
+                             f"{', '.join(sorted(BUILDERS))}")
+    module, func = BUILDERS[backend].split(":")
+    return getattr(importlib.import_module(module), func)(testbed, **options)
+
+
 def attach(ref: str | None = None) -> Deployment:
     """The deployment of run REF (id or testbed name; the only run when None)."""
     run = find_run(ref)
@@ -99,5 +112,5 @@ def missing(cls) -> list[str]:
     """Protocol members CLS lacks: methods, and attributes it neither defines nor
     declares (a backend annotates what its __init__ sets)."""
     members = {n for n in dir(Deployment) if not n.startswith("_")} | set(Deployment.__annotations__)
-    declared = set(getattr(cls, "__annotations__", {}))
+    declared = {n for k in cls.__mro__ for n in getattr(k, "__annotations__", {})}
     return sorted(n for n in members if not hasattr(cls, n) and n not in declared)

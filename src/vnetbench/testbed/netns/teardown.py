@@ -33,10 +33,7 @@ def teardown(run: Run, budget_s: float = 20.0) -> list[str]:
                 errors.append(f"teardown budget of {budget_s:.0f} s exhausted at {_label(entry)}")
                 break
             try:
-                undo = _UNDO.get(entry["kind"])
-                if undo is None:
-                    raise ValueError(f"unknown journal entry kind {excerpt(entry['kind'])}")
-                undo(run, entry)
+                _undo(entry["kind"])(run, entry)
             except Exception as exc:  # keep unwinding: one stuck object must not strand the rest
                 errors.append(f"{excerpt(entry['kind'])} {_label(entry)}: {excerpt(str(exc), 200)}")
         if not errors:
@@ -145,6 +142,23 @@ def _undo_file(run: Run, entry):
 def _undo_nothing(run: Run, entry):
     """A change that created nothing (a vnet deprovisioned while the run was up)."""
 
+
+def _undo(kind: str):
+    """The undo step of KIND: here, or in the backend that journals it (imported when met,
+    so 'cleanup' removes every backend's objects)."""
+    if kind in _UNDO:
+        return _UNDO[kind]
+    if kind not in _ELSEWHERE:
+        raise ValueError(f"unknown journal entry kind {excerpt(kind)}")
+    module, func = _ELSEWHERE[kind].split(":")
+    import importlib
+    return getattr(importlib.import_module(module), func)
+
+
+# kinds other backends journal on top of the netns ones
+_ELSEWHERE = {"domain": "vnetbench.testbed.libvirt.undo:undo_domain",
+              "tap": "vnetbench.testbed.libvirt.undo:undo_tap",
+              "muxdir": "vnetbench.testbed.libvirt.undo:undo_muxdir"}
 
 _UNDO = {
     "netns": _undo_netns,

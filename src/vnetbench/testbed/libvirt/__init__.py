@@ -1,0 +1,1 @@
+"""The libvirt backend: QEMU/KVM guests through libvirt-python."""

@@ -1,0 +1,198 @@
+"""The libvirt backend on the embedded testbed: the netns backend builds the hosts, their
+vSwitches and one namespace per VM; each VM then becomes a libvirt/QEMU guest booted from
+the project's image, plugged the way Neutron's hybrid plugging does it: the guest's tap
+and the vSwitch port's veth meet on a small Linux bridge in the VM's namespace (Neutron's
+``qbr``). So every host-side object (vSwitch port, QoS, OVN iface-id, controller view) is
+the one the netns backend made, and the guest keeps the testbed's MACs and addresses.
+
+A management NIC per guest (last NIC) joins a bridge in a namespace of the run; the
+command channel is SSH to the guest's IPv6 link-local address there: no address to plan,
+no route to anything else.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import time
+from pathlib import Path
+
+from pyroute2 import IPRoute, NetNS, netns
+
+from vnetbench.errors import BuildError, PrerequisiteError, VnetbenchError
+from vnetbench.image import recipe
+from vnetbench.state import Run
+from vnetbench.testbed.libvirt import domain as dom
+from vnetbench.testbed.libvirt.deployment import LibvirtDeployment, connect
+from vnetbench.testbed.netns import builder as netns_builder
+from vnetbench.testbed.netns import links, proc
+from vnetbench.testbed.netns.names import Names as NetnsNames
+from vnetbench.testbed.netns.teardown import teardown
+
+READY_TIMEOUT_S = 180          # TCG boots of several guests at once on 2 CPUs
+
+
+def image_files(image_dir: Path) -> tuple[Path, Path]:
+    kernel, initrd = image_dir / "vmlinuz", image_dir / "initrd.img"
+    if not (kernel.is_file() and initrd.is_file()):
+        raise PrerequisiteError(f"{image_dir}: no vmlinuz + initrd.img; build the guest image "
+                                f"with 'make image' (or vnetbench image build --out {image_dir})")
+    return kernel.resolve(), initrd.resolve()
+
+
+def up(testbed, image_dir: Path, memory_mib: int = 256, caps=None,
+       progress=lambda msg: None) -> LibvirtDeployment:
+    kernel, initrd = image_files(Path(image_dir))
+    conn = connect()
+    domain_type = "kvm" if _kvm_usable(conn) else "qemu"
+    if domain_type == "qemu":
+        progress("libvirt: no usable KVM here, guests run under TCG (slow but real)")
+    dep = netns_builder.up(testbed, caps=caps, progress=progress)
+    run = dep.run
+    run.write_meta(backend="libvirt", image={"kernel": str(kernel), "initrd": str(initrd)},
+                   memory_mib=memory_mib, domain_type=domain_type)
+    try:
+        _Guests(run, testbed, conn, kernel, initrd, memory_mib, domain_type).build(progress)
+    except BaseException as exc:
+        errors = teardown(run)
+        if isinstance(exc, (KeyboardInterrupt, SystemExit)):
+            raise
+        left = f"; teardown also failed, run 'vnetbench cleanup --run {run.run_id}'" if errors else ""
+        detail = str(exc) if isinstance(exc, VnetbenchError) else f"{type(exc).__name__}: {exc}"
+        raise BuildError(f"{testbed.source}: libvirt guests of run {run.run_id} failed and the run "
+                         f"was unwound: {detail}{left}") from exc
+    finally:
+        conn.close()
+    return LibvirtDeployment(run, testbed)
+
+
+def _kvm_usable(conn) -> bool:
+    """KVM only where the host can boot a stock guest: this machine class's /dev/kvm runs
+    PVM guests only (REFERENCE §4), so KVM is opt-in through VNETBENCH_LIBVIRT_KVM=1."""
+    return os.environ.get("VNETBENCH_LIBVIRT_KVM") == "1" and os.path.exists("/dev/kvm")
+
+
+class _Guests:
+    def __init__(self, run: Run, testbed, conn, kernel, initrd, memory_mib, domain_type):
+        self.run, self.tb, self.conn = run, testbed, conn
+        self.kernel, self.initrd, self.memory, self.dtype = kernel, initrd, memory_mib, domain_type
+        self.n, self.nn = dom.Names(run.run_id), NetnsNames(run.run_id)
+
+    def build(self, progress) -> None:
+        t0 = time.monotonic()
+        key = self._key()
+        self._mgmt()
+        consoles = {}
+        for vm_i, vm in enumerate(self.tb.vms):
+            self._hybrid_plug(vm_i, vm)
+            consoles[vm.name] = self._boot(vm_i, vm, key)
+        progress(f"{len(consoles)} guests started ({time.monotonic() - t0:.1f} s)")
+        for name, console in consoles.items():
+            _wait_ready(name, console, READY_TIMEOUT_S)
+        progress(f"guests ready ({time.monotonic() - t0:.1f} s)")
+        dep = LibvirtDeployment(self.run, self.tb)
+        for vm in self.tb.vms:          # one master connection per guest, owned by the run
+            master = dep.ssh(vm.name).open(timeout_s=60)
+            self.run.record("process", pid=master.pid, starttime=proc.starttime(master.pid),
+                            vm=vm.name, argv=["ssh", "master"])
+        self.run.write_meta(guests_ready_s=round(time.monotonic() - t0, 2))
+
+    def _key(self) -> str:
+        path = self.run.dir / "guest-key"
+        subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", f"vnetbench-{self.run.run_id}",
+                        "-f", str(path)], check=True, capture_output=True)
+        return path.with_suffix(".pub").read_text()
+
+    def _mgmt(self) -> None:
+        self.run.record("netns", name=self.n.mgmt_ns)
+        netns.create(self.n.mgmt_ns)
+        with NetNS(self.n.mgmt_ns) as ns:
+            links.up(ns, "lo")
+            links.bridge(ns, dom.MGMT_BRIDGE, 1500, self.n.alias("guest management"))
+        mux = Path(f"/tmp/vnbmux-{self.run.run_id}")
+        self.run.record("muxdir", path=str(mux))
+        mux.mkdir(mode=0o700, exist_ok=True)
+
+    def _hybrid_plug(self, vm_i, vm) -> None:
+        """The VM namespace's NICs become ports of a qbr bridge each: no address, a MAC of
+        their own (the guest's MAC must not be the bridge's), no IPv6 chatter."""
+        mtu = self.tb.network.tenant_mtu
+        with NetNS(self.nn.vm_ns(vm.name)) as ns:
+            for k, _ in enumerate(vm.nics):
+                eth = self.nn.vm_nic(k)
+                idx = links.index(ns, eth)
+                ns.flush_addr(index=idx)
+                ns.link("set", index=idx, address=_side_mac(self.run.run_id, vm_i, k, 1))
+                links.bridge(ns, f"qbr{k}", mtu, self.n.alias(f"hybrid plug vm={vm.name} nic={k}"))
+                ns.link("set", index=links.index(ns, f"qbr{k}"),
+                        address=_side_mac(self.run.run_id, vm_i, k, 2))
+                links.up(ns, eth, master=f"qbr{k}")
+        subprocess.run(["ip", "netns", "exec", self.nn.vm_ns(vm.name), "sysctl", "-q", "-w",
+                        "net.ipv6.conf.all.disable_ipv6=1", "net.ipv6.conf.default.disable_ipv6=1"],
+                       check=True, capture_output=True)
+
+    def _boot(self, vm_i, vm, key) -> Path:
+        taps = [(self.n.tap(vm_i, k), nic.mac) for k, nic in enumerate(vm.nics)]
+        mgmt = (self.n.mgmt_tap(vm_i), dom.mgmt_mac(self.run.run_id, vm_i))
+        for tap, _ in [*taps, mgmt]:
+            self.run.record("tap", name=tap)
+            _tap(tap, self.tb.network.tenant_mtu, self.n.alias(f"tap vm={vm.name}"))
+        console = self.run.dir / f"console-{vm.name}.log"
+        nics = tuple(recipe.GuestNic(i, cidr, mtu) for i, cidr, mtu in dom.guest_nics(self.tb, vm))
+        guest = dom.Guest(name=self.n.domain(vm.name), run_id=self.run.run_id, vcpus=vm.cpus,
+                          memory_mib=self.memory, kernel=str(self.kernel), initrd=str(self.initrd),
+                          cmdline=recipe.cmdline(nics, key=key, mgmt=len(taps)),
+                          nics=(*taps, mgmt), console=str(console), domain_type=self.dtype)
+        self.run.record("domain", name=guest.name)
+        d = self.conn.createXML(dom.domain_xml(guest), 0)
+        _check_pinning(d, vm)
+        vns = self.nn.vm_ns(vm.name)
+        for k, (tap, _) in enumerate(taps):
+            _move(tap, vns, f"qbr{k}")
+        _move(mgmt[0], self.n.mgmt_ns, dom.MGMT_BRIDGE)
+        return console
+
+
+def _side_mac(rid: str, vm_i: int, nic: int, which: int) -> str:
+    b = bytes.fromhex(rid)
+    return "0e:%02x:%02x:%02x:%02x:%02x" % (b[1], b[2], vm_i & 0xFF, nic, which)
+
+
+def _tap(name: str, mtu: int, alias: str) -> None:
+    """A tap in the root namespace (where libvirt's QEMU opens it), moved away after boot."""
+    with IPRoute() as ip:
+        ip.link("add", ifname=name, kind="tuntap", mode="tap")
+        idx = ip.link_lookup(ifname=name)[0]
+        ip.link("set", index=idx, mtu=mtu, ifalias=alias, state="up")
+
+
+def _move(tap: str, ns_name: str, bridge: str) -> None:
+    with IPRoute() as ip:
+        ip.link("set", index=ip.link_lookup(ifname=tap)[0], net_ns_fd=ns_name)
+    with NetNS(ns_name) as ns:
+        links.up(ns, tap, master=bridge)
+
+
+def _check_pinning(d, vm) -> None:
+    """A pinning libvirt did not apply is an error, not a warning."""
+    live = dom.pinning(d.XMLDesc(0))
+    want = {i: str(c) for i, c in enumerate(vm.cpus)}
+    if live != want:
+        raise BuildError(f"VM {vm.name}: libvirt pinned vCPUs {live}, the testbed asks {want}")
+    for i, cpumap in enumerate(d.vcpuPinInfo(0)):
+        cpus = {c for c, on in enumerate(cpumap) if on}
+        if cpus != {vm.cpus[i]}:
+            raise BuildError(f"VM {vm.name}: vCPU {i} may run on CPUs {sorted(cpus)}, "
+                             f"not only {vm.cpus[i]}")
+
+
+def _wait_ready(name: str, console: Path, timeout_s: float) -> None:
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < timeout_s:
+        try:
+            if recipe.READY in console.read_text(errors="replace"):
+                return
+        except OSError:
+            pass
+        time.sleep(0.2)
+    raise BuildError(f"guest {name} not ready after {timeout_s:.0f} s (console: {console})")

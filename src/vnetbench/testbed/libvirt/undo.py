@@ -1,0 +1,62 @@
+"""Undo steps for what the libvirt backend journals (netns teardown calls them by kind):
+only objects that carry the run's id are touched."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+from pyroute2 import IPRoute
+
+from vnetbench.testbed.libvirt import domain as dom
+
+
+def undo_domain(run, entry) -> None:
+    from vnetbench.testbed.libvirt.deployment import connect
+    import libvirt
+    conn = connect()
+    try:
+        try:
+            d = conn.lookupByName(entry["name"])
+        except libvirt.libvirtError:
+            return                                   # never started, or already gone
+        try:
+            owner = dom.run_of(d.XMLDesc(0))
+            if owner != run.run_id:
+                raise ValueError(f"domain {entry['name']!r} belongs to {owner or 'no vnetbench run'}; "
+                                 "left alone")
+            persistent = d.isPersistent()
+            if d.isActive():
+                d.destroy()                         # a transient domain is gone with it
+            if persistent:
+                d.undefine()
+        except libvirt.libvirtError as exc:         # it went away while we looked: gone is gone
+            if exc.get_error_code() != libvirt.VIR_ERR_NO_DOMAIN:
+                raise
+    finally:
+        conn.close()
+
+
+def undo_tap(run, entry) -> None:
+    """A tap still in the root namespace (a crash before it moved into its VM's)."""
+    with IPRoute() as ip:
+        found = ip.link_lookup(ifname=entry["name"])
+        if not found:
+            return
+        link = ip.get_links(found[0])[0]
+        alias = link.get_attr("IFLA_IFALIAS") or ""
+        info = link.get_attr("IFLA_LINKINFO")
+        kind = info.get_attr("IFLA_INFO_KIND") if info else None
+        # the stamp comes a step after creation: a tap killed in between has none, but
+        # its journaled name carries the run id and it is a tap
+        ours = f"run={run.run_id} " in alias + " " or (not alias and kind == "tun"
+                                                       and run.run_id in entry["name"])
+        if not ours:
+            raise ValueError(f"tap {entry['name']!r} is not run {run.run_id}'s; left alone")
+        ip.link("del", index=found[0])
+
+
+def undo_muxdir(run, entry) -> None:
+    path = Path(entry["path"])
+    if path.name == f"vnbmux-{run.run_id}":
+        shutil.rmtree(path, ignore_errors=True)
