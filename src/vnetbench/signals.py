@@ -41,7 +41,9 @@ def deferred():
     """Note SIGINT/SIGTERM instead of raising them; installs the handler when called
     on the main thread (library use, e.g. a Rally context, gets it too)."""
     main = threading.current_thread() is threading.main_thread()
-    old = {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)} if main else {}
+    # a signal the process was started with ignored (a background job's SIGINT) stays ignored
+    old = {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)
+           if signal.getsignal(s) is not signal.SIG_IGN} if main else {}
     _state["depth"] += 1
     clean = False
     try:

@@ -44,13 +44,21 @@ class _Lines(threading.Thread):
         return next((t for t, line in self.lines if needle in line), None)
 
 
+def _interactive():
+    """SIGINT as a terminal's Ctrl-C finds it. A test run in the background of a
+    non-interactive shell (as a CI job may be) inherits SIGINT ignored, and a program
+    started that way keeps ignoring it, as Unix programs do."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
 def trial(mode: str, delay: float, testbed: Path, env: dict, timeout: float = 90.0) -> list[str]:
     """Run one trial; returns the problems found (empty: clean)."""
     problems = []
     t0 = time.monotonic()
     builder = subprocess.Popen(vnetbench("testbed", "up", str(testbed)), env=env, text=True,
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                               start_new_session=True)
+                               start_new_session=True, preexec_fn=_interactive)
     out, err = _Lines(builder.stdout), _Lines(builder.stderr)
     out.start(), err.start()
     time.sleep(delay)
