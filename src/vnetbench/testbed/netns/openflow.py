@@ -23,7 +23,7 @@ from vnetbench.errors import BuildError
 from vnetbench.testbed.model import NetType
 from vnetbench.testbed.netns import mgmt, proc
 from vnetbench.testbed.netns.deployment import CONTROLLER_DIR
-from vnetbench.testbed.netns.ovs import TUNNEL_TYPE, OvsHost, _bridge, _port, qos_columns
+from vnetbench.testbed.netns.ovs import OvsHost, _bridge, _port, qos_columns, tunnel_ports
 
 OF_PORT = 6653                   # instance i listens on OF_PORT + i
 MAX_BACKOFF_MS = 1000            # reconnect within 1 s after a restart or heal
@@ -176,13 +176,7 @@ class OpenFlowHost(OvsHost):
             if ntype is NetType.FLAT:
                 tx += _port(br, names.physnet(vi), own, "protected=true")
             elif ntype.is_tunnel:
-                for peer in ctx.peers(host.name, vnet.name):
-                    port = names.tunnel_port(vi, ctx.host_index(peer.name))
-                    tx += _port(br, port, own, "protected=true")
-                    tx += ["--", "set", "Interface", port, f"type={TUNNEL_TYPE[ntype]}",
-                           f"options:remote_ip={peer.underlay_ip}",
-                           f"options:local_ip={host.underlay_ip}",
-                           f"options:key={vnet.segmentation_id}", own]
+                tx += tunnel_ports(ctx, host, vnet, vi, br, own)
         for i, (port, qos) in enumerate(ctx.qos_ports(host.name)):
             tx += qos_columns(port, i, qos, own)
         if ntype is NetType.VLAN:

@@ -104,13 +104,7 @@ class OvsHost:
             if ntype is NetType.FLAT:
                 tx += _port(names.ovs_int, names.physnet(vi), own, f"tag={tag}")
             elif ntype.is_tunnel:
-                for peer in ctx.peers(host.name, vnet.name):
-                    port = names.tunnel_port(vi, ctx.host_index(peer.name))
-                    tx += _port(names.ovs_int, port, own, f"tag={tag}", "protected=true")
-                    tx += ["--", "set", "Interface", port, f"type={TUNNEL_TYPE[ntype]}",
-                           f"options:remote_ip={peer.underlay_ip}",
-                           f"options:local_ip={host.underlay_ip}",
-                           f"options:key={vnet.segmentation_id}", own]
+                tx += tunnel_ports(ctx, host, vnet, vi, names.ovs_int, own, f"tag={tag}")
         for i, (port, qos) in enumerate(ctx.qos_ports(host.name)):
             tx += qos_columns(port, i, qos, own)
         if ntype is NetType.VLAN:
@@ -125,6 +119,19 @@ class OvsHost:
 def _bridge(name, datapath, own):
     return ["--", "--may-exist", "add-br", name,
             "--", "set", "Bridge", name, f"datapath_type={datapath}", "fail_mode=standalone", own]
+
+
+def tunnel_ports(ctx, host, vnet, vi, bridge, own, *columns) -> list[str]:
+    """One split-horizon tunnel port per (vnet, peer host carrying it), keyed by the
+    vnet's segmentation id: the ovs-vsctl arguments."""
+    tx = []
+    for peer in ctx.peers(host.name, vnet.name):
+        port = ctx.names.tunnel_port(vi, ctx.host_index(peer.name))
+        tx += _port(bridge, port, own, *columns, "protected=true")
+        tx += ["--", "set", "Interface", port, f"type={TUNNEL_TYPE[ctx.testbed.network.type]}",
+               f"options:remote_ip={peer.underlay_ip}", f"options:local_ip={host.underlay_ip}",
+               f"options:key={vnet.segmentation_id}", own]
+    return tx
 
 
 def _port(bridge, port, own, *columns):
