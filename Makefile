@@ -10,7 +10,8 @@ APT_PACKAGES := iproute2 iputils-ping util-linux procps ethtool iperf3 tcpdump \
                 prometheus prometheus-pushgateway \
                 busybox-static dash dropbear-bin arping cpio syslinux syslinux-common mtools \
                 dosfstools qemu-utils qemu-system-x86 wget \
-                libvirt-daemon-system libvirt-dev pkg-config
+                libvirt-daemon-system libvirt-dev pkg-config \
+                python3-heat
 PYTEST_ARGS ?=
 
 .PHONY: install deps venv flowgen demo smoke test unit integration functional capabilities cleanup clean dashboards image

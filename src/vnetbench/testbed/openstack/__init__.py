@@ -1,0 +1,1 @@
+"""The openstack backend: Heat stacks of pinned VM pairs through openstacksdk."""
