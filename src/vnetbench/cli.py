@@ -111,11 +111,11 @@ def _print_vms(st):
 
 def cmd_status(args):
     from vnetbench.state import TESTBED, find_run, runs
-    from vnetbench.testbed.netns.deployment import Deployment
+    from vnetbench.testbed import deployment
     sts = []
     for run in [find_run(args.run)] if args.run else runs(TESTBED):
         try:
-            sts.append(Deployment.of(run).status())
+            sts.append(deployment.of(run).status())
         except VnetbenchError as exc:       # damaged run directory: say so, keep listing
             sts.append({"run_id": run.run_id, "status": "damaged", "error": str(exc)})
     if args.json:
@@ -139,11 +139,11 @@ def cmd_status(args):
 
 
 def cmd_exec(args):
-    from vnetbench.testbed.netns.deployment import Deployment
+    from vnetbench.testbed import deployment
     if not args.command:
         raise VnetbenchError("exec: no command given; write it after '--', e.g. "
                              "vnetbench testbed exec same-a -- ping -c 3 198.19.1.2")
-    dep = Deployment.attach(args.run)
+    dep = deployment.attach(args.run)
     try:
         argv = dep.host_argv(args.vm, args.command) if args.host else dep.vm_argv(args.vm, args.command)
     except KeyError:
@@ -156,15 +156,14 @@ def cmd_exec(args):
 
 def cmd_down(args):
     from vnetbench.state import find_run
-    from vnetbench.testbed.netns.deployment import Deployment
-    from vnetbench.testbed.netns.teardown import teardown
+    from vnetbench.testbed import deployment
     run = find_run(args.run)
     problem = run.describe()
     if problem:                         # damaged: the journal alone is enough to remove it
-        errors = teardown(run)
+        errors = deployment.teardown(run)
         print(f"run {run.run_id} ({problem}): " + ("removed" if not errors else "; ".join(errors)))
         return 1 if errors else 0
-    dep = Deployment.of(run)
+    dep = deployment.of(run)
     errors = dep.down()
     if errors:
         for err in errors:
@@ -177,7 +176,7 @@ def cmd_down(args):
 
 def cmd_cleanup(args):
     from vnetbench.state import RunBusyError, find_run, runs, stale_new_dirs
-    from vnetbench.testbed.netns.teardown import remove_stale, teardown
+    from vnetbench.testbed.deployment import remove_stale, teardown
     targets = [find_run(r, kind=None) for r in args.run] if args.run else runs()
     failed = 0
     for run in targets:
@@ -196,8 +195,8 @@ def cmd_cleanup(args):
 
 def cmd_fault(args):
     from vnetbench.faults import Faults
-    from vnetbench.testbed.netns.deployment import Deployment
-    dep = Deployment.attach(args.run)
+    from vnetbench.testbed import deployment
+    dep = deployment.attach(args.run)
     tb = dep.testbed
     for what, name, names in (("VM", getattr(args, "vm", None), [v.name for v in tb.vms]),
                               ("host", getattr(args, "host", None), [h.name for h in tb.hosts]),

@@ -13,7 +13,7 @@ from vnetbench import __version__
 from vnetbench.testbed import capabilities
 from vnetbench.testbed.loader import loads
 from vnetbench.testbed.model import NetType, VSwitchKind
-from vnetbench.testbed.netns import builder
+from vnetbench.testbed import deployment
 from vnetbench.traffic import ping
 
 KINDS = (VSwitchKind.LINUXBRIDGE, VSwitchKind.OVS, VSwitchKind.OVN)
@@ -41,7 +41,7 @@ def _one(kind, ntype, caps, count, interval_s, progress, online_cpus):
     testbed = loads(f"vswitch: {kind}\nnetwork: {{type: {ntype}}}\n",
                     source=f"<default {kind}-{ntype}>", online_cpus=online_cpus)
     t0 = time.monotonic()
-    dep = builder.up(testbed, caps=caps)
+    dep = deployment.build("netns", testbed, caps=caps)
     up_s = time.monotonic() - t0
     rows = []
     try:

@@ -96,7 +96,7 @@ class NotBuilt(pytest.skip.Exception):
 def deployment(combo, caps, text: str, name: str):
     """Build ``text`` (a testbed with {kind} and {ntype} fields) for ``combo``; skip
     (an N/A cell) when this machine cannot build it; tear it down after."""
-    from vnetbench.testbed.netns import builder
+    from vnetbench.testbed import deployment as backends
     kind, ntype = combo
     if not caps.root:
         raise NotBuilt("needs root (CAP_NET_ADMIN, CAP_SYS_ADMIN) to build the embedded testbed")
@@ -106,7 +106,7 @@ def deployment(combo, caps, text: str, name: str):
     tb = loads(text.format(kind=kind.value, ntype=ntype.value),
                source=f"<{name} {kind.value}-{ntype.value}>", online_cpus=sorted(os.sched_getaffinity(0)))
     try:
-        dep = builder.up(tb, caps=caps)
+        dep = backends.build("netns", tb, caps=caps)
     except UnsupportedError as exc:       # e.g. a kind that cannot realise a declared qos
         raise NotBuilt(str(exc)) from None
     try:

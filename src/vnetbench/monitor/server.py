@@ -73,6 +73,10 @@ class Monitor:
         params = {"query": expr, "start": f"{start:.3f}", "end": f"{end:.3f}", "step": step}
         return nshttp.get_json(self.ns, PROMETHEUS_PORT, "/api/v1/query_range", params)["data"]["result"]
 
+    def argv(self, argv) -> list[str]:
+        """ARGV run in the monitor's namespace (collectors: they reach Prometheus there)."""
+        return proc.in_netns(self.ns, argv)
+
     def down(self) -> list[str]:
         return teardown(self.run, budget_s=30.0)
 

@@ -16,8 +16,7 @@ from pathlib import Path
 
 from vnetbench.errors import BuildError
 from vnetbench.monitor.server import Monitor
-from vnetbench.testbed.netns import proc
-from vnetbench.testbed.netns.deployment import CONTROLLER_DIR
+from vnetbench.testbed.deployment import CONTROLLER_DIR
 
 CONTROLLER = "controller"       # host label of the controller namespace's daemons
 
@@ -72,7 +71,7 @@ def watch(dep, mon: Monitor, timeout: float = 10.0) -> list[str]:
             continue
         dep.run.record("daemon", name="vnetbench-collector", host=name, pidfile=str(pidfile),
                        argmark=f"--port-file={port_file}")
-        p = subprocess.Popen(proc.in_netns(mon.ns, argv),
+        p = subprocess.Popen(mon.argv(argv),
                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                              stdin=subprocess.DEVNULL, start_new_session=True)
         pidfile.write_text(f"{p.pid}\n")

@@ -23,6 +23,12 @@ DEFAULT_BACKEND = "netns"
 # backend name -> "module:function" that builds a Testbed and returns its Deployment
 BUILDERS = {"netns": "vnetbench.testbed.netns.builder:up",
             "libvirt": "vnetbench.testbed.libvirt.builder:up"}
+# Every backend journals into the same state layout, and one unwinder undoes any run's
+# journal (each kind of entry names its own undo step, backend packages included).
+TEARDOWN = "vnetbench.testbed.netns.teardown"
+# The run directory's subdirectory for the controller's daemons (SDN controllers, OVN
+# databases and northd): they belong to no emulated host.
+CONTROLLER_DIR = "controller"
 
 
 @runtime_checkable
@@ -38,6 +44,9 @@ class Deployment(Protocol):
 
     def ip(self, vm: str, vnet: str | None = None) -> str:
         """The VM's address on VNET (its first NIC by default)."""
+
+    def vm_argv(self, vm: str, argv: Sequence[str]) -> list[str]:
+        """ARGV as run in the VM (for a caller that runs it itself: ``testbed exec``)."""
 
     def exec(self, vm: str, argv: Sequence[str], timeout: float | None = 60) -> subprocess.CompletedProcess:
         """Run ARGV in the VM (pinned to its CPUs) and wait; text output captured."""
@@ -104,8 +113,24 @@ def build(backend: str, testbed: Testbed, **options) -> Deployment:
 
 def attach(ref: str | None = None) -> Deployment:
     """The deployment of run REF (id or testbed name; the only run when None)."""
-    run = find_run(ref)
-    return backend_class(run.meta().get("backend", DEFAULT_BACKEND)).attach(run.run_id)
+    return of(find_run(ref))
+
+
+def of(run: Run) -> Deployment:
+    """The deployment of RUN, by the backend its meta names; a damaged run directory is
+    a one-line error pointing at cleanup."""
+    return backend_class(run.meta().get("backend", DEFAULT_BACKEND)).of(run)
+
+
+def teardown(run: Run, **options) -> list[str]:
+    """Undo everything RUN's journal records, whatever built it (``down`` on a damaged
+    run, ``cleanup``); the errors of steps that failed."""
+    return importlib.import_module(TEARDOWN).teardown(run, **options)
+
+
+def remove_stale(dirs) -> list:
+    """Remove state directories of runs that died before journaling anything."""
+    return importlib.import_module(TEARDOWN).remove_stale(dirs)
 
 
 def missing(cls) -> list[str]:

@@ -11,6 +11,7 @@ from vnetbench.errors import VnetbenchError
 from vnetbench.inputs import excerpt
 from vnetbench.state import Run, find_run
 from vnetbench.testbed.codec import from_dict
+from vnetbench.testbed.deployment import CONTROLLER_DIR
 from vnetbench.testbed.model import Testbed, VSwitchKind
 from vnetbench.testbed.netns import proc
 from vnetbench.testbed.netns.names import Names
@@ -18,9 +19,6 @@ from vnetbench.testbed.netns.teardown import teardown
 
 # Per-host daemons of a vSwitch (pidfiles <run>/<host>/<prog>.pid); a kind starts a subset.
 VSWITCH_DAEMONS = ("ovs-vswitchd", "ovsdb-server", "ovn-controller")
-# The controller namespace's daemons (SDN controllers, OVN databases and northd)
-# keep their files here; they belong to no emulated host.
-CONTROLLER_DIR = "controller"
 
 
 class Deployment:
