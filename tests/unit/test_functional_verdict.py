@@ -261,3 +261,47 @@ def test_comparison_report_embeds_a_functional_matrix(tmp_path):
     assert "id='functional'>Functional matrix" in html and "Fail 600 frames" in html
     back = Matrix.from_dict(json.loads((run_dir / "functional" / "matrix.json").read_text()))
     assert back.markdown() == m.markdown()
+
+
+# -- value-added features --------------------------------------------------------------
+
+def test_encapsulation_recorded_and_a_different_one_fails():
+    m = rec("encap-ovn-geneve")
+    assert (m["expected"], v.encapsulation(m).figure) == ("Geneve", "Geneve 58 B")
+    assert v.encapsulation(m).status is Status.PASS
+    assert v.encapsulation({**m, "expected": "VXLAN"}).status is Status.FAIL
+    flat = rec("encap-linuxbridge-flat")
+    assert v.encapsulation(flat).status is Status.PASS and "own frame" in v.encapsulation(flat).detail
+    assert v.encapsulation({**flat, "expected": "VXLAN"}).status is Status.FAIL
+
+
+def test_encapsulation_mixed_or_unseen():
+    m = rec("encap-ovs-vxlan")
+    mixed = {**m, "encaps": {"VXLAN": 20, "none": 10}, "overhead": {"VXLAN": 50, "none": 0}}
+    assert v.encapsulation(mixed).status is Status.FAIL          # some probes left bare
+    assert v.encapsulation({**m, "encaps": {}}).status is Status.ERROR
+
+
+def test_wire_expected_per_type_and_l3_kind():
+    assert v.wire_expected("ovs", "gre") == "GRE" and v.wire_expected("vrouter", "gre") == "MPLSoGRE"
+    assert v.wire_expected("ovn", "flat") == "none"
+
+
+def test_dhcp_absent_present_and_void():
+    from vnetbench.traffic import dhcp
+    m = rec("dhcp-ovn-absent")
+    assert dhcp.parse_replies("\n".join(m["reply_lines"])) == m["replies"][:len(m["reply_lines"])]
+    assert v.dhcp(m).status is Status.NA
+    ctl = m["control"]["mac"]
+    served = {**m, "vm_macs": [x for x in m["vm_macs"] if x != ctl]}   # a non-VM MAC answered
+    assert v.dhcp(served).status is Status.PASS
+    assert v.dhcp({**m, "replies": []}).status is Status.ERROR
+
+
+def test_bonding_absent_present_and_void():
+    m = rec("bonding-openflow-absent")
+    assert v.bonding(m).status is Status.NA and "one link" in v.bonding(m).detail
+    (up,) = [k for k, b in m["tx_bytes"].items() if b > m["bytes"] / 2]
+    split = {**m, "tx_bytes": {up: m["bytes"] // 2, "up-b": m["bytes"] // 2, "mg": 100}}
+    assert v.bonding(split).status is Status.PASS and v.bonding(split).value == 2
+    assert v.bonding({**m, "tx_bytes": {"mg": 100}}).status is Status.ERROR

@@ -45,9 +45,12 @@ def iperf3_server(dep, vm: str, port: int = iperf3.DEFAULT_PORT):
 
 
 @contextmanager
-def capture(dep, vm: str, argv, ready_timeout=5.0):
-    """tcpdump in ``vm``; yields a callable returning its output once it is done."""
-    p = dep.popen(vm, argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+def capture(dep, vm: str, argv, ready_timeout=5.0, host: str | None = None):
+    """tcpdump in ``vm`` (or on ``host``'s side); yields a callable returning its output
+    once it is done."""
+    spawn = (lambda a, **kw: dep.host_popen(host, a, **kw)) if host else \
+        (lambda a, **kw: dep.popen(vm, a, **kw))
+    p = spawn(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     ready, _, _ = select.select([p.stderr], [], [], ready_timeout)
     if ready:
         p.stderr.readline()            # "listening on eth0 ..." : the capture is armed

@@ -67,6 +67,14 @@ ROWS = (
         "Migrate with the controller down, restart it: ping works"),
     Row("feature.proxy-arp", "Value-added features",
         "Proxy ARP: an ARP answered without reaching the address's owner (Pass = present)"),
+    Row("feature.encapsulation", "Value-added features",
+        "Encapsulation on the underlay, classified from captured bytes (bytes added to the "
+        "inner IP packet; Pass = what the network type declares)"),
+    Row("feature.dhcp", "Value-added features",
+        "DHCP: a client in a VM is answered by the network, not a VM (Pass = present; "
+        "a DHCP server in another VM is the control)"),
+    Row("feature.bonding", "Value-added features",
+        "Bonding: 4 parallel flows leave the host over several underlay links (Pass = present)"),
 )
 ROW = {r.id: r for r in ROWS}
 STATUS_CSS = ("td.pass{background:#e3f4e3}td.fail,td.fail_close{background:#f8d7d7}"
@@ -168,7 +176,8 @@ class Matrix:
         """A matrix back from its matrix.json (for reports); expectations as recorded."""
         m = cls(expect={})
         for c in d["cells"]:
-            v = Verdict(Status(c["status"]), c["value"], c["unit"], c["detail"], c.get("extra") or {})
+            v = Verdict(Status(c["status"]), c["value"], c["unit"], c["detail"], c.get("extra") or {},
+                        c.get("label", ""))
             m.add(c["vswitch"], c["network"], c["row"], v, c.get("measurement"))
             if c.get("expected"):
                 m.expect.setdefault(c["vswitch"], {})[c["row"]] = Status(c["expected"])

@@ -3,15 +3,18 @@
 
 from __future__ import annotations
 
+import json
 import random
 import re
 import select
 import subprocess
 import time
+from collections import Counter
 from contextlib import ExitStack
+from pathlib import Path
 
 from vnetbench.battery import session
-from vnetbench.traffic import capture, iperf3, ping, probe
+from vnetbench.traffic import capture, dhcp, iperf3, ping, probe, wire
 
 
 def _marker() -> int:
@@ -144,3 +147,97 @@ def arp_seen_by_peer(dep, src: str, dst: str, count: int = 3) -> dict:
     return {"target": ip, "replies": len(ARPING_REPLY.findall(done.stdout)), "reply_macs": macs,
             "owner_mac": dep.testbed.vm(dst).nics[0].mac,
             "requests_at_owner": capture.arp_requests(text, ip)}
+
+
+# -- value-added features ------------------------------------------------------------------
+
+def underlay_links(dep, host: str) -> dict:
+    """{interface: tx bytes} of ``host``'s links to the physical network: veths into another
+    namespace or physical NICs, not a VM's port (tunnels, bridges and bonds are virtual)."""
+    done = subprocess.run(dep.host_argv(host, ["ip", "-j", "-d", "-s", "link"]),
+                          capture_output=True, text=True, timeout=15)
+    if done.returncode:
+        raise RuntimeError(f"ip link on {host}: {done.stderr.strip()}")
+    ports = {dep.vm_port(v.name, i)[1] for v in dep.testbed.vms if v.host == host
+             for i in range(len(v.nics))}
+    links = {}
+    for link in json.loads(done.stdout):
+        kind = (link.get("linkinfo") or {}).get("info_kind")
+        wire = (kind == "veth" and "link_netnsid" in link) or \
+            (kind is None and link.get("link_type") == "ether")
+        if wire and link["ifname"] not in ports:
+            links[link["ifname"]] = link["stats64"]["tx"]["bytes"]
+    return links
+
+
+def encapsulation(dep, src: str, dst: str, seconds: float = 0.3) -> dict:
+    """UDP probes ``src`` -> ``dst`` (another host) while every underlay link of ``src``'s
+    host is captured: what each frame that carries a probe wraps it in (``wire``)."""
+    host, port, marker = dep.testbed.vm(src).host, _port(), _marker()
+    ping_once(dep, src, dep.ip(dst))                    # neighbours and flows exist
+    with ExitStack() as stack:
+        outs = {link: stack.enter_context(session.capture(dep, None, wire.command(link), host=host))
+                for link in underlay_links(dep, host)}
+        sent = probe.parse(dep.exec(src, probe.send_command(probe.SendParams(
+            dep.ip(dst), port, 10.0, seconds, marker)), timeout=seconds + 30).stdout)["sent"]
+        time.sleep(0.3)
+        texts = {link: out(timeout=0.2) for link, out in outs.items()}
+    return {"host": host, "sent": sent, "marker": marker, "links": sorted(texts),
+            **wire_summary(texts, probe.MAGIC + marker.to_bytes(4, "big"))}
+
+
+def wire_summary(texts: dict, needle: bytes) -> dict:
+    """Per link capture text -> frames carrying ``needle`` per link, their encapsulations,
+    overheads, VLAN ids, and one frame (hex) of each encapsulation as evidence."""
+    frames, encaps, overhead, vlans, samples = {}, Counter(), {}, set(), {}
+    for link, text in texts.items():
+        frames[link] = 0
+        for f in wire.frames(text):
+            if c := wire.classify(f, needle):
+                frames[link] += 1
+                encaps[c["encap"]] += 1
+                overhead[c["encap"]] = c["overhead"]
+                samples.setdefault(c["encap"], f.hex())
+                vlans |= {c["vlan"]} - {None}
+    return {"frames": frames, "encaps": dict(encaps), "overhead": overhead,
+            "vlans": sorted(vlans), "samples": samples}
+
+
+def dhcp_answers(dep, client: str, control: str, seconds: int = 3) -> dict:
+    """udhcpc in ``client`` asks for a lease while its NIC records every DHCP server reply;
+    udhcpd in ``control`` (same vnet) is the answer that proves the probe hears one."""
+    vm, ctl = dep.testbed.vm(client), dep.testbed.vm(control)
+    net = dep.testbed.vnet(ctl.nics[0].vnet).cidr
+    files = {k: str(dep.run.dir / f"udhcpd-{ctl.name}.{k}") for k in ("conf", "leases", "pid")}
+    Path(files["leases"]).touch()
+    Path(files["conf"]).write_text(dhcp.server_conf(dhcp.ServerConf(
+        "eth0", str(net[-10]), str(net[-5]), str(net.netmask), files["leases"], files["pid"])))
+    server = dep.popen(control, dhcp.server_command(files["conf"]),
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        time.sleep(0.3)
+        with session.capture(dep, client, dhcp.capture_command("eth0")) as out:
+            asked = dep.exec(client, dhcp.client_command("eth0", tries=seconds), timeout=seconds + 30)
+            time.sleep(0.3)
+            text = out(timeout=0.2)
+    finally:
+        session.stop(server)
+    return {"client": client, "client_mac": vm.nics[0].mac, "client_rc": asked.returncode,
+            "control": {"vm": control, "mac": ctl.nics[0].mac},
+            "vm_macs": sorted(n.mac for v in dep.testbed.vms for n in v.nics),
+            "replies": dhcp.parse_replies(text),
+            "reply_lines": [line for line in text.splitlines() if "BOOTP/DHCP" in line][:4]}
+
+
+def underlay_spread(dep, src: str, dst: str, flows: int = 4, seconds: int = 2) -> dict:
+    """``flows`` parallel TCP flows ``src`` -> ``dst`` (another host): the bytes each
+    underlay link of ``src``'s host sent meanwhile (a bond spreads flows over links)."""
+    host = dep.testbed.vm(src).host
+    before = underlay_links(dep, host)
+    with session.iperf3_server(dep, dst):
+        done = dep.exec(src, iperf3.client_command(iperf3.ClientParams(
+            dest=dep.ip(dst), seconds=seconds, parallel=flows)), timeout=seconds + 30)
+    after = underlay_links(dep, host)
+    res = iperf3.parse(done.stdout)
+    return {"host": host, "flows": flows, "bytes": res["bytes"],
+            "tx_bytes": {link: after[link] - before.get(link, 0) for link in after}}

@@ -37,18 +37,19 @@ class Verdict:
     unit: str = ""
     detail: str = ""                # one line: what was measured; the footnote of a Fail/N/A
     extra: dict = field(default_factory=dict)   # further figures (e.g. burst_mbps)
+    label: str = ""                 # what was detected (e.g. "VXLAN"), shown before the value
 
     @property
     def figure(self) -> str:
         if self.value is None:
-            return ""
+            return self.label
         v = self.value
         text = f"{v:.0f}" if abs(v) >= 100 or v == int(v) else f"{v:.3g}"
-        return f"{text} {self.unit}".strip()
+        return f"{self.label} {text} {self.unit}".strip()
 
     def to_dict(self) -> dict:
         return {"status": self.status.value, "value": self.value, "unit": self.unit,
-                "detail": self.detail, "extra": self.extra}
+                "detail": self.detail, "extra": self.extra, "label": self.label}
 
 
 def na(reason: str, built: bool = True) -> Verdict:
@@ -323,3 +324,70 @@ def proxy_arp(m: dict) -> Verdict:
         return Verdict(Status.PASS, detail=f"ARP for {m['target']} answered ({m['replies']} replies, "
                        f"MAC {', '.join(m['reply_macs'])}) without the request reaching its owner")
     return na(f"no proxy ARP: the owner saw {m['requests_at_owner']} requests and answered itself")
+
+
+# what each network type puts on the wire; L3 kinds (vrouter) carry MPLS in their GRE
+WIRE = {"flat": "none", "vlan": "VLAN", "vxlan": "VXLAN", "gre": "GRE", "geneve": "Geneve"}
+L3_WIRE = {"gre": "MPLSoGRE"}
+
+
+def wire_expected(kind: str, ntype: str) -> str:
+    return (L3_WIRE if kind == "vrouter" else {}).get(ntype, WIRE[ntype])
+
+
+def encapsulation(m: dict) -> Verdict:
+    """The encapsulation read from the underlay's bytes is the one the network type
+    declares (``m["expected"]``): Pass names it with the bytes it adds to the inner IP
+    packet; another one is a Fail; probes on no underlay link are an Error.
+
+    ``m``: sent, links, frames {link: probe frames}, encaps {name: frames},
+    overhead {name: bytes}, expected."""
+    if not m["encaps"]:
+        return error(f"none of {m['sent']} probes seen on {m['host']}'s underlay links "
+                     f"({', '.join(m['links']) or 'none found'}): nothing to classify")
+    name = max(m["encaps"], key=m["encaps"].get)
+    n, total = m["encaps"][name], sum(m["encaps"].values())
+    via = ", ".join(f"{link} {k}" for link, k in m["frames"].items() if k)
+    facts = (f"{n}/{total} probe frames on {m['host']}'s underlay ({via}) in {name}"
+             + (f", {m['overhead'][name]} B on the inner IP packet" if name != "none" else
+                ": the VM's own frame") + (f"; VLAN ids {m['vlans']}" if m.get("vlans") else ""))
+    ok = name == m["expected"] and n == total
+    return Verdict(Status.PASS if ok else Status.FAIL, m["overhead"][name], "B",
+                   facts if ok else f"{facts}; the network type declares {m['expected']}",
+                   label=name)
+
+
+def dhcp(m: dict) -> Verdict:
+    """A DHCP reply from a MAC that is no VM's = the network answers DHCP itself (Pass =
+    present); only the control server in a VM answered = not offered; nobody = Error."""
+    vms = set(m["vm_macs"])
+    network = sorted({r["src_mac"] for r in m["replies"] if r["src_mac"] not in vms})
+    control = sum(r["src_mac"] == m["control"]["mac"] for r in m["replies"])
+    if network:
+        return Verdict(Status.PASS, detail=f"DHCP answered by {', '.join(network)} (no VM's "
+                       f"MAC): the network serves DHCP", label="present")
+    if control:
+        return na(f"no DHCP server in the network: only the control server in "
+                  f"{m['control']['vm']} answered {m['client']} ({control} replies)")
+    return error(f"no DHCP reply reached {m['client']}, not even from the control server in "
+                 f"{m['control']['vm']}: the probe shows nothing")
+
+
+MIN_LINK_SHARE = 0.10   # a link carrying less than this of the transfer is not part of it
+
+
+def bonding(m: dict) -> Verdict:
+    """Parallel flows leave the host over several underlay links = link aggregation
+    (Pass = present); all over one link = not offered; over none = Error.
+
+    ``m``: host, flows, bytes (transferred), tx_bytes {link: sent meanwhile}."""
+    used = {link: b for link, b in m["tx_bytes"].items() if b >= MIN_LINK_SHARE * m["bytes"]}
+    share = ", ".join(f"{link} {b / sum(used.values()):.0%}" for link, b in sorted(used.items()))
+    if not m["bytes"] or not used:
+        return error(f"the {m['bytes']} bytes of {m['flows']} flows showed on none of "
+                     f"{m['host']}'s underlay links ({', '.join(m['tx_bytes']) or 'none found'})")
+    if len(used) >= 2:
+        return Verdict(Status.PASS, len(used), "links", f"{m['flows']} flows left {m['host']} "
+                       f"over {len(used)} links ({share} of the bytes)")
+    return na(f"no bonding: {m['flows']} parallel flows all left {m['host']} through one "
+              f"link ({share} of the bytes; {len(m['tx_bytes'])} underlay links)")

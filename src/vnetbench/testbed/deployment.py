@@ -57,6 +57,9 @@ class Deployment(Protocol):
     def host_argv(self, host: str, argv: Sequence[str]) -> list[str]:
         """ARGV as run on HOST's side (its vSwitch's namespace or machine)."""
 
+    def host_popen(self, host: str, argv: Sequence[str], **kwargs) -> subprocess.Popen:
+        """Start ARGV on HOST's side in the background, journaled so teardown stops it."""
+
     def vm_port(self, vm: str, nic: int = 0) -> tuple[str, str]:
         """(host, port name) of the VM NIC's port on its host's vSwitch (where a host-side
         qdisc or capture goes)."""

@@ -21,3 +21,15 @@ dep = deployment_fixture(TESTBED, "features")
 def test_proxy_arp_detected(dep, record):
     m = measure.arp_seen_by_peer(dep, "red-1", "red-2")
     record(verdict.proxy_arp(m), m)
+
+
+@pytest.mark.row("feature.dhcp")
+def test_dhcp_detected(dep, record):
+    m = measure.dhcp_answers(dep, "red-1", "red-2")
+    record(verdict.dhcp(m), m)
+
+
+@pytest.mark.row("feature.bonding")
+def test_bonding_detected(dep, record):
+    m = measure.underlay_spread(dep, "red-1", "red-2")
+    record(verdict.bonding(m), m)

@@ -92,6 +92,15 @@ def test_unknown_unicast_flood_does_not_cross(dep, record):
     record(verdict.no_leak(m), m)
 
 
+@pytest.mark.row("feature.encapsulation")
+def test_encapsulation_on_the_underlay(dep, combo, record):
+    """Here rather than with the other features: it depends on the network type, and this
+    module runs on every one."""
+    m = measure.encapsulation(dep, "red-1", "red-2")
+    m["expected"] = verdict.wire_expected(combo[0].value, combo[1].value)
+    record(verdict.encapsulation(m), m)
+
+
 @pytest.mark.row("isolation.deprovision")
 def test_deprovisioning_stops_traffic(dep, record):
     """Last in the module: blue is removed from the running testbed while blue-1

@@ -73,8 +73,15 @@ class Deployment:
 
     def popen(self, vm: str, argv, **kwargs) -> subprocess.Popen:
         """A background process in a VM, journaled so teardown stops it."""
-        p = subprocess.Popen(self.vm_argv(vm, argv), start_new_session=True, **kwargs)
-        self.run.record("process", pid=p.pid, starttime=proc.starttime(p.pid), vm=vm,
+        return self._spawn(self.vm_argv(vm, argv), argv, kwargs, vm=vm)
+
+    def host_popen(self, host: str, argv, **kwargs) -> subprocess.Popen:
+        """A background process on a host's side (e.g. a capture on its underlay), journaled."""
+        return self._spawn(self.host_argv(host, argv), argv, kwargs, host=host)
+
+    def _spawn(self, full, argv, kwargs, **where) -> subprocess.Popen:
+        p = subprocess.Popen(full, start_new_session=True, **kwargs)
+        self.run.record("process", pid=p.pid, starttime=proc.starttime(p.pid), **where,
                         argv=list(map(str, argv)))
         return p
 
