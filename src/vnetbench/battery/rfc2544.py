@@ -25,11 +25,12 @@ What is measured, honestly:
   the "device under test" is the whole virtual path, both VM stacks included.
   Datagrams lost at the very tail of a trial are not seen by sequence gaps.
 * **Throughput search**: first one unpaced trial (``-b 0``); its *receive* rate is
-  the ceiling and the search's upper bound (times ``ceiling_factor``). Then a binary
-  search (``search()``, a pure function) for the highest rate with zero lost frames
-  (NDR, RFC 1242 throughput) and, reusing those trials, for the highest rate with
-  loss <= ``pdr_loss_pct`` (PDR). Each search is bounded by ``max_trials`` trials and
-  stops at ``resolution_pct`` of the ceiling. On a CPU-starved box the paced NDR can
+  the ceiling and the search's upper bound (times ``ceiling_factor``). Then one
+  FD.io CSIT MLRsearch (``battery/mlr.py``) finds both the highest rate with zero lost
+  frames (NDR, RFC 1242 throughput) and the highest rate with loss <=
+  ``pdr_loss_pct`` (PDR): every trial narrows both brackets. It is bounded by
+  ``2 * max_trials`` trials (the budget of the two binary searches it replaced) and
+  stops when each bracket is within ``resolution_pct`` of its upper bound. On a CPU-starved box the paced NDR can
   exceed the unpaced receive rate (an unpaced sender steals the receiver's CPU);
   ``ndr_at_ceiling`` flags a search whose upper bound passed.
 * **Trial sequence**: RFC 2544 sends learning frames, waits 2 s, runs the trial, waits
@@ -66,6 +67,8 @@ import time
 from dataclasses import dataclass, replace
 
 from vnetbench import cpu
+from vnetbench.battery import mlr
+from vnetbench.battery.mlr import Search
 from vnetbench.battery.common import collect, labels, result
 from vnetbench.battery.session import iperf3_server
 from vnetbench.results.record import now
@@ -123,19 +126,12 @@ def frame_gbps(fps: float, frame: int) -> float:
 
 # -- the binary search (pure) ----------------------------------------------------------
 
-@dataclass(frozen=True)
-class Search:
-    rate: float | None       # highest rate found with loss <= target (None: not even lo)
-    upper: float | None      # lowest failing rate above it (None: hi passed)
-    trials: tuple            # ((rate, loss_pct), ...) measured by this search, in order
-    converged: bool          # the bracket [rate or lo, upper] is within the resolution
-
-
 def search(trial, lo: float, hi: float, resolution: float, max_trials: int,
            target_loss: float = 0.0, known=None) -> Search:
     """Highest rate in [lo, hi] whose ``trial(rate) -> loss %`` is <= ``target_loss``.
 
-    RFC 2544 binary search: try ``hi`` first; if it loses, bisect between the best
+    RFC 2544 binary search (the back-to-back burst search; NDR and PDR use
+    ``mlr.ndr_pdr``): try ``hi`` first; if it loses, bisect between the best
     passing and the lowest failing rate until they are ``resolution`` apart or
     ``max_trials`` trials were run (never more). ``known`` (rate -> loss %) are earlier
     trials that narrow the bracket for free, e.g. the NDR trials when searching the PDR.
@@ -257,8 +253,8 @@ def _learn(dep, src, dst):
 @dataclass(frozen=True)
 class Config:
     trial_s: int = 2                 # RFC 2544: 60
-    resolution_pct: float = 2.0      # search stops when the bracket is this % of the ceiling
-    max_trials: int = 10             # per search (NDR, PDR, back-to-back)
+    resolution_pct: float = 2.0      # bracket width: NDR/PDR % of the upper bound; b2b of the ceiling
+    max_trials: int = 10             # per search: NDR + PDR together 2 x this, back-to-back this
     pdr_loss_pct: float = 0.5
     ceiling_factor: float = 1.0      # search upper bound = ceiling * this
     settle_s: float = 0.0            # after every trial; RFC 2544: >= 5
@@ -394,7 +390,7 @@ def _one_size(dep, pair, frame, cfg, repetitions, measures, skipped):
 
 
 def _throughput(trial, ceiling_trial, frame, cfg):
-    """One repetition: ceiling trial, NDR search, PDR search primed with the NDR trials."""
+    """One repetition: ceiling trial, then NDR and PDR in one MLRsearch (battery/mlr.py)."""
     log = []
     ceiling = ceiling_trial()
     log.append({"kind": "ceiling", "rate_fps": None, **_brief(ceiling)})
@@ -402,18 +398,16 @@ def _throughput(trial, ceiling_trial, frame, cfg):
     step = top * cfg.resolution_pct / 100
     by_rate = {}
 
-    def logged(kind):
-        def f(fps):
-            res = trial(round(fps))
-            by_rate[fps] = res
-            log.append({"kind": kind, "rate_fps": round(fps), **_brief(res)})
-            return res["loss_pct"]
-        return f
-    ndr = search(logged("ndr"), step, top, step, cfg.max_trials, 0.0)
-    pdr = search(logged("pdr"), step, top, step, cfg.max_trials, cfg.pdr_loss_pct,
-                 known=dict(ndr.trials))
-    at_ndr = by_rate.get(ndr.rate)
-    at_pdr = by_rate.get(pdr.rate)
+    def measured(fps):
+        res = trial(round(fps))
+        by_rate[fps] = res
+        log.append({"kind": "search", "rate_fps": round(fps), **_brief(res)})
+        return res["packets"], res["lost_packets"]
+    # same trial budget as the two RFC 2544 binary searches it replaces (max_trials each)
+    ndr, pdr, trials = mlr.ndr_pdr(measured, min(step, top / 2), top, cfg.trial_s,
+                                   cfg.resolution_pct, 2 * cfg.max_trials, cfg.pdr_loss_pct)
+    at_ndr = _at(by_rate, ndr.rate)
+    at_pdr = _at(by_rate, pdr.rate)
 
     def fps(s):
         return None if s.rate is None else round(s.rate)
@@ -430,15 +424,24 @@ def _throughput(trial, ceiling_trial, frame, cfg):
         "ndr_pct_of_ceiling": (100.0 * ndr.rate / ceiling["rx_fps"]
                                if ndr.rate is not None and ceiling["rx_fps"] else None),
         "pdr_loss_pct": at_pdr["loss_pct"] if at_pdr else None,
-        "trials": 1 + len(ndr.trials) + len(pdr.trials),
+        "trials": 1 + len(trials),
         **cpu.fields(at_ndr),
         "pdr_cpu_pct": at_pdr["cpu_pct"] if at_pdr else None,
     }
     extra = {"trials": log, "search_upper_fps": top, "resolution_fps": step,
              "ndr_converged": ndr.converged, "pdr_converged": pdr.converged,
-             "ndr_at_ceiling": ndr.rate == top, "ndr_upper_fps": ndr.upper,
+             "ndr_at_ceiling": ndr.rate is not None and ndr.upper is None,
+             "ndr_upper_fps": ndr.upper, "search": "MLRsearch (FD.io CSIT)",
              "pdr_upper_fps": pdr.upper, "cpu": at_ndr["cpu"] if at_ndr else None}
     return metrics, extra
+
+
+def _at(by_rate, rate):
+    """The trial at a bound's rate (bounds come back as the same float, or within 1e-9)."""
+    if rate is None:
+        return None
+    near = min(by_rate, key=lambda r: abs(r - rate), default=None)
+    return by_rate[near] if near is not None and abs(near - rate) <= 1e-9 * rate else None
 
 
 def _latency(dep, src, dst, frame, rate, seconds, cfg):

@@ -36,8 +36,10 @@ class Rfc2544(_Base):
         :param frame_sizes: inner Ethernet frame sizes incl. FCS (default 64..1518 and a
             jumbo size if the tenant MTU allows; sizes the tenant MTU cannot carry are skipped)
         :param trial_s: seconds per trial (quick 1-2; RFC 2544: 60)
-        :param resolution_pct: binary search stops at this % of the ceiling
-        :param max_trials: trials per search (NDR, PDR, back-to-back)
+        :param resolution_pct: NDR/PDR (MLRsearch): final bracket width, % of its upper
+            bound; back-to-back (binary search): % of the ceiling
+        :param max_trials: trials per search: 2 x this for NDR + PDR together
+            (MLRsearch), this for back-to-back
         :param repetitions: repetitions of every search / point
         :param measures: any of throughput, latency, frame_loss, back_to_back
         :param loss_steps: frame-loss curve points, % of the unpaced receive rate
