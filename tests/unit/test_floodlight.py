@@ -178,3 +178,21 @@ def test_vlan_links_push_and_pop_the_vnet_tag():
     there, here = out[0], out[1]
     assert (there.dpid, dict(there.match)["vlan_vid"], there.pop_vlan) == (2, 101 | 0x1000, True)
     assert (here.dpid, dict(here.match)["vlan_vid"], here.push_vlan) == (1, 0, 101)
+
+
+def test_removing_a_vnet_forgets_its_macs_ports_links_and_deletes_their_flows():
+    fwd = small()
+    fwd.packet_in(1, 2, Frame(C, "ff:ff:ff:ff:ff:ff", 0x0806))          # learn C (blue)
+    fwd.packet_in(1, 1, Frame(A, "ff:ff:ff:ff:ff:ff", 0x0806))          # learn A (red)
+    out = fwd.remove_vnet("blue")
+    assert out == [DeleteFlows(d, ((k, C),)) for d in (1, 2) for k in ("eth_dst", "eth_src")]
+    assert C not in fwd.topo.macs and "vc" not in fwd.topo.ports and C not in fwd.ap
+    assert fwd.tree_ports() == {1: {"t12"}, 2: {"t21"}} and "u12" in fwd.link_ports(1)
+    flood = fwd.packet_in(1, 1, Frame(A, "ff:ff:ff:ff:ff:ff", 0x0806))[-1]
+    assert set(flood.out_ports) == {2, 3}                                # VNF floods; not into u12
+    assert isinstance(fwd.packet_in(2, 4, Frame(A, "ff:ff:ff:ff:ff:ff", 0x0806))[-1], Drop)
+    assert fwd.ap[A] == (1, 1)                                           # nothing learned on u21
+    for dst in (A, "02:00:00:00:00:99"):                                 # known or not: no flood
+        again = fwd.packet_in(1, 2, Frame(C, dst, 0x0800, None, "198.19.1.3", "198.19.1.1", 1))
+        assert isinstance(again[-1], Drop)                               # VNF: C is in no vnet
+    assert A in fwd.ap and fwd.remove_vnet("blue") == []                 # red untouched; idempotent

@@ -28,6 +28,7 @@ def main(argv=None) -> int:
     p.add_argument("--lock", help="lock file of the instances (master election)")
     p.add_argument("--ready-dir", help="the master touches DIR/<dpid> once a switch is set up")
     p.add_argument("--record", help="append raw packet-in/port-desc messages (JSON lines)")
+    p.add_argument("--removed", help="JSON list of deleted vnets the app watches (deprovisioning)")
     p.add_argument("--listen", required=True, help="ADDRESS:PORT for OpenFlow")
     args = p.parse_args(argv)
     ctypes.CDLL(None).prctl(PR_SET_NAME, PROCESS_NAME, 0, 0, 0)
@@ -42,7 +43,7 @@ def main(argv=None) -> int:
     with open(args.config) as f:
         floodlight.SETTINGS.update(config=json.load(f), instance=args.instance,
                                    lock=args.lock, record=args.record,
-                                   ready_dir=args.ready_dir)
+                                   ready_dir=args.ready_dir, removed=args.removed)
     host, port = args.listen.rsplit(":", 1)
     cfg.CONF(args=["--ofp-listen-host", host, "--ofp-tcp-listen-port", port],
              project="os_ken", default_config_files=[])

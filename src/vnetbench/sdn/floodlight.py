@@ -77,8 +77,11 @@ class Floodlight(app_manager.OSKenApp):
         self.multi = self.opts["controllers"] > 1
         self.master = not self.multi
         self._lock_fd = None
+        self.removed: list = []
         if self.multi:
             hub.spawn(self._elect)
+        if SETTINGS.get("removed"):
+            hub.spawn(self._watch_removed)
 
     # -- roles (several instances) -----------------------------------------------
 
@@ -103,6 +106,38 @@ class Floodlight(app_manager.OSKenApp):
         ofp, parser = dp.ofproto, dp.ofproto_parser
         role = ofp.OFPCR_ROLE_MASTER if self.master else ofp.OFPCR_ROLE_SLAVE
         dp.send_msg(parser.OFPRoleRequest(dp, role, int(time.time() * 1000)))
+
+    # -- deprovisioning (the REST API's network deletion, as a file) -------------
+
+    def _watch_removed(self):
+        """Poll the list of deleted vnets (written by the testbed); apply each new one
+        once, then the master acknowledges it (``<file>.ack``) after a barrier."""
+        path, seen = self.settings["removed"], None
+        while True:
+            try:
+                mtime = os.stat(path).st_mtime_ns
+            except OSError:
+                mtime = None
+            if mtime is not None and mtime != seen:
+                seen = mtime
+                with open(path) as f:
+                    self._remove_vnets([v for v in json.load(f) if v not in self.removed])
+            hub.sleep(0.02)
+
+    def _remove_vnets(self, vnets: list) -> None:
+        for vnet in vnets:
+            self.removed.append(vnet)
+            for decision in self.fwd.remove_vnet(vnet):
+                if self.master:
+                    self._apply(decision, b"")
+        if not self.master:
+            return
+        for dp in list(self.dps.values()):
+            dp.send_msg(dp.ofproto_parser.OFPBarrierRequest(dp))
+        tmp = f"{self.settings['removed']}.ack.tmp"
+        with open(tmp, "w") as f:
+            json.dump(self.removed, f)
+        os.replace(tmp, f"{self.settings['removed']}.ack")
 
     # -- switch lifecycle --------------------------------------------------------
 

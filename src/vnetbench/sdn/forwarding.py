@@ -5,8 +5,9 @@ modules of the 2013 era (docs/sdn.md lists the source of each):
 
 * the device manager learns MAC -> attachment point (switch, port) from packet-ins
   on edge ports (never on inter-switch link ports);
-* VNF: unicast between MACs of different virtual networks is dropped, with no flow,
-  so every such packet costs a packet-in; broadcast and multicast pass VNF
+* VNF: unicast between MACs of different virtual networks, or from a MAC in none
+  (a deleted network's), is dropped, with no flow, so every such packet costs a
+  packet-in; broadcast and multicast pass VNF
   (``broadcast_isolation`` turns that into per-vnet flooding, which Floodlight lacks);
 * broadcast / unknown destination: packet-out on the asking switch to every edge
   port and every broadcast-tree link but the ingress, no flow; a broadcast arriving
@@ -134,6 +135,7 @@ class Forwarding:
     port_no: dict = field(default_factory=dict)     # dpid -> {name: number}
     port_name: dict = field(default_factory=dict)   # dpid -> {number: name}
     ap: dict = field(default_factory=dict)          # MAC -> (dpid, port number)
+    removed: set = field(default_factory=set)       # deleted vnets: their links carry nothing
 
     # -- switches and ports ----------------------------------------------------
 
@@ -162,6 +164,19 @@ class Forwarding:
             del self.ap[mac]
         return [d for mac in gone for d in self._forget_flows(mac)]
 
+    def remove_vnet(self, vnet: str) -> list:
+        """VNF's network deletion: the vnet's MACs and VM ports are forgotten, its links
+        leave the broadcast tree (they stay link ports: nothing is learned on them), and
+        the flows to and from its MACs go from every switch (else ongoing traffic, which
+        never idles out, would keep its installed path)."""
+        gone = sorted(m for m, v in self.topo.macs.items() if v == vnet)
+        self.topo.macs = {m: v for m, v in self.topo.macs.items() if v != vnet}
+        self.topo.ports = {p: v for p, v in self.topo.ports.items() if v != vnet}
+        self.removed.add(vnet)
+        for mac in gone:
+            self.ap.pop(mac, None)
+        return [d for mac in gone for d in self._forget_flows(mac)]
+
     def link_ports(self, dpid: int) -> set:
         """Link ends (``Link.key``) of the switch."""
         return {ln.key for ln in self.topo.links.get(dpid, ())}
@@ -178,6 +193,8 @@ class Forwarding:
         out = []
         if not trunk and name not in self.link_ports(dpid) and not int(frame.src.split(":")[0], 16) & 1:
             out += self._learn(frame.src, (dpid, in_port))
+        if not frame.multicast and frame.src not in self.topo.macs:
+            return out + [Drop(dpid, f"VNF: {frame.src} is in no vnet")]   # srcNetwork == null
         if frame.multicast or frame.dst not in self.ap:
             return out + [self._flood(dpid, in_port, name, frame)]
         src_vnet, dst_vnet = self.topo.macs.get(frame.src), self.topo.macs.get(frame.dst)
@@ -236,7 +253,8 @@ class Forwarding:
         tree, seen, queue = {d: set() for d in dpids}, {dpids[0]}, deque([dpids[0]])
         while queue:
             d = queue.popleft()
-            cands = sorted((ln for ln in self.topo.links[d] if vnet is None or ln.vnet == vnet),
+            cands = sorted((ln for ln in self.topo.links[d] if (vnet is None or ln.vnet == vnet)
+                            and ln.vnet not in self.removed),
                            key=lambda ln: (order.get(ln.vnet, 99), ln.peer))
             for ln in cands:
                 if ln.peer in seen:

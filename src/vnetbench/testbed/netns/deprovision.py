@@ -1,7 +1,9 @@
 """Deprovisioning a vnet from a running testbed, the way each kind's cloud does it.
 
 linuxbridge: the vnet's bridge and segment device go on every host; ovs: every port of
-the vnet leaves each host's integration bridge; ovn: the logical switch is deleted in
+the vnet leaves each host's integration bridge; ovs-openflow: the controller deletes the
+network (VNF forgets its MACs, the flows to and from them go), then the ports leave as on
+ovs; ovn: the logical switch is deleted in
 the NB database (``ls-del``) and ovn-controller takes its flows away. The VMs stay,
 their NICs unplugged. Nothing is created, so there is nothing to undo.
 """
@@ -24,12 +26,20 @@ def _ovs(dep, ctx, vnet):
         OvsHost(ctx, host).unwire_vnet(vnet)
 
 
+def _openflow(dep, ctx, vnet):
+    """The controller deletes the network (its flows go), then the ports leave as on ovs."""
+    from vnetbench.testbed.netns import openflow
+    openflow.remove_vnet(dep, vnet.name)
+    _ovs(dep, ctx, vnet)
+
+
 def _ovn(dep, ctx, vnet):
     from vnetbench.testbed.netns.ovn import Central
     Central(dep).nbctl("ls-del", vnet.name)
 
 
-REMOVERS = {VSwitchKind.LINUXBRIDGE: _linuxbridge, VSwitchKind.OVS: _ovs, VSwitchKind.OVN: _ovn}
+REMOVERS = {VSwitchKind.LINUXBRIDGE: _linuxbridge, VSwitchKind.OVS: _ovs,
+            VSwitchKind.OVS_OPENFLOW: _openflow, VSwitchKind.OVN: _ovn}
 
 
 def _hosts_of(dep, vnet):

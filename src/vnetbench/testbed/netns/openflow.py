@@ -77,12 +77,17 @@ def controller_config(ctx) -> dict:
             "macs": macs, "ports": ports, "switches": switches}
 
 
+def removed_file(run_dir: Path) -> Path:
+    """The vnets deleted from the running controller (its REST API's network deletion)."""
+    return ctl_dir(run_dir) / "removed-vnets.json"
+
+
 def controller_argv(run_dir: Path, testbed, instance: int, record: str | None = None) -> list[str]:
     d = ctl_dir(run_dir)
     argv = [sys.executable, "-m", "vnetbench.sdn.controller",
             f"--pidfile={pidfile(run_dir, instance)}", f"--config={d / 'config.json'}",
             f"--instance={instance}", f"--lock={d / 'master.lock'}",
-            f"--ready-dir={d / 'ready'}",
+            f"--ready-dir={d / 'ready'}", f"--removed={removed_file(run_dir)}",
             f"--listen=0.0.0.0:{OF_PORT + instance}"]   # the namespace has only the mgmt bridge
     return argv + ([f"--record={record}"] if record else [])
 
@@ -196,6 +201,33 @@ def expire_flows(dep) -> None:
         mgmt_sock = dep.host_file(h.name, f"{dep.names.ovs_int}.mgmt")
         proc.run(["ovs-ofctl", "-O", "OpenFlow13", "del-flows", f"unix:{mgmt_sock}",
                   f"cookie={COOKIE_FORWARDING:#x}/-1"], what=f"ovs-ofctl del-flows on {h.name}")
+
+
+def remove_vnet(dep, vnet: str, timeout: float = READY_TIMEOUT_S) -> None:
+    """Delete ``vnet`` in the controller: it forgets the vnet's MACs, ports and links and
+    deletes the flows to and from those MACs; returns once the master acknowledged it
+    (at once when no instance runs: a started one reads the list first)."""
+    path = removed_file(dep.run.dir)
+    try:
+        removed = json.loads(path.read_text())
+    except OSError:
+        removed = []
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(sorted({*removed, vnet})))
+    tmp.replace(path)
+    if not any(instance_pid(dep, name) for name in instances(dep)):
+        return
+    ack = Path(f"{path}.ack")
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            if vnet in json.loads(ack.read_text()):
+                return
+        except (OSError, ValueError):
+            pass
+        time.sleep(0.01)
+    raise BuildError(f"run {dep.run_id}: the OpenFlow controller did not acknowledge deleting "
+                     f"vnet {vnet} within {timeout:.0f} s (log: {ctl_dir(dep.run.dir)}/osken-*.log)")
 
 
 # -- faults (vnetbench.faults drives these) ---------------------------------------
