@@ -103,9 +103,42 @@ def battery(rally, monitor, tmp_path_factory):
     args = json.dumps({"monitor": monitor.id, "results": str(records)})
     rally("task", "start", "--env", "vnetbench", str(REPO / "tests" / "data" / "rally" /
                                                      "monitor-battery.yaml"), "--task-args", args)
+    fault = _fault(monitor, rally.state)
     time.sleep(3)                     # the last pushes and scrapes
     recs = [json.loads(line) for line in records.read_text().splitlines()]
-    return {"records": recs, "start": t0, "end": time.time()}
+    return {"records": recs, "fault": fault, "start": t0, "end": time.time()}
+
+
+def _fault(monitor, state):
+    """A real fault on a monitored ovs/vxlan testbed (the dashboards' Faults annotation)."""
+    from vnetbench.faults import Faults
+    from vnetbench.testbed.loader import load
+    from vnetbench.testbed.netns import builder
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("VNETBENCH_STATE_DIR", str(state))
+        dep = builder.up(load(REPO / "examples" / "ovs-vxlan.yaml"))
+        try:
+            watch.watch(dep, monitor)
+            faults = Faults(dep)
+            faults.vswitch_restart("h1")
+            return faults.log.records[-1]
+        finally:
+            assert dep.down() == []
+
+
+def test_faults_are_marked_at_their_time(monitor, battery):
+    """The Faults annotation of every dashboard, evaluated as Grafana does (range query,
+    series value as the time in ms), finds the fault at the time it was injected."""
+    rec = battery["fault"]
+    for path in DASHBOARDS:
+        anno, = [a for a in json.loads(path.read_text())["annotations"]["list"]
+                 if a["name"] == "Faults"]
+        expr = expand(anno["expr"], {"run_id": [rec.labels["run_id"]], "vswitch": "ovs",
+                                     "network": "vxlan"}, 600)
+        got = monitor.query_range(expr, battery["start"], battery["end"], 1)
+        assert len(got) == 1, (path.name, got)
+        assert got[0]["metric"]["fault"] == "vswitch-restart" and got[0]["metric"]["target"] == "h1"
+        assert {int(float(v)) for _, v in got[0]["values"]} == {int(rec.started * 1000)}
 
 
 def test_battery_results_are_in_prometheus_with_their_labels(monitor, battery):
@@ -135,7 +168,8 @@ def test_every_dashboard_query_returns_data(monitor, battery, path):
     start, end = battery["start"], battery["end"]
     range_s = int(end - start) + 5
     every = {v["name"]: ALL for v in dash["templating"]["list"]}
-    runs = sorted({r["labels"]["run_id"] for r in battery["records"]})   # a testbed per workload
+    runs = sorted({r["labels"]["run_id"] for r in battery["records"]}    # a testbed per workload
+                  | {battery["fault"].labels["run_id"]})                # and the faulted one
     selections = [every, {**every, "run_id": runs, "vswitch": "ovs", "network": "vxlan",
                           "placement": "cross-host"}]                    # values picked by hand
     for variables in selections:

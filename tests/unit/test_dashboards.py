@@ -145,10 +145,12 @@ def test_panel_queries_cover_targets_and_annotations():
     board = BOARDS["vnetbench-vswitch-cpu"]
     found = queries.panel_queries(board)
     targets = sum(len(p.get("targets", [])) for p in queries.panels(board["panels"]))
-    assert len(found) == targets + 1
-    assert found[-1].panel == "annotation: Test windows"
-    assert "vnetbench_test_running" in found[-1].expr
-    assert all(q.instant for q in queries.panel_queries(BOARDS[overlay_comparison.UID]))
+    assert len(found) == targets + 2
+    assert found[-2].panel == "annotation: Test windows"
+    assert "vnetbench_test_running" in found[-2].expr
+    assert found[-1].panel == "annotation: Faults"
+    assert all(q.instant for q in queries.panel_queries(BOARDS[overlay_comparison.UID])
+               if not q.panel.startswith("annotation: "))
 
 
 def test_provisioning_matches_dashboards():
@@ -172,3 +174,29 @@ def test_expanded_queries_parse_as_promql(tmp_path):
     done = subprocess.run(["promtool", "check", "rules", str(path)],
                           capture_output=True, text=True)
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+@pytest.mark.parametrize("uid", sorted(BOARDS))
+def test_every_dashboard_marks_faults_at_their_own_time(uid):
+    """The Faults annotation: the start series of faults/record.py, placed at its value
+    (Grafana reads "Series value as timestamp" in ms, so seconds * 1000), filtered by
+    the dashboard's variables except placement (fault series have none), titled from
+    labels the pushed series really carry."""
+    from vnetbench.faults.record import HELP, families
+    from vnetbench.results.record import Result
+    anno, = [a for a in BOARDS[uid]["annotations"]["list"] if a["name"] == "Faults"]
+    assert anno["enable"] and anno["useValueForTime"] is True
+    assert anno["datasource"]["uid"] == "vnetbench-prometheus"
+    assert anno["expr"].startswith("1000 * vnetbench_fault_start_timestamp_seconds{")
+    assert "placement" not in anno["expr"]
+    for var in ("run_id", "vswitch", "network"):
+        assert f'{var}=~"${var}"' in anno["expr"]
+    rec = Result(test="fault", labels={"testbed": "t", "vswitch": "ovs", "network": "vxlan",
+                                       "fault": "vswitch-restart", "target": "h1"},
+                 samples={}, started=1_700_000_000.25, finished=1_700_000_001.0)
+    start, = [f for f in families(rec) if f.name == "vnetbench_fault_start_timestamp_seconds"]
+    assert start.name in HELP and start.samples[0].value * 1000 == 1_700_000_000_250
+    carried = set(start.samples[0].labels) | {"run_id", "fault_id"}     # + Pushgateway group
+    used = set(re.findall(r"\{\{(\w+)\}\}", anno["titleFormat"] + anno["textFormat"]))
+    used |= set(anno["tagKeys"].split(","))
+    assert used and used <= carried, used - carried

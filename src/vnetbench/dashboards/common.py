@@ -8,6 +8,7 @@ from grafana_foundation_sdk.builders import prometheus
 from grafana_foundation_sdk.models.common import GraphGradientMode, VizOrientation
 from grafana_foundation_sdk.models.prometheus import PromQueryFormat
 from grafana_foundation_sdk.models.dashboard import (
+    AnnotationQuery,
     DataSourceRef,
     DataTransformerConfig,
     DynamicConfigValue,
@@ -26,6 +27,8 @@ ALL = "$__all"
 
 RESULT_FILTER = ('run_id=~"$run_id", vswitch=~"$vswitch", '
                  'network=~"$network", placement=~"$placement"')
+# faults carry no placement (a fault hits the testbed, not a pair)
+FAULT_FILTER = 'run_id=~"$run_id", vswitch=~"$vswitch", network=~"$network"'
 
 
 def variable(name: str, label: str, metric: str, selector: str = "") -> dash.QueryVariable:
@@ -116,3 +119,45 @@ def bars(panel_id: int, title: str, description: str) -> barchart.Panel:
             .fill_opacity(80)
             .gradient_mode(GraphGradientMode.NONE)
             .height(10))
+
+
+class PrometheusAnnotationQuery(AnnotationQuery):
+    """The SDK's AnnotationQuery lacks the Prometheus annotation fields (title,
+    text and tags from labels, step); Grafana reads them beside `expr`."""
+
+    prometheus: dict[str, object] = {}
+
+    def to_json(self) -> dict[str, object]:
+        return {**super().to_json(), **self.prometheus}
+
+
+class PrometheusAnnotation(dash.AnnotationQuery):
+    _internal: PrometheusAnnotationQuery
+
+    def __init__(self) -> None:
+        self._internal = PrometheusAnnotationQuery()
+
+    def formats(self, title: str, text: str, tag_keys: str, step: str,
+                value_is_time: bool = False) -> "PrometheusAnnotation":
+        """``value_is_time``: the series value (Unix ms) is the event's time, not the
+        sample's ("Series value as timestamp"; Grafana takes it in milliseconds)."""
+        self._internal.prometheus = {"titleFormat": title, "textFormat": text,
+                                     "tagKeys": tag_keys, "step": step,
+                                     "useValueForTime": value_is_time}
+        return self
+
+
+def faults() -> PrometheusAnnotation:
+    """Every fault (faults/record.py) at the moment it was injected: the start series'
+    value is that Unix time, so Grafana places the mark at value * 1000 ms, not at
+    the scrape that first saw it (the Pushgateway keeps the series, so it is scraped
+    on and on; all its points give the same time and Grafana merges them into one)."""
+    return (PrometheusAnnotation()
+            .name("Faults")
+            .datasource(DATASOURCE)
+            .enable(True)
+            .icon_color("red")
+            .expr(f"1000 * vnetbench_fault_start_timestamp_seconds{{{FAULT_FILTER}}}")
+            .formats(title="{{fault}} {{target}}",
+                     text="{{vswitch}}/{{network}} run {{run_id}} fault {{fault_id}}",
+                     tag_keys="fault,target,vswitch,network", step="15s", value_is_time=True))

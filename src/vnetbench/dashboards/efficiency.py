@@ -59,7 +59,8 @@ def build() -> dash.Dashboard:
              .uid(UID)
              .tags(["vnetbench"])
              .time("now-24h", "now")
-             .variables(common.result_variables()))
+             .variables(common.result_variables())
+             .annotation(common.faults()))
     for panel_id, ratio in enumerate(RATIOS, start=1):
         board.with_panel(panel(ratio, panel_id))
     return board

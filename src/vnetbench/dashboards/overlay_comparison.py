@@ -74,7 +74,8 @@ def build() -> dash.Dashboard:
              .uid(UID)
              .tags(["vnetbench"])
              .time("now-24h", "now")
-             .variables(common.result_variables()))
+             .variables(common.result_variables())
+             .annotation(common.faults()))
     panel_id = 0
     for family in FAMILIES:
         panel_id += 1

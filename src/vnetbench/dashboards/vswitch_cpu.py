@@ -5,7 +5,7 @@ from grafana_foundation_sdk.builders import dashboard as dash
 from grafana_foundation_sdk.builders import prometheus, timeseries
 from grafana_foundation_sdk.builders.common import StackingConfig
 from grafana_foundation_sdk.models.common import LineStyle, StackingMode
-from grafana_foundation_sdk.models.dashboard import AnnotationQuery, DynamicConfigValue
+from grafana_foundation_sdk.models.dashboard import DynamicConfigValue
 
 from . import common
 
@@ -16,32 +16,9 @@ VSWITCH_FILTER = f'{COLLECTOR_FILTER}, vswitch=~"$vswitch"'
 KSOFTIRQD = "of which ksoftirqd"
 
 
-class PrometheusAnnotationQuery(AnnotationQuery):
-    """The SDK's AnnotationQuery lacks the Prometheus annotation fields (title,
-    text and tags from labels, step); Grafana reads them beside `expr`."""
-
-    prometheus: dict[str, object] = {}
-
-    def to_json(self) -> dict[str, object]:
-        return {**super().to_json(), **self.prometheus}
-
-
-class PrometheusAnnotation(dash.AnnotationQuery):
-    _internal: PrometheusAnnotationQuery
-
-    def __init__(self) -> None:
-        self._internal = PrometheusAnnotationQuery()
-
-    def formats(self, title: str, text: str, tag_keys: str, step: str) -> "PrometheusAnnotation":
-        self._internal.prometheus = {"titleFormat": title, "textFormat": text,
-                                     "tagKeys": tag_keys, "step": step,
-                                     "useValueForTime": False}
-        return self
-
-
-def test_windows() -> PrometheusAnnotation:
+def test_windows() -> common.PrometheusAnnotation:
     """vnetbench_test_running == 1: Grafana joins consecutive points into a region."""
-    return (PrometheusAnnotation()
+    return (common.PrometheusAnnotation()
             .name("Test windows")
             .datasource(common.DATASOURCE)
             .enable(True)
@@ -152,7 +129,8 @@ def build() -> dash.Dashboard:
              .time("now-30m", "now")
              .refresh("10s")
              .variables(variables())
-             .annotation(test_windows()))
+             .annotation(test_windows())
+             .annotation(common.faults()))
     panels = (by_part, by_component, host_total, softirq, net_softirqs, lookups, flows)
     for panel_id, make in enumerate(panels, start=1):
         board.with_panel(make(panel_id))
