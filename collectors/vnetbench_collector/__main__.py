@@ -47,12 +47,13 @@ def cpu_list(text: str) -> frozenset[int]:
 
 
 def pidfile_source(paths: list[Path]):
-    """The pids in these pidfiles, re-read at every scrape (daemons may restart)."""
-    def pids() -> list[int]:
-        out = []
+    """{pid: pidfile stem} of these pidfiles, re-read at every scrape (daemons may
+    restart); the stem tells apart two daemons of one program (ovsdb-server-nb/-sb)."""
+    def pids() -> dict[int, str]:
+        out = {}
         for path in paths:
             try:
-                out.append(int(path.read_text().split()[0]))
+                out[int(path.read_text().split()[0])] = path.stem
             except (OSError, ValueError, IndexError):
                 continue
         return out

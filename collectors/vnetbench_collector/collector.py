@@ -40,11 +40,13 @@ class VSwitchCollector:
     host, vswitch: values of the ``host`` and ``vswitch`` labels (e.g. "compute-1", "ovs").
     proc: the /proc root to read.
     pid_source: if given, the processes are exactly these pids (e.g. those of one
-        emulated host's pidfiles), named after their executable, or after the
-        names given when it returns a {pid: name} mapping; called at every
-        scrape, and nothing is looked up by name.
+        emulated host's pidfiles), named after their executable, qualified by the
+        pidfile stem when it returns a {pid: stem} mapping (``procfs.qualified``:
+        ovsdb-server-nb, ovsdb-server-sb); called at every scrape, and nothing is
+        looked up by name.
     names: executable names to look for; extra_names are added to them.
-    extra_pids: pids always exported (component = their exe/comm name).
+    extra_pids: pids always exported (component = their exe/comm name; a
+        {pid: pidfile stem} mapping qualifies it as for pid_source).
     cpus: if given, the softirq families cover only these CPUs.
     datapaths: a callable returning ``datapath.Datapath`` records (e.g.
         ``datapath.ovs_source(ctl)``), called at every scrape.
@@ -83,7 +85,7 @@ class VSwitchCollector:
         self._kpids: list[int] = []          # last scan: ksoftirqd and vhost kernel threads
         self._next_scan = 0.0
         self.names = tuple(dict.fromkeys((*names, *extra_names)))
-        self.extra_pids = tuple(extra_pids)
+        self.extra_pids = dict(extra_pids) if isinstance(extra_pids, dict) else tuple(extra_pids)
         self.cpus = None if cpus is None else frozenset(cpus)
         self.hz = hz or procfs.clk_tck()
         self._lock = threading.Lock()

@@ -196,12 +196,21 @@ def process_name(proc: Path, pid: int) -> str | None:
     return _exe(proc, pid) or comm or None
 
 
+def qualified(name: str, stem: str | None) -> str:
+    """A process name told apart by its pidfile's stem when the stem extends it: the
+    two ovsdb-servers of an OVN central (``ovsdb-server-nb.pid``, ``ovsdb-server-sb.pid``)
+    are components ``ovsdb-server-nb`` and ``ovsdb-server-sb``; ``ovs-vswitchd.pid``
+    or an unrelated stem leave the name as it is (its part still follows the name)."""
+    return stem if stem and stem.startswith(f"{name}-") else name
+
+
 def find_processes(proc: Path, names: Iterable[str] = VSWITCH_PROCESSES,
                    extra_pids: Iterable[int] = (), entries: list[ThreadCpu] | None = None
                    ) -> dict[int, str]:
     """pid -> process name of every process named exactly as one of ``names``
-    (from ``entries``, a ``scan``, when given), plus ``extra_pids`` if they exist:
-    a {pid: name} mapping names them, other pids are named after their exe/comm."""
+    (from ``entries``, a ``scan``, when given), plus ``extra_pids`` if they exist,
+    named after their exe/comm; a {pid: pidfile stem} mapping qualifies those names
+    (``qualified``)."""
     names = tuple(names)
     out = {}
     if names:
@@ -210,9 +219,9 @@ def find_processes(proc: Path, names: Iterable[str] = VSWITCH_PROCESSES,
             if name:
                 out[t.tid] = name
     named = extra_pids if isinstance(extra_pids, dict) else dict.fromkeys(extra_pids)
-    for pid, given in named.items():
+    for pid, stem in named.items():
         if pid not in out and (proc / str(pid)).is_dir():
-            out[pid] = given or process_name(proc, pid) or str(pid)
+            out[pid] = qualified(process_name(proc, pid) or str(pid), stem)
     return out
 
 

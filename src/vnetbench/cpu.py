@@ -50,7 +50,8 @@ def controller_collector(deployment, proc: Path = Path("/proc"),
                          probe_file: Path | None = None) -> vc.VSwitchCollector | None:
     """The controller namespace's daemons (OVN databases and northd, an SDN controller),
     host "controller", no CPUs of its own (they are the hosts'); None without them."""
-    daemons = tuple(sorted(set(deployment.controller_pids().values())))
+    # (pid, pidfile stem): OVN's NB and SB ovsdb-servers are told apart by their pidfiles
+    daemons = tuple(sorted({pid: name for name, pid in deployment.controller_pids().items()}.items()))
     if not daemons:
         return None
     return _collector(CONTROLLER, deployment.testbed.vswitch.kind.value, daemons, (), proc,
@@ -62,8 +63,9 @@ def _collector(host: str, vswitch: str, daemons: tuple, cpus: tuple, proc: Path,
                probe_file, controller: bool = False) -> vc.VSwitchCollector:
     """One collector per (host, daemons) for every window: it reads the kernel config
     and finds ksoftirqd once, not at every repetition."""
+    pids = dict(daemons) if daemons and isinstance(daemons[0], tuple) else daemons
     return vc.VSwitchCollector(host=host, vswitch=vswitch, proc=proc, names=(),
-                               extra_pids=daemons,
+                               extra_pids=pids,
                                cpus=cpus, qemu=False, probe_file=probe_file,
                                controller=controller)
 

@@ -181,6 +181,30 @@ def test_python_controller_is_named_by_the_comm_it_sets(proc):
     assert procfs.find_processes(proc)[60] == "osken-manager"
 
 
+def test_pidfile_stems_tell_apart_two_daemons_of_one_program(proc, tmp_path):
+    """OVN's NB and SB ovsdb-servers: one component each, named by their pidfiles;
+    a stem that does not extend the process name (osken-0 for osken-manager) leaves it."""
+    from vnetbench_collector.__main__ import pidfile_source
+    add_process(proc, 70, "ovsdb-server", [(70, "ovsdb-server", 30, 0)])
+    add_process(proc, 71, "ovsdb-server", [(71, "ovsdb-server", 10, 0)])
+    add_process(proc, 72, "osken-manager", exe="/usr/bin/python3.11")
+    files = []
+    for stem, pid in (("ovsdb-server-nb", 70), ("ovsdb-server-sb", 71), ("osken-0", 72)):
+        files.append(tmp_path / f"{stem}.pid")
+        files[-1].write_text(f"{pid}\n")
+    source = pidfile_source(files)
+    assert source() == {70: "ovsdb-server-nb", 71: "ovsdb-server-sb", 72: "osken-0"}
+    assert procfs.find_processes(proc, (), source()) == {
+        70: "ovsdb-server-nb", 71: "ovsdb-server-sb", 72: "osken-manager"}
+    r = scrape(VSwitchCollector("controller", "ovn", proc=proc, hz=HZ, pid_source=source,
+                                qemu=False, controller=True))
+    m, lab = "vnetbench_vswitch_cpu_seconds_total", dict(host="controller", vswitch="ovn")
+    assert value(r, m, component="ovsdb-server-nb", thread_class="all", **lab) == pytest.approx(0.3)
+    assert value(r, m, component="ovsdb-server-sb", thread_class="all", **lab) == pytest.approx(0.1)
+    assert value(r, m, component="ovsdb-server", thread_class="all", **lab) is None
+    assert procfs.qualified("ovs-vswitchd", "ovs-vswitchd") == "ovs-vswitchd"
+
+
 def test_pid_filter_extra_names_and_pids(proc):
     add_process(proc, 60, "ovs-vswitchd", [(60, "ovs-vswitchd", 50, 50)], start=300)
     add_process(proc, 70, "qemu-kvm", [(70, "qemu-kvm", 10, 0), (71, "vhost-70", 20, 0)])

@@ -334,3 +334,17 @@ def test_collector_counters_grow_by_the_split_between_scrapes(tmp_path):
     methods = [s.labels["method"] for f in registry.collect() if f.name == "vnetbench_cpu_method"
                for s in f.samples]
     assert methods == ["bpf"]
+
+
+def test_ovn_nb_and_sb_are_two_controller_components(tmp_path):
+    """Both OVN databases run ovsdb-server: the window's components name them after
+    their pidfiles (ovsdb-server-nb, ovsdb-server-sb), not one 'ovsdb-server'."""
+    proc = tmp_path / "proc"
+    hz = procfs.clk_tck()
+    write_proc(proc, {7: ("ovsdb-server", [(7, "ovsdb-server", 0, 0)]),
+                      8: ("ovsdb-server", [(8, "ovsdb-server", 0, 0)]),
+                      9: ("ovn-northd", [(9, "ovn-northd", 0, 0)])}, {1: 0.0}, hz)
+    dep = deployment({})
+    dep.controller_pids = lambda: {"ovsdb-server-nb": 7, "ovsdb-server-sb": 8, "ovn-northd": 9}
+    col = cpu.controller_collector(dep, proc=proc)
+    assert col.processes()[0] == {7: "ovsdb-server-nb", 8: "ovsdb-server-sb", 9: "ovn-northd"}
