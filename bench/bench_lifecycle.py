@@ -5,7 +5,7 @@
 as the CLI does; the probe's share is timed separately. After every teardown
 the run's namespaces and run directory must be gone.
 
-    .venv/bin/python bench/bench_lifecycle.py [--repeat 10] [--vswitch ovs linuxbridge ovn ovs-openflow]
+    .venv/bin/python bench/bench_lifecycle.py [--repeat 10] [--vswitch ovs linuxbridge ovn ovs-openflow vrouter]
 """
 
 from __future__ import annotations
@@ -23,8 +23,8 @@ from _common import (alive, daemon_pids, load_testbed, probe_timer, run_namespac
 from vnetbench.testbed.netns import builder  # noqa: E402
 
 # kind -> (up, down) targets in s (None: no target, a reference)
-TARGETS = {"ovs": (2.0, 1.0), "ovn": (5.0, None), "ovs-openflow": (3.0, 1.0)}
-NETWORK = {"ovn": "geneve"}          # default: vxlan
+TARGETS = {"ovs": (2.0, 1.0), "ovn": (5.0, None), "ovs-openflow": (3.0, 1.0), "vrouter": (3.0, 1.0)}
+NETWORK = {"ovn": "geneve", "vrouter": "gre"}          # default: vxlan
 TESTBED = "name: lifecycle-{kind}\nvswitch: {kind}\nnetwork: {{type: {net}}}\n" \
           "pairs: [{{placement: cross-host}}]\n"
 
@@ -86,7 +86,7 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeat", type=int, default=10)
     ap.add_argument("--vswitch", nargs="+", default=["ovs", "linuxbridge"],
-                    choices=["ovs", "linuxbridge", "ovn", "ovs-openflow"])
+                    choices=["ovs", "linuxbridge", "ovn", "ovs-openflow", "vrouter"])
     args = ap.parse_args(argv)
     cold = [cold_probe_s() for _ in range(3)]
     print(f"capability probe with an empty cache: {', '.join(f'{x:.3f}' for x in cold)} s")

@@ -3,6 +3,7 @@ same CIDR stay apart, and teardown leaves nothing of the run behind."""
 
 import pytest
 
+from vnetbench.sdn.vrouter import VROUTER_MAC
 from vnetbench.testbed.loader import loads
 from vnetbench.testbed.model import NetType, VSwitchKind
 from vnetbench.testbed.netns import builder
@@ -35,7 +36,8 @@ VSWITCH = {VSwitchKind.OVS_OPENFLOW: "{kind: ovs-openflow, openflow: {broadcast_
 
 COMBOS = [(k, t) for k in (VSwitchKind.LINUXBRIDGE, VSwitchKind.OVS) for t in NetType] + [
     (VSwitchKind.OVN, t) for t in NetType if t is not NetType.GRE] + [   # OVN has no GRE
-    (VSwitchKind.OVS_OPENFLOW, t) for t in NetType]
+    (VSwitchKind.OVS_OPENFLOW, t) for t in NetType] + [
+    (VSwitchKind.VROUTER, NetType.GRE)]                                   # MPLS over GRE
 
 
 def _ping(dep, src, dst_ip, count=3, payload=56, df=False):
@@ -74,8 +76,10 @@ def test_pairs_reach_and_vnets_are_isolated(deployment):
         for src, dst in ((a, b), (b, a)):
             res = _ping(dep, src, dep.ip(dst))
             assert res["received"] > 0, f"{pair.placement} {src} -> {dst}: {res}"
-            # The peer answered from its own vnet: red and blue reuse the same IPs.
-            assert _neighbour_mac(dep, src, dep.ip(dst)) == tb.vm(dst).nics[0].mac
+            # The peer answered from its own vnet: red and blue reuse the same IPs (an L3
+            # vRouter answers every ARP itself, with its own MAC).
+            peer_mac = VROUTER_MAC if tb.vswitch.kind is VSwitchKind.VROUTER else tb.vm(dst).nics[0].mac
+            assert _neighbour_mac(dep, src, dep.ip(dst)) == peer_mac
     full = tb.network.tenant_mtu - 28          # IPv4 + ICMP headers
     assert _ping(dep, "rc-a", dep.ip("rc-b"), payload=full, df=True)["received"] > 0, \
         f"a full tenant-MTU ({tb.network.tenant_mtu}) packet did not cross the {tb.network.type} underlay"

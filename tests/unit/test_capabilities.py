@@ -21,7 +21,8 @@ def test_this_machine_class():
     assert supported == {(VSwitchKind.LINUXBRIDGE, NetType.FLAT), (VSwitchKind.LINUXBRIDGE, NetType.VXLAN)} | {
         (VSwitchKind.OVS, t) for t in NetType} | {
         (VSwitchKind.OVS_OPENFLOW, t) for t in NetType} | {
-        (VSwitchKind.OVN, t) for t in NetType if t is not NetType.GRE}
+        (VSwitchKind.OVN, t) for t in NetType if t is not NetType.GRE} | {
+        (VSwitchKind.VROUTER, NetType.GRE)}
     assert "gretap" in c.why_not(VSwitchKind.LINUXBRIDGE, NetType.GRE)
     assert "CONFIG_NET_IPGRE" in c.why_not(VSwitchKind.LINUXBRIDGE, NetType.GRE)
     assert c.ovs_datapath == "netdev"
@@ -32,8 +33,11 @@ def test_missing_program_names_the_package():
     assert reason.startswith("ovs-vswitchd not found") and "openvswitch-switch" in reason
 
 
-def test_planned_kinds_are_refused_not_crashed():
-    assert "not implemented" in caps().why_not(VSwitchKind.VROUTER, NetType.GRE)
+def test_vrouter_says_gre_means_mplsogre_and_needs_userspace():
+    assert caps().why_not(VSwitchKind.VROUTER, NetType.GRE) is None
+    for t in (NetType.FLAT, NetType.VLAN, NetType.VXLAN, NetType.GENEVE):
+        assert "MPLSoGRE" in caps().why_not(VSwitchKind.VROUTER, t)
+    assert "userspace" in caps().why_not(VSwitchKind.VROUTER, NetType.GRE, datapath="system")
 
 
 def test_ovn_says_what_it_carries_and_needs_its_packages():

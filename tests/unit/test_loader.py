@@ -232,7 +232,7 @@ def test_macs_unique_across_hosts_and_vnets(name):
 def test_examples_cover_every_implemented_combination():
     names = {p.stem for p in EXAMPLES}
     want = {f"{k}-{t.value}" for k in ("linuxbridge", "ovs") for t in NetType} | {"ovn-geneve", "ovn-vxlan"}
-    want |= {f"ovs-openflow-{t.value}" for t in NetType}
+    want |= {f"ovs-openflow-{t.value}" for t in NetType} | {"vrouter-gre"}
     assert want | {"two-vnets-same-cidr", "scale-4x32", "jumbo-vxlan"} == names
 
 
@@ -317,6 +317,28 @@ def test_openflow_options_default_and_round_trip():
 def test_openflow_bad_options_name_the_field(doc, where):
     with pytest.raises(errors.TestbedFileError) as err:
         loader.loads(doc + "\nnetwork: {type: vxlan}\n", source="t.yaml")
+    assert f"t.yaml: {where}:" in str(err.value)
+
+
+def test_vrouter_options_default_round_trip_and_mtu():
+    from vnetbench.testbed.codec import from_dict, to_dict
+    t = loader.loads("vswitch: {kind: vrouter, vrouter: {headless: true, hold_time: 2}}\n"
+                     "network: {type: gre}\n", online_cpus=ONLINE)
+    vr = t.vswitch.vrouter
+    assert (vr.headless, vr.hold_time, vr.flow_setup_rate, vr.flow_hold_packets, vr.dhcp) == \
+        (True, 2, 1000, 3, True)
+    assert t.network.tenant_mtu == 1500 - 28          # outer IP + GRE + MPLS, no inner Ethernet
+    assert from_dict(to_dict(t)) == t
+
+
+@pytest.mark.parametrize("doc,where", [
+    ("vswitch: {kind: vrouter, vrouter: {headless: maybe}}", "vswitch.vrouter.headless"),
+    ("vswitch: {kind: vrouter, vrouter: {hold: 5}}", "vswitch.vrouter"),
+    ("vswitch: {kind: ovs, vrouter: {}}", "vswitch.vrouter"),
+])
+def test_vrouter_bad_options_name_the_field(doc, where):
+    with pytest.raises(errors.TestbedFileError) as err:
+        loader.loads(doc + "\nnetwork: {type: gre}\n", source="t.yaml")
     assert f"t.yaml: {where}:" in str(err.value)
 
 

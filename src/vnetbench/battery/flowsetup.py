@@ -65,7 +65,7 @@ def _ms(us):
 
 def _datapath(dep):
     """Sum of hit/missed/lost over the hosts' OVS datapaths (None for other vSwitches)."""
-    if dep.testbed.vswitch.kind not in (VSwitchKind.OVS, VSwitchKind.OVS_OPENFLOW):
+    if dep.testbed.vswitch.kind not in (VSwitchKind.OVS, VSwitchKind.OVS_OPENFLOW, VSwitchKind.VROUTER):
         return None
     total = [0, 0, 0]
     for h in dep.testbed.hosts:

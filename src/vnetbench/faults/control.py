@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from vnetbench.errors import VnetbenchError
 from vnetbench.testbed.model import VSwitchKind
-from vnetbench.testbed.netns import mgmt, openflow, ovn
+from vnetbench.testbed.netns import mgmt, openflow, ovn, vrouter
 
 
 def _ovn():
@@ -18,6 +18,8 @@ KINDS = {
     VSwitchKind.OVS_OPENFLOW: {"components": openflow.instances, "stop": openflow.stop_instance,
                                "start": openflow.start_instance},
     VSwitchKind.OVN: _ovn(),
+    VSwitchKind.VROUTER: {"components": vrouter.components, "stop": vrouter.stop,
+                          "start": vrouter.start_node},
 }
 
 

@@ -17,7 +17,7 @@ from types import SimpleNamespace
 
 from vnetbench.errors import VnetbenchError
 from vnetbench.testbed.model import VSwitchKind
-from vnetbench.testbed.netns import links, nsops, openflow, ovn, proc
+from vnetbench.testbed.netns import links, nsops, openflow, ovn, proc, vrouter
 from vnetbench.testbed.netns.ovs import OvsHost
 
 VSWITCHD = "ovs-vswitchd"
@@ -43,6 +43,8 @@ def restart(dep, host: str) -> None:
     _readdress(dep, h)
     if dep.testbed.vswitch.kind is VSwitchKind.OVS_OPENFLOW:
         openflow.wait_ready(dep.run.dir, [openflow.dpid(dep.testbed.hosts.index(h))], since=since)
+    if dep.testbed.vswitch.kind is VSwitchKind.VROUTER:  # the agent programs it again
+        vrouter.wait_converged(dep.run.dir, dep.testbed, since=since)
     if dep.testbed.vswitch.kind is VSwitchKind.OVN:     # ovn-controller programs it again
         ovn.wait_programmed(dep, h.name, ovn_flows)
         if dep.testbed.network.type.is_tunnel:

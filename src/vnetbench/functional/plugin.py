@@ -58,11 +58,15 @@ def combos(config) -> list[tuple[VSwitchKind, NetType]]:
     return [(k, t) for k in kinds for t in types]
 
 
+# The network type a kind is tested on when one per kind is run (default: vxlan).
+PREFERRED = {VSwitchKind.VROUTER: NetType.GRE}      # vrouter carries MPLS over GRE only
+
+
 def one_network_per_kind(cs):
-    """Per kind, vxlan when selected (every kind carries it), else its first network."""
+    """Per kind, its preferred type (vxlan, or ``PREFERRED``) when selected, else its first."""
     picked = {}
     for k, t in cs:
-        if k not in picked or t is NetType.VXLAN:
+        if k not in picked or t is PREFERRED.get(k, NetType.VXLAN):
             picked[k] = t
     return [(k, t) for k, t in cs if picked[k] is t]
 

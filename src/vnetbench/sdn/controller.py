@@ -31,28 +31,34 @@ def main(argv=None) -> int:
     p.add_argument("--removed", help="JSON list of deleted vnets the app watches (deprovisioning)")
     p.add_argument("--listen", required=True, help="ADDRESS:PORT for OpenFlow")
     args = p.parse_args(argv)
-    ctypes.CDLL(None).prctl(PR_SET_NAME, PROCESS_NAME, 0, 0, 0)
+    with open(args.config) as f:
+        config = json.load(f)
+    run_osken(PROCESS_NAME, args.pidfile, args.listen, "vnetbench.sdn.floodlight",
+              dict(config=config, instance=args.instance, lock=args.lock, record=args.record,
+                   ready_dir=args.ready_dir, removed=args.removed))
+    return 0
 
+
+def run_osken(name: bytes, pidfile: str, listen: str, app: str, settings: dict) -> None:
+    """Name the process, boot os-ken in the order 4.2 needs, hand ``settings`` to the
+    app module's SETTINGS, write the pidfile, run the app until it is stopped."""
+    import importlib
+    ctypes.CDLL(None).prctl(PR_SET_NAME, name, 0, 0, 0)
     from os_ken.lib import hub
     hub.patch(thread=False)                 # eventlet before anything opens a socket
     from os_ken import cfg
     from os_ken.base.app_manager import AppManager   # before controller: circular import
     import os_ken.controller.controller  # noqa: F401,E402  (registers the ofp-* options)
 
-    from vnetbench.sdn import floodlight
-    with open(args.config) as f:
-        floodlight.SETTINGS.update(config=json.load(f), instance=args.instance,
-                                   lock=args.lock, record=args.record,
-                                   ready_dir=args.ready_dir, removed=args.removed)
-    host, port = args.listen.rsplit(":", 1)
+    importlib.import_module(app).SETTINGS.update(settings)
+    host, port = listen.rsplit(":", 1)
     cfg.CONF(args=["--ofp-listen-host", host, "--ofp-tcp-listen-port", port],
              project="os_ken", default_config_files=[])
-    tmp = f"{args.pidfile}.tmp"
+    tmp = f"{pidfile}.tmp"
     with open(tmp, "w") as f:
         f.write(f"{os.getpid()}\n")
-    os.replace(tmp, args.pidfile)
-    AppManager.run_apps(["vnetbench.sdn.floodlight"])
-    return 0
+    os.replace(tmp, pidfile)
+    AppManager.run_apps([app])
 
 
 if __name__ == "__main__":

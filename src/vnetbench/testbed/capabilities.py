@@ -43,6 +43,11 @@ OVN_NOT = {
 }
 NEEDS[VSwitchKind.OVS_OPENFLOW] = NEEDS[VSwitchKind.OVS]
 OPENFLOW_NOT: dict = {}        # every type: the controller pushes/pops 802.1q tags on vlan
+NEEDS[VSwitchKind.VROUTER] = NEEDS[VSwitchKind.OVS]
+# vrouter carries tenant traffic as MPLS over GRE only: 'gre' means MPLSoGRE for this kind.
+VROUTER_NOT = {t: (f"vrouter emulates OpenContrail's MPLS over GRE only; use network type gre "
+                   f"(it means MPLSoGRE for this kind), not {t}")
+               for t in NetType if t is not NetType.GRE}
 
 # link kind probed -> (what it is, kernel option)
 LINK_KINDS = {
@@ -57,7 +62,9 @@ LINK_KINDS = {
 LB_NEEDS = {NetType.FLAT: (), NetType.VLAN: ("vlan",), NetType.VXLAN: ("vxlan",),
             NetType.GRE: ("gretap",), NetType.GENEVE: ("geneve",)}
 LB_NOT_WIRED = (NetType.GRE, NetType.GENEVE)   # point-to-point devices: not built yet
-IMPLEMENTED = (VSwitchKind.LINUXBRIDGE, VSwitchKind.OVS, VSwitchKind.OVS_OPENFLOW, VSwitchKind.OVN)
+IMPLEMENTED = (VSwitchKind.LINUXBRIDGE, VSwitchKind.OVS, VSwitchKind.OVS_OPENFLOW, VSwitchKind.OVN,
+               VSwitchKind.VROUTER)
+OVS_KINDS = (VSwitchKind.OVS, VSwitchKind.OVS_OPENFLOW, VSwitchKind.OVN, VSwitchKind.VROUTER)
 
 
 @dataclass(frozen=True)
@@ -92,15 +99,19 @@ class Capabilities:
                     f"(it needs a {LB_NEEDS[ntype][0]} device per remote host); use ovs")
         if kind is VSwitchKind.OVN and ntype in OVN_NOT:
             return OVN_NOT[ntype]
-        if kind is VSwitchKind.OVS_OPENFLOW:
+        if kind is VSwitchKind.VROUTER and ntype in VROUTER_NOT:
+            return VROUTER_NOT[ntype]
+        if kind in (VSwitchKind.OVS_OPENFLOW, VSwitchKind.VROUTER):
             if ntype in OPENFLOW_NOT:
                 return OPENFLOW_NOT[ntype]
             try:
                 import os_ken  # noqa: F401
             except ImportError:
                 return "the os-ken Python package is missing; 'make install' installs it"
-        if kind in (VSwitchKind.OVS, VSwitchKind.OVS_OPENFLOW, VSwitchKind.OVN) and datapath == "system" \
-                and not self.ovs_kernel:
+        if kind is VSwitchKind.VROUTER and datapath == "system":
+            return ("vrouter needs OVS's userspace datapath (L3 GRE ports, MPLS); use datapath "
+                    "'netdev' or 'auto'")
+        if kind in OVS_KINDS and datapath == "system" and not self.ovs_kernel:
             return ("OVS datapath 'system' needs the openvswitch kernel module, which this "
                     "kernel lacks; use datapath 'netdev' or 'auto'")
         return None

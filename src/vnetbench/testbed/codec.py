@@ -6,7 +6,8 @@ import dataclasses
 import ipaddress
 
 from vnetbench.testbed.model import (
-    Host, Network, NetType, Nic, OpenFlow, Pair, Qos, Testbed, Vm, Vnet, VSwitch, VSwitchKind,
+    Host, Network, NetType, Nic, OpenFlow, Pair, Qos, Testbed, Vm, Vnet, VRouter, VSwitch,
+    VSwitchKind,
 )
 
 
@@ -27,7 +28,8 @@ def from_dict(d: dict) -> Testbed:
     return Testbed(
         name=d["name"],
         vswitch=VSwitch(VSwitchKind(d["vswitch"]["kind"]), d["vswitch"]["datapath"],
-                        openflow=_openflow(d["vswitch"].get("openflow"))),
+                        openflow=_openflow(d["vswitch"].get("openflow")),
+                        vrouter=_vrouter(d["vswitch"].get("vrouter"))),
         network=Network(NetType(net["type"]), net["underlay_mtu"], net["tenant_mtu"],
                         ipaddress.IPv4Network(net["underlay_cidr"])),
         hosts=tuple(Host(h["name"], tuple(h["cpus"]), ipaddress.IPv4Address(h["underlay_ip"]))
@@ -49,3 +51,7 @@ def _openflow(d):
     if d is None:
         return None
     return OpenFlow(**d)
+
+
+def _vrouter(d):
+    return None if d is None else VRouter(**d)

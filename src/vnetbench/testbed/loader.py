@@ -17,7 +17,8 @@ from vnetbench import inputs
 from vnetbench.errors import TestbedFileError
 from vnetbench.testbed.model import (
     CROSS_HOST, MIN_TENANT_MTU, SAME_HOST, SEGMENTATION_RANGE, encap_overhead,
-    Host, Network, NetType, Nic, OpenFlow, Pair, Qos, Testbed, Vm, Vnet, VSwitch, VSwitchKind,
+    Host, Network, NetType, Nic, OpenFlow, Pair, Qos, Testbed, Vm, Vnet, VRouter, VSwitch,
+    VSwitchKind,
 )
 
 DEFAULT_UNDERLAY = "198.18.0.0/24"
@@ -172,7 +173,13 @@ class _Builder:
         elif "openflow" in raw:
             self.fail("vswitch.openflow", f"openflow options apply to ovs-openflow, not {kind}",
                       "remove 'openflow' or use kind ovs-openflow")
-        return VSwitch(kind=kind, datapath=datapath, openflow=openflow)
+        vrouter = None
+        if kind is VSwitchKind.VROUTER:
+            vrouter = VRouter(**(raw.get("vrouter") or {}))
+        elif "vrouter" in raw:
+            self.fail("vswitch.vrouter", f"vrouter options apply to vrouter, not {kind}",
+                      "remove 'vrouter' or use kind vrouter")
+        return VSwitch(kind=kind, datapath=datapath, openflow=openflow, vrouter=vrouter)
 
     def _network(self, kind) -> Network:
         raw = self.doc["network"]

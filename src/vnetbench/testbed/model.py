@@ -49,7 +49,10 @@ ENCAP_OVERHEAD = {
 
 # Where a vSwitch kind adds more than the plain header: OVN's Geneve carries an
 # 8-byte option (the logical ports), so 58 bytes (REFERENCE §3).
-KIND_OVERHEAD = {(VSwitchKind.OVN, NetType.GENEVE): 58}
+KIND_OVERHEAD = {(VSwitchKind.OVN, NetType.GENEVE): 58,
+                 # vrouter's gre is MPLS over GRE: outer IP 20 + GRE 4 + MPLS 4, no inner
+                 # Ethernet (an L3 overlay)
+                 (VSwitchKind.VROUTER, NetType.GRE): 28}
 
 
 def encap_overhead(kind, ntype: NetType) -> int:
@@ -87,10 +90,23 @@ class OpenFlow:
 
 
 @dataclass(frozen=True)
+class VRouter:
+    """Options of ``vrouter``: the OpenContrail vRouter agent and control node
+    (docs/sdn.md gives the source of each default)."""
+    headless: bool = False               # keep learned routes when the control node is lost
+    hold_time: float = 90.0              # s without a message before the control node counts as lost
+    flow_setup_rate: int = 1000          # new flows/s the agent sets up; 0 = no limit
+    flow_hold_packets: int = 3           # packets queued per flow awaiting set-up
+    flow_idle_timeout: int = 180         # s; Contrail's flow aging
+    dhcp: bool = True                    # the agent answers DHCP for its VMs
+
+
+@dataclass(frozen=True)
 class VSwitch:
     kind: VSwitchKind
     datapath: str = "auto"   # ovs: "system" (kernel module), "netdev" (userspace), "auto"
     openflow: OpenFlow | None = None     # only for ovs-openflow
+    vrouter: VRouter | None = None       # only for vrouter
 
 
 @dataclass(frozen=True)

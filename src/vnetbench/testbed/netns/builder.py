@@ -16,7 +16,7 @@ from vnetbench.state import Run, new_run_id, state_root
 from vnetbench.testbed import capabilities
 from vnetbench.testbed.codec import to_dict
 from vnetbench.testbed.model import NetType, Testbed, VSwitchKind
-from vnetbench.testbed.netns import linuxbridge, links, mgmt, nsops, openflow, ovn, proc
+from vnetbench.testbed.netns import linuxbridge, links, mgmt, nsops, openflow, ovn, proc, vrouter
 from vnetbench.testbed.netns.deployment import Deployment
 from vnetbench.testbed.netns.names import Names
 from vnetbench.testbed.netns.ovs import OvsHost
@@ -90,6 +90,8 @@ class _Context:
         self._namespaces()
         if tb.vswitch.kind is VSwitchKind.OVS_OPENFLOW:
             openflow.start(self)          # its imports overlap the rest of the bring-up
+        if tb.vswitch.kind is VSwitchKind.VROUTER:
+            vrouter.start(self)
         self._underlay()
         if mgmt.needed(tb):
             mgmt.build(self)
@@ -104,10 +106,13 @@ class _Context:
 
     @property
     def is_ovs(self) -> bool:
-        return self.testbed.vswitch.kind in (VSwitchKind.OVS, VSwitchKind.OVS_OPENFLOW, VSwitchKind.OVN)
+        return self.testbed.vswitch.kind in (VSwitchKind.OVS, VSwitchKind.OVS_OPENFLOW, VSwitchKind.OVN,
+                                             VSwitchKind.VROUTER)
 
     @property
     def datapath(self) -> str:
+        if self.testbed.vswitch.kind is VSwitchKind.VROUTER:
+            return "netdev"           # L3 GRE ports and MPLS: userspace only
         dp = self.testbed.vswitch.datapath
         return self.caps.ovs_datapath if dp == "auto" else dp
 
@@ -177,6 +182,8 @@ class _Context:
             return ovn.wire(self)
         if self.testbed.vswitch.kind is VSwitchKind.OVS_OPENFLOW:
             return openflow.wire(self)
+        if self.testbed.vswitch.kind is VSwitchKind.VROUTER:
+            return vrouter.wire(self)
         if not self.is_ovs:
             for host in hosts:
                 linuxbridge.wire_host(self, host)

@@ -18,7 +18,7 @@ from vnetbench.testbed.netns.names import Names
 from vnetbench.testbed.netns.teardown import teardown
 
 # Per-host daemons of a vSwitch (pidfiles <run>/<host>/<prog>.pid); a kind starts a subset.
-VSWITCH_DAEMONS = ("ovs-vswitchd", "ovsdb-server", "ovn-controller")
+VSWITCH_DAEMONS = ("ovs-vswitchd", "ovsdb-server", "ovn-controller", "contrail-vrouter-agent")
 
 
 class Deployment:
@@ -123,12 +123,16 @@ class Deployment:
 
     def expire_flows(self) -> None:
         """OVS kinds: the datapath flow cache of every host (``dpctl/del-flows``) and, for
-        ovs-openflow, the controller's reactive flows; kernel bridges cache no flows."""
+        ovs-openflow and vrouter, the controller's (agent's) reactive flows; kernel bridges
+        cache no flows."""
         kind = self.testbed.vswitch.kind
         if kind is VSwitchKind.OVS_OPENFLOW:
             from vnetbench.testbed.netns import openflow
             openflow.expire_flows(self)
-        if kind in (VSwitchKind.OVS, VSwitchKind.OVS_OPENFLOW):
+        if kind is VSwitchKind.VROUTER:
+            from vnetbench.testbed.netns import vrouter
+            vrouter.expire_flows(self)
+        if kind in (VSwitchKind.OVS, VSwitchKind.OVS_OPENFLOW, VSwitchKind.VROUTER):
             for h in self.testbed.hosts:
                 self.ovs_appctl(h.name, "dpctl/del-flows")
 

@@ -88,6 +88,10 @@ class Names:
     def tunnel_port(self, vnet_i: int, host_i: int) -> str:
         return _ifname(f"tn{self.rid}-{vnet_i}-{host_i}")
 
+    def gre_port(self, host_i: int) -> str:
+        """vrouter: the L3 GRE port (MPLS over GRE) towards host ``host_i``."""
+        return _ifname(f"gr{self.rid}-{host_i}")
+
     # management network (controller <-> hosts), apart from the tenant underlay
     @property
     def mgmt_bridge(self) -> str:

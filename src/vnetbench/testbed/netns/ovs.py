@@ -45,7 +45,7 @@ class OvsHost:
                         env=self.env, timeout=timeout + 5, what=f"ovs-vsctl on {self.host.name}")
 
     def start(self) -> None:
-        self.rundir.mkdir(mode=0o700)
+        self.rundir.mkdir(mode=0o700, exist_ok=True)     # vrouter's agent may be there first
         proc.run(["ovsdb-tool", "create", str(self.rundir / "conf.db")], env=self.env)
         self._daemon("ovsdb-server", [str(self.rundir / "conf.db"),
                                       f"--remote=punix:{self.rundir / 'db.sock'}"], netns=None)

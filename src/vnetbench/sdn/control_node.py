@@ -1,0 +1,130 @@
+"""The vRouter control node: ``python -m vnetbench.sdn.control_node``.
+
+OpenContrail's control node reflects the routes each agent announces (over XMPP)
+to every other agent. Here the protocol is JSON lines over TCP on the management
+network: an agent sends ``hello`` and ``update`` (add/delete routes); the node
+answers with the whole table of the other agents' routes (``full``) and then
+forwards every change; ``ka`` keepalives go out every third of the hold time. When
+an agent's session ends its routes are withdrawn from the others. SIGTERM is a
+graceful stop: every agent gets ``bye`` (its routes are withdrawn) before the node
+exits; SIGKILL or a partition leaves agents to notice the silence after the hold time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ctypes
+import json
+import os
+import signal
+import socket
+import sys
+import threading
+
+PROCESS_NAME = b"contrail-control"
+PR_SET_NAME = 15
+
+
+class ControlNode:
+    def __init__(self, keepalive_s: float):
+        self.keepalive_s = keepalive_s
+        self.lock = threading.Lock()
+        self.sessions: dict[socket.socket, str] = {}
+        self.routes: dict[str, dict[str, dict]] = {}      # host -> key -> route
+
+    @staticmethod
+    def key(r: dict) -> str:
+        return f"{r['kind']}|{r['vnet']}|{r['ip']}"
+
+    def send(self, conn, msg: dict) -> None:
+        try:
+            conn.sendall((json.dumps(msg) + "\n").encode())
+        except OSError:
+            pass
+
+    def others(self, host: str):
+        return [c for c, h in self.sessions.items() if h != host]
+
+    def serve(self, conn: socket.socket) -> None:
+        host = None
+        try:
+            for line in conn.makefile("r"):
+                msg = json.loads(line)
+                with self.lock:
+                    host = self.handle(conn, host, msg)
+        except (OSError, ValueError):
+            pass
+        finally:
+            with self.lock:
+                self.sessions.pop(conn, None)
+                gone = list(self.routes.pop(host, {}).values()) if host and \
+                    host not in self.sessions.values() else []
+                for c in self.others(host):
+                    if gone:
+                        self.send(c, {"type": "update", "add": [], "delete": gone})
+            conn.close()
+
+    def handle(self, conn, host, msg) -> str | None:
+        if msg["type"] == "hello":
+            host = msg["host"]
+            self.sessions[conn] = host
+            self.routes[host] = {}
+            table = [r for h, rs in self.routes.items() if h != host for r in rs.values()]
+            self.send(conn, {"type": "update", "add": table, "delete": [], "full": True})
+        elif msg["type"] == "update" and host:
+            mine = self.routes.setdefault(host, {})
+            for r in msg.get("delete", []):
+                mine.pop(self.key(r), None)
+            for r in msg.get("add", []):
+                mine[self.key(r)] = r
+            for c in self.others(host):
+                self.send(c, {"type": "update", "add": msg.get("add", []),
+                              "delete": msg.get("delete", [])})
+        return host
+
+    def keepalives(self) -> None:
+        while True:
+            threading.Event().wait(self.keepalive_s)
+            with self.lock:
+                for c in list(self.sessions):
+                    self.send(c, {"type": "ka"})
+
+    def bye(self, *_):
+        """Graceful stop: withdraw everything from every agent, then exit."""
+        with self.lock:
+            for c in list(self.sessions):
+                self.send(c, {"type": "bye"})
+                try:
+                    c.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+        os._exit(0)
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(prog="vnetbench.sdn.control_node")
+    p.add_argument("--pidfile", required=True)
+    p.add_argument("--listen", required=True, help="ADDRESS:PORT")
+    p.add_argument("--hold-time", type=float, default=90.0)
+    args = p.parse_args(argv)
+    ctypes.CDLL(None).prctl(PR_SET_NAME, PROCESS_NAME, 0, 0, 0)
+    node = ControlNode(args.hold_time / 3)
+    addr, port = args.listen.rsplit(":", 1)
+    srv = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    srv.bind((addr, int(port)))
+    srv.listen(64)
+    signal.signal(signal.SIGTERM, node.bye)
+    tmp = f"{args.pidfile}.tmp"
+    with open(tmp, "w") as f:
+        f.write(f"{os.getpid()}\n")
+    os.replace(tmp, args.pidfile)
+    threading.Thread(target=node.keepalives, daemon=True).start()
+    while True:
+        conn, _ = srv.accept()
+        conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        threading.Thread(target=node.serve, args=(conn,), daemon=True).start()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

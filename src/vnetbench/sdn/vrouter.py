@@ -1,0 +1,295 @@
+"""The vRouter agent's decisions (OpenContrail 2013 model), without a switch.
+
+``Agent`` turns what it knows -- its host's VM interfaces (from the builder's
+config, as Nova/Neutron would tell the real agent), the ports OVS reports, and the
+routes the control node distributes -- into OpenFlow entries described as plain
+``Flow`` records; ``vrouter_agent`` sends them with os-ken. Tables:
+
+0 classify: per VM port: proxy ARP answered in the datapath with the vRouter MAC,
+  DHCP to the agent, broadcast/multicast IP to the VRF's flood table, unicast IP to
+  the flow table with the VRF in the metadata; from the fabric: MPLS label ->
+  the VM interface (or the VRF's broadcast label -> every local port of the VRF).
+1 flows: one entry per 5-tuple (forward and reverse), set up by the agent on a
+  miss at its configured rate; a new flow's first packets (``flow_hold_packets``)
+  are held and sent on once it is set up, the rest are dropped.
+2 routes: per VRF, destination /32 -> local port (MAC rewrite) or MPLS over GRE
+  to the host that announced it, with its label.
+3 flood: per VRF, ingress replication: local ports + one copy per remote host
+  that has the VRF, with that host's broadcast label.
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import ipaddress
+import time
+
+VROUTER_MAC = "00:00:5e:00:01:00"        # the vRouter's MAC, as in Contrail
+T_CLASSIFY, T_FLOW, T_ROUTE, T_FLOOD = 0, 1, 2, 3
+COOKIE_BASE = 0x00C0_471A_0000_0000      # pipeline set up from config
+COOKIE_FLOW = 0x00C0_471A_0000_0001      # reactive 5-tuple flows
+COOKIE_LEARNED = 0x00C0_471A_0000_0002   # routes learned from the control node
+LABEL_BASE = 16                          # labels 0..15 are reserved (RFC 3032)
+BCAST_LABEL_BASE = 100_000               # per-VRF broadcast label: BASE + vrf
+MAX_PENDING = 1024                       # flows waiting for set-up; more are dropped
+IP, ARP, MPLS = 0x0800, 0x0806, 0x8847
+BROADCAST = "ff:ff:ff:ff:ff:ff"
+
+
+@dataclasses.dataclass(frozen=True)
+class Flow:
+    """One OpenFlow entry; actions are tuples ('output', port), ('set_field', name,
+    value), ('push_mpls', ethertype), ('pop_mpls', ethertype), ('goto', table),
+    ('metadata', value), ('move', src, dst, bits), ('controller',), ('in_port',)."""
+    table: int
+    priority: int
+    match: tuple
+    actions: tuple
+    cookie: int = COOKIE_BASE
+    idle_timeout: int = 0
+
+
+@dataclasses.dataclass(frozen=True)
+class Delete:
+    """Delete entries of ``table`` matching ``match`` (and ``cookie`` when given)."""
+    table: int
+    match: tuple = ()
+    cookie: int | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class Iface:
+    """A VM interface the agent serves (from the builder's config)."""
+    port: str
+    vm: str
+    vnet: str
+    mac: str
+    ip: str
+    prefixlen: int
+
+
+def _m(**kw) -> tuple:
+    return tuple(sorted(kw.items()))
+
+
+class FlowSetup:
+    """The agent's flow-setup queue: a token bucket of ``rate`` set-ups per second
+    (burst: a tenth of a second's worth) in front of a FIFO of held flows."""
+
+    def __init__(self, rate: int, hold: int, now=time.monotonic):
+        self.rate, self.hold, self.now = rate, hold, now
+        self.burst = max(1.0, rate / 10)
+        self.tokens, self.stamp = self.burst, now()
+        self.pending: "collections.OrderedDict[tuple, list]" = collections.OrderedDict()
+        self.dropped = self.set_up = 0
+
+    def trap(self, key: tuple, packet) -> bool:
+        """A packet of a flow without an entry; False when it is dropped."""
+        held = self.pending.get(key)
+        if held is None:
+            if len(self.pending) >= MAX_PENDING:
+                self.dropped += 1
+                return False
+            held = self.pending[key] = []
+        if len(held) >= self.hold:
+            self.dropped += 1
+            return False
+        held.append(packet)
+        return True
+
+    def due(self) -> list[tuple[tuple, list]]:
+        """Flows whose set-up the rate now allows, oldest first, with their held packets."""
+        if not self.rate:
+            out = list(self.pending.items())
+            self.pending.clear()
+            self.set_up += len(out)
+            return out
+        t = self.now()
+        self.tokens = min(self.burst, self.tokens + (t - self.stamp) * self.rate)
+        self.stamp = t
+        out = []
+        while self.pending and self.tokens >= 1.0 - 1e-9:
+            self.tokens -= 1.0
+            out.append(self.pending.popitem(last=False))
+        self.set_up += len(out)
+        return out
+
+    def wait(self) -> float:
+        """Seconds until the next set-up can happen (0 when one can now)."""
+        if not self.rate or self.tokens >= 1.0 - 1e-9:
+            return 0.0
+        return (1.0 - self.tokens) / self.rate
+
+
+def flow_key(vrf: int, fields: dict) -> tuple:
+    """The 5-tuple of a packet in a VRF (ports 0 for protocols without them)."""
+    return (vrf, fields["ip_src"], fields["ip_dst"], fields["ip_proto"],
+            fields.get("l4_src", 0), fields.get("l4_dst", 0))
+
+
+class Agent:
+    """What one host's vRouter agent decides; ``config`` comes from the builder."""
+
+    def __init__(self, config: dict):
+        self.host = config["host"]
+        self.opts = config["options"]
+        self.vrfs = {name: i + 1 for i, name in enumerate(config["vnets"])}
+        self.cidrs = dict(config["cidrs"])
+        self.ifaces = {p: Iface(**i) for p, i in config["ifaces"].items()}
+        self.tunnels = dict(config["tunnels"])       # peer underlay IP -> GRE port name
+        self.ofports: dict[str, int] = {}            # port name -> OpenFlow port number
+        self.learned: dict[tuple, dict] = {}         # route key -> route from the control node
+        self.setup = FlowSetup(self.opts["flow_setup_rate"], self.opts["flow_hold_packets"])
+
+    # -- local interfaces ---------------------------------------------------------
+
+    def label(self, port: str) -> int:
+        """The interface's MPLS label: stable while the port keeps its number."""
+        return LABEL_BASE + self.ofports[port]
+
+    def local(self) -> list[Iface]:
+        return [i for p, i in self.ifaces.items() if p in self.ofports]
+
+    def local_routes(self, underlay_ip: str) -> list[dict]:
+        """What this agent announces: a route per VM interface, a broadcast route per VRF."""
+        routes = [{"kind": "vm", "vnet": i.vnet, "ip": i.ip, "label": self.label(i.port),
+                   "nh": underlay_ip} for i in self.local()]
+        for vnet in sorted({i.vnet for i in self.local()}):
+            routes.append({"kind": "bcast", "vnet": vnet, "ip": underlay_ip,
+                           "label": BCAST_LABEL_BASE + self.vrfs[vnet], "nh": underlay_ip})
+        return routes
+
+    def base(self) -> list:
+        """The pipeline's skeleton: defaults of every table, the fabric side."""
+        out = [Delete(table=t) for t in (T_CLASSIFY, T_FLOW, T_ROUTE, T_FLOOD)]
+        out += [Flow(T_CLASSIFY, 0, (), ()), Flow(T_ROUTE, 0, (), ()), Flow(T_FLOOD, 0, (), ()),
+                Flow(T_FLOW, 0, (), (("controller",),))]
+        return out
+
+    def port_up(self, port: str, ofport: int) -> list:
+        """A port appeared: a VM interface gets its classification, label and local route."""
+        self.ofports[port] = ofport
+        iface = self.ifaces.get(port)
+        if iface is None:
+            return []
+        vrf, n = self.vrfs[iface.vnet], ofport
+        cidr = self.cidrs[iface.vnet]
+        proxy_arp = (("move", "eth_src", "eth_dst", 48), ("set_field", "eth_src", VROUTER_MAC),
+                     ("set_field", "arp_op", 2), ("move", "arp_sha", "arp_tha", 48),
+                     ("set_field", "arp_sha", VROUTER_MAC), ("move", "arp_tpa", "reg0", 32),
+                     ("move", "arp_spa", "arp_tpa", 32), ("move", "reg0", "arp_spa", 32),
+                     ("in_port",))
+        out = [Flow(T_CLASSIFY, 300, _m(in_port=n, eth_type=ARP, arp_op=1, arp_tpa=cidr), proxy_arp),
+               Flow(T_CLASSIFY, 290, _m(in_port=n, eth_type=ARP), ()),
+               Flow(T_CLASSIFY, 270, _m(in_port=n, eth_type=IP, eth_dst=("01:00:00:00:00:00",
+                                                                         "01:00:00:00:00:00")),
+                    (("metadata", vrf), ("goto", T_FLOOD))),
+               Flow(T_CLASSIFY, 260, _m(in_port=n, eth_type=IP), (("metadata", vrf), ("goto", T_FLOW))),
+               Flow(T_CLASSIFY, 250, _m(in_port=n), ()),
+               Flow(T_CLASSIFY, 200, _m(eth_type=MPLS, mpls_label=self.label(port)),
+                    (("pop_mpls", IP), ("set_field", "eth_src", VROUTER_MAC),
+                     ("set_field", "eth_dst", iface.mac), ("output", n))),
+               Flow(T_ROUTE, 100, _m(metadata=vrf, eth_type=IP, ipv4_dst=iface.ip),
+                    (("set_field", "eth_src", VROUTER_MAC), ("set_field", "eth_dst", iface.mac),
+                     ("output", n)))]
+        if self.opts["dhcp"]:
+            out.append(Flow(T_CLASSIFY, 280, _m(in_port=n, eth_type=IP, ip_proto=17, udp_src=68,
+                                                udp_dst=67), (("controller",),)))
+        return out + self.flood(iface.vnet)
+
+    def port_down(self, port: str) -> list:
+        """A port left (deleted, or the VM migrated away): its entries go."""
+        n = self.ofports.pop(port, None)
+        iface = self.ifaces.get(port)
+        if n is None or iface is None:
+            return []
+        vrf = self.vrfs[iface.vnet]
+        return [Delete(T_CLASSIFY, _m(in_port=n)),
+                Delete(T_CLASSIFY, _m(eth_type=MPLS, mpls_label=LABEL_BASE + n)),
+                Delete(T_ROUTE, _m(metadata=vrf, eth_type=IP, ipv4_dst=iface.ip))] + self.flood(iface.vnet)
+
+    # -- routes from the control node -------------------------------------------------
+
+    @staticmethod
+    def route_key(r: dict) -> tuple:
+        return (r["kind"], r["vnet"], r["ip"])
+
+    def learn(self, add=(), delete=(), full=False) -> list:
+        """Apply a control-node update (``full``: the whole table, stale routes go)."""
+        mine = set(self.tunnels)
+        add = [r for r in add if r["nh"] in mine and r["vnet"] in self.vrfs]
+        keep = {self.route_key(r) for r in add}
+        gone = [self.learned[k] for k in list(self.learned)
+                if (full and k not in keep) or k in {self.route_key(r) for r in delete}]
+        out, vnets = [], set()
+        for r in gone:
+            del self.learned[self.route_key(r)]
+            vnets.add(r["vnet"])
+            if r["kind"] == "vm":
+                out.append(Delete(T_ROUTE, _m(metadata=self.vrfs[r["vnet"]], eth_type=IP,
+                                              ipv4_dst=r["ip"]), COOKIE_LEARNED))
+        for r in add:
+            if self.learned.get(self.route_key(r)) == r:
+                continue
+            self.learned[self.route_key(r)] = r
+            vnets.add(r["vnet"])
+            if r["kind"] == "vm" and self.tunnel_port(r["nh"]) is not None:
+                out.append(Flow(T_ROUTE, 100, _m(metadata=self.vrfs[r["vnet"]], eth_type=IP,
+                                                 ipv4_dst=r["ip"]),
+                                (("push_mpls", MPLS), ("set_field", "mpls_label", r["label"]),
+                                 ("output", self.tunnel_port(r["nh"]))), COOKIE_LEARNED))
+        for vnet in sorted(vnets):
+            out += self.flood(vnet)
+        return out
+
+    def tunnel_port(self, nh: str) -> int | None:
+        """The OpenFlow port of the GRE tunnel to ``nh`` (None before OVS reported it)."""
+        return self.ofports.get(self.tunnels.get(nh, ""))
+
+    def flush(self) -> list:
+        """The control node is lost (not headless): every learned route goes."""
+        return self.learn(full=True)
+
+    def flood(self, vnet: str) -> list:
+        """The VRF's ingress replication and the receive side of its broadcast label."""
+        vrf = self.vrfs[vnet]
+        ports = sorted(self.ofports[i.port] for i in self.local() if i.vnet == vnet)
+        actions = [("output", p) for p in ports]
+        remote = sorted((self.tunnel_port(r["nh"]), r["label"]) for r in self.learned.values()
+                        if r["kind"] == "bcast" and r["vnet"] == vnet
+                        and self.tunnel_port(r["nh"]) is not None)
+        if remote:
+            actions.append(("push_mpls", MPLS))
+            for port, label in remote:
+                actions += [("set_field", "mpls_label", label), ("output", port)]
+        rx = [("pop_mpls", IP), ("set_field", "eth_src", VROUTER_MAC),
+              ("set_field", "eth_dst", BROADCAST)] + [("output", p) for p in ports]
+        return [Flow(T_FLOOD, 100, _m(metadata=vrf), tuple(actions)),
+                Flow(T_CLASSIFY, 200, _m(eth_type=MPLS, mpls_label=BCAST_LABEL_BASE + vrf), tuple(rx))]
+
+    # -- reactive flows --------------------------------------------------------------
+
+    def vrf_of(self, ofport: int) -> int | None:
+        for p, n in self.ofports.items():
+            if n == ofport and p in self.ifaces:
+                return self.vrfs[self.ifaces[p].vnet]
+        return None
+
+    def flow_entries(self, key: tuple) -> list[Flow]:
+        """Forward and reverse entries of a 5-tuple; both continue to the routes."""
+        vrf, src, dst, proto, sport, dport = key
+        timeout = self.opts["flow_idle_timeout"]
+        out = []
+        for s, d, sp, dp in ((src, dst, sport, dport), (dst, src, dport, sport)):
+            match = dict(metadata=vrf, eth_type=IP, ipv4_src=s, ipv4_dst=d, ip_proto=proto)
+            if proto == 6:
+                match.update(tcp_src=sp, tcp_dst=dp)
+            elif proto == 17:
+                match.update(udp_src=sp, udp_dst=dp)
+            out.append(Flow(T_FLOW, 100, _m(**match), (("goto", T_ROUTE),), COOKIE_FLOW, timeout))
+        return out
+
+
+def in_vnet(ip: str, cidr: str) -> bool:
+    return ipaddress.IPv4Address(ip) in ipaddress.IPv4Network(cidr)

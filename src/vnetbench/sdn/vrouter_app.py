@@ -1,0 +1,300 @@
+"""The vRouter agent's os-ken app (see ``vrouter_agent``): OpenFlow side and the
+control-node session. Decisions come from ``vnetbench.sdn.vrouter.Agent``."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import socket
+import time
+
+from os_ken.base import app_manager
+from os_ken.controller import ofp_event
+from os_ken.controller.handler import CONFIG_DISPATCHER, DEAD_DISPATCHER, MAIN_DISPATCHER, set_ev_cls
+from os_ken.lib import hub
+from os_ken.lib.packet import ipv4, packet, tcp, udp
+from os_ken.ofproto import ofproto_v1_3
+
+from vnetbench.sdn import dhcp
+from vnetbench.sdn.vrouter import T_FLOW, Agent, Delete, Flow, flow_key
+
+LOG = logging.getLogger("vnetbench.vrouter")
+SETTINGS: dict = {}          # set by vnetbench.sdn.vrouter_agent before the app starts
+RECONNECT_S = 0.25
+
+
+def packet_fields(data: bytes) -> dict | None:
+    """The 5-tuple fields of an IPv4 packet (None for anything else)."""
+    pkt = packet.Packet(data)
+    ip = pkt.get_protocol(ipv4.ipv4)
+    if ip is None:
+        return None
+    fields = {"ip_src": ip.src, "ip_dst": ip.dst, "ip_proto": ip.proto}
+    l4 = pkt.get_protocol(tcp.tcp) or pkt.get_protocol(udp.udp)
+    if l4 is not None:
+        fields.update(l4_src=l4.src_port, l4_dst=l4.dst_port)
+    return fields
+
+
+def _value(v):
+    """Config strings 'a.b.c.d/len' become os-ken's (address, mask) pairs."""
+    if isinstance(v, str) and "/" in v and v.count(".") == 3:
+        import ipaddress
+        net = ipaddress.IPv4Network(v, strict=False)
+        return (str(net.network_address), str(net.netmask))
+    return tuple(v) if isinstance(v, list) else v
+
+
+class VRouterAgent(app_manager.OSKenApp):
+    OFP_VERSIONS = [ofproto_v1_3.OFP_VERSION]
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        cfg = SETTINGS["config"]
+        self.agent = Agent(cfg)
+        self.underlay_ip = cfg["underlay_ip"]
+        self.mtu = cfg["tenant_mtu"]
+        self.dp = None
+        self.session = None
+        self.connected_since = None
+        self.last_heard = 0.0
+        self.lost_at = None
+        self.record = open(SETTINGS["record"], "a") if SETTINGS.get("record") else None
+        self._status()
+        hub.spawn(self._control_loop)
+        hub.spawn(self._setup_loop)
+
+    # -- OpenFlow ---------------------------------------------------------------------
+
+    @set_ev_cls(ofp_event.EventOFPSwitchFeatures, CONFIG_DISPATCHER)
+    def _features(self, ev):
+        self.dp = ev.msg.datapath
+        self.dp.send_msg(self.dp.ofproto_parser.OFPPortDescStatsRequest(self.dp, 0))
+
+    @set_ev_cls(ofp_event.EventOFPPortDescStatsReply, MAIN_DISPATCHER)
+    def _port_desc(self, ev):
+        """(Re)connected switch: the whole pipeline again, then the learned routes."""
+        self.agent.ofports.clear()
+        out = self.agent.base()
+        for p in ev.msg.body:
+            if p.port_no <= self.dp.ofproto.OFPP_MAX:
+                out += self.agent.port_up(p.name.decode(), p.port_no)
+        learned = list(self.agent.learned.values())
+        self.agent.learned.clear()
+        out += self.agent.learn(add=learned)
+        self._send(out)
+        self.dp.send_msg(self.dp.ofproto_parser.OFPBarrierRequest(self.dp))
+        self._announce()
+
+    @set_ev_cls(ofp_event.EventOFPBarrierReply, MAIN_DISPATCHER)
+    def _barrier(self, ev):
+        self._status(programmed=time.time())
+
+    @set_ev_cls(ofp_event.EventOFPStateChange, DEAD_DISPATCHER)
+    def _gone(self, ev):
+        if ev.datapath is self.dp:
+            self.dp = None
+
+    @set_ev_cls(ofp_event.EventOFPPortStatus, MAIN_DISPATCHER)
+    def _port_status(self, ev):
+        msg = ev.msg
+        name, no = msg.desc.name.decode(), msg.desc.port_no
+        if msg.reason == msg.datapath.ofproto.OFPPR_DELETE:
+            withdrawn = self.agent.local_routes(self.underlay_ip)
+            self._send(self.agent.port_down(name))
+            now = self.agent.local_routes(self.underlay_ip)
+            self._update(add=now, delete=[r for r in withdrawn if r not in now])
+        elif msg.reason == msg.datapath.ofproto.OFPPR_ADD:
+            self._send(self.agent.port_up(name, no))
+            self._update(add=self.agent.local_routes(self.underlay_ip), delete=[])
+
+    @set_ev_cls(ofp_event.EventOFPPacketIn, MAIN_DISPATCHER)
+    def _packet_in(self, ev):
+        msg = ev.msg
+        in_port = msg.match["in_port"]
+        if self.record:
+            self.record.write(json.dumps({"table": msg.table_id, "in_port": in_port,
+                                          "data": bytes(msg.data).hex()}) + "\n")
+            self.record.flush()
+        if msg.table_id != T_FLOW:
+            return self._dhcp(in_port, msg.data)
+        vrf = self.agent.vrf_of(in_port)
+        fields = packet_fields(msg.data)
+        if vrf is None or fields is None:
+            return
+        self.agent.setup.trap(flow_key(vrf, fields), (in_port, bytes(msg.data)))
+
+    def _dhcp(self, in_port, data):
+        port = next((p for p, n in self.agent.ofports.items() if n == in_port), None)
+        iface = self.agent.ifaces.get(port)
+        answer = dhcp.reply(data, iface, self.mtu) if iface else None
+        if answer:
+            self._packet_out(in_port, answer, to_port=True)
+
+    def _setup_loop(self):
+        """Set up held flows at the agent's rate; send their held packets on."""
+        while True:
+            due = self.agent.setup.due() if self.dp else []
+            for key, held in due:
+                self._send(self.agent.flow_entries(key))
+                for in_port, data in held:
+                    self._packet_out(in_port, data)
+            if due:
+                self._status()
+            hub.sleep(max(0.001, min(0.02, self.agent.setup.wait())))
+
+    def _packet_out(self, in_port, data, to_port=False):
+        dp = self.dp
+        if dp is None:
+            return
+        ofp, parser = dp.ofproto, dp.ofproto_parser
+        out = parser.OFPActionOutput(ofp.OFPP_IN_PORT if to_port else ofp.OFPP_TABLE)
+        dp.send_msg(parser.OFPPacketOut(dp, buffer_id=ofp.OFP_NO_BUFFER, in_port=in_port,
+                                        actions=[out], data=data))
+
+    def _send(self, decisions) -> None:
+        dp = self.dp
+        if dp is None:
+            return
+        for d in decisions:
+            dp.send_msg(self._message(dp, d))
+
+    @staticmethod
+    def _message(dp, d):
+        ofp, parser = dp.ofproto, dp.ofproto_parser
+        match = parser.OFPMatch(**{k: _value(v) for k, v in d.match})
+        if isinstance(d, Delete):
+            kw = {"cookie": d.cookie, "cookie_mask": (1 << 64) - 1} if d.cookie is not None else {}
+            return parser.OFPFlowMod(dp, table_id=d.table, command=ofp.OFPFC_DELETE,
+                                     out_port=ofp.OFPP_ANY, out_group=ofp.OFPG_ANY, match=match, **kw)
+        actions, inst = [], []
+        for a in d.actions:
+            op = a[0]
+            if op == "goto":
+                inst.append(parser.OFPInstructionGotoTable(a[1]))
+            elif op == "metadata":
+                inst.append(parser.OFPInstructionWriteMetadata(a[1], (1 << 64) - 1))
+            else:
+                actions.append(_action(ofp, parser, a))
+        if actions:
+            inst.insert(0, parser.OFPInstructionActions(ofp.OFPIT_APPLY_ACTIONS, actions))
+        assert isinstance(d, Flow)
+        return parser.OFPFlowMod(dp, table_id=d.table, priority=d.priority, cookie=d.cookie,
+                                 idle_timeout=d.idle_timeout, match=match, instructions=inst)
+
+    # -- control node ----------------------------------------------------------------
+
+    def _announce(self):
+        if self.dp is not None:
+            self._update(add=self.agent.local_routes(self.underlay_ip), delete=[])
+
+    def _update(self, add, delete):
+        self._tell({"type": "update", "add": add, "delete": delete})
+
+    def _tell(self, msg):
+        if self.session is not None:
+            try:
+                self.session.sendall((json.dumps(msg) + "\n").encode())
+            except OSError:
+                pass
+
+    def _control_loop(self):
+        host, port = SETTINGS["control"].rsplit(":", 1)
+        hold = self.agent.opts["hold_time"]
+        while True:
+            try:
+                conn = socket.create_connection((host, int(port)), timeout=1.0)
+            except OSError:
+                self._check_hold(hold)
+                hub.sleep(RECONNECT_S)
+                continue
+            conn.settimeout(min(hold / 3, 1.0))
+            self.session, self.last_heard = conn, time.monotonic()
+            self._tell({"type": "hello", "host": self.agent.host})
+            self._announce()
+            self._status(session="up")
+            bye = self._read(conn, hold)
+            self.session = None
+            conn.close()
+            if bye:
+                self._lost("bye")
+            self._status(session="down")
+            self._check_hold(hold)
+            hub.sleep(RECONNECT_S)
+
+    def _read(self, conn, hold) -> bool:
+        """Messages until the session ends; True when the node said ``bye``."""
+        buf = b""
+        while True:
+            try:
+                chunk = conn.recv(65536)
+            except socket.timeout:
+                if time.monotonic() - self.last_heard > hold:
+                    self._lost("hold time expired")
+                    return False
+                continue
+            except OSError:
+                return False
+            if not chunk:
+                return False
+            buf += chunk
+            while b"\n" in buf:
+                line, buf = buf.split(b"\n", 1)
+                self.last_heard = time.monotonic()
+                msg = json.loads(line)
+                if msg["type"] == "bye":
+                    return True
+                if msg["type"] == "update":
+                    self.lost_at = None
+                    self._send(self.agent.learn(msg.get("add", []), msg.get("delete", []),
+                                                full=msg.get("full", False)))
+                    self._status()
+
+    def _check_hold(self, hold):
+        if self.lost_at is None and time.monotonic() - self.last_heard > hold:
+            self._lost("hold time expired")
+
+    def _lost(self, why):
+        """The control node is gone: flush what it taught us unless headless."""
+        if self.lost_at is not None:
+            return
+        self.lost_at = time.time()
+        LOG.info("control node lost (%s); headless=%s", why, self.agent.opts["headless"])
+        if not self.agent.opts["headless"]:
+            self._send(self.agent.flush())
+        self._status(lost=why)
+
+    def _status(self, **extra):
+        """The agent's state for the builder and tests (atomic replace)."""
+        path = SETTINGS["state"]
+        try:
+            with open(path) as f:
+                state = json.load(f)
+        except (OSError, ValueError):
+            state = {}
+        state.update(extra, learned=len(self.agent.learned), flows_set_up=self.agent.setup.set_up,
+                     flows_dropped=self.agent.setup.dropped, t=time.time())
+        tmp = f"{path}.tmp"
+        with open(tmp, "w") as f:
+            json.dump(state, f)
+        os.replace(tmp, path)
+
+
+def _action(ofp, parser, a):
+    op = a[0]
+    if op == "output":
+        return parser.OFPActionOutput(a[1])
+    if op == "in_port":
+        return parser.OFPActionOutput(ofp.OFPP_IN_PORT)
+    if op == "controller":
+        return parser.OFPActionOutput(ofp.OFPP_CONTROLLER, ofp.OFPCML_NO_BUFFER)
+    if op == "set_field":
+        return parser.OFPActionSetField(**{a[1]: a[2]})
+    if op == "push_mpls":
+        return parser.OFPActionPushMpls(a[1])
+    if op == "pop_mpls":
+        return parser.OFPActionPopMpls(a[1])
+    if op == "move":
+        return parser.NXActionRegMove(src_field=a[1], dst_field=a[2], n_bits=a[3])
+    raise ValueError(f"unknown action {a!r}")

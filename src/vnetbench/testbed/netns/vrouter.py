@@ -1,0 +1,213 @@
+"""``vrouter``: the OpenContrail vRouter model on OVS's userspace datapath.
+
+Per host: one OVS bridge (OpenFlow 1.3, ``fail_mode`` secure) whose only controller
+is the host's vRouter agent (``vnetbench.sdn.vrouter_agent``, on the host
+namespace's loopback); VM ports are plain ports; one L3 GRE port per peer host
+(``packet_type=legacy_l3``: MPLS over GRE, no inner Ethernet) whose endpoint is the
+underlay address on the second bridge, as for ``ovs``. One control node
+(``vnetbench.sdn.control_node``) in the controller namespace distributes the routes
+the agents announce over the management network. Every process is journaled by
+its run-unique ``--pidfile=`` argument before it starts.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from vnetbench.errors import BuildError
+from vnetbench.testbed.netns import mgmt, proc
+from vnetbench.testbed.netns.deployment import CONTROLLER_DIR
+from vnetbench.testbed.netns.ovs import OvsHost, _bridge, _port, qos_columns
+
+CONTROL_PORT = 5269              # XMPP's client port, which Contrail agents use
+AGENT_OF = "127.0.0.1:6653"     # the agent's OpenFlow listener, inside its host namespace
+READY_TIMEOUT_S = 20.0
+CONTROL_NODE = "control-node"
+
+
+def ctl_dir(run_dir: Path) -> Path:
+    return run_dir / CONTROLLER_DIR
+
+
+AGENT = "contrail-vrouter-agent"     # per host, in the host's run directory (like its OVS)
+
+
+def agent_state(run_dir: Path, host: str) -> Path:
+    return run_dir / host / f"{AGENT}.json"
+
+
+def agent_config(ctx, host) -> dict:
+    """What the agent is told about its host (Nova/Neutron's part in Contrail)."""
+    tb, n = ctx.testbed, ctx.names
+    ifaces = {}
+    for vm_i, vm in enumerate(tb.vms):
+        for k, nic in enumerate(vm.nics):
+            ifaces[n.vm_port(vm_i, k)] = {"port": n.vm_port(vm_i, k), "vm": vm.name, "vnet": nic.vnet,
+                                         "mac": nic.mac, "ip": str(nic.ip),
+                                         "prefixlen": tb.vnet(nic.vnet).cidr.prefixlen}
+    tunnels = {str(p.underlay_ip): n.gre_port(ctx.host_index(p.name))
+               for p in tb.hosts if p.name != host.name}
+    return {"host": host.name, "underlay_ip": str(host.underlay_ip),
+            "tenant_mtu": tb.network.tenant_mtu,
+            "options": {**tb.vswitch.vrouter.__dict__},
+            "vnets": [v.name for v in tb.vnets], "cidrs": {v.name: str(v.cidr) for v in tb.vnets},
+            "ifaces": ifaces, "tunnels": tunnels}
+
+
+def expected_routes(testbed, host: str) -> int:
+    """Routes an agent learns once every other agent announced: a route per remote VM
+    interface and a broadcast route per (remote host, vnet it has)."""
+    return sum(sum(len(vm.nics) for vm in testbed.vms_on(h.name)) + len(testbed.vnets_on(h.name))
+               for h in testbed.hosts if h.name != host)
+
+
+def _spawn(run, ns: str, d: Path, name: str, owner: str, argv_tail: list) -> None:
+    """Journal by the run-unique pidfile argument, then start in namespace ``ns``; its
+    pidfile and log are ``d/<name>.*``."""
+    pf, log = d / f"{name}.pid", d / f"{name}.log"
+    run.record("daemon", name=name, host=owner, pidfile=str(pf), argmark=f"--pidfile={pf}")
+    with open(log, "ab") as out:
+        subprocess.Popen(proc.in_netns(ns, [sys.executable, "-m", *argv_tail, f"--pidfile={pf}"]),
+                         stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                         start_new_session=True)
+
+
+def start_control_node(run, names, testbed) -> None:
+    _spawn(run, names.ctl_ns, ctl_dir(run.dir), "contrail-control", "controller",
+           ["vnetbench.sdn.control_node", f"--listen=0.0.0.0:{CONTROL_PORT}",
+            f"--hold-time={testbed.vswitch.vrouter.hold_time}"])
+
+
+def start(ctx) -> None:
+    """Control node and agents as soon as the namespaces exist (importing os-ken takes
+    about a second, which overlaps the rest of the bring-up)."""
+    tb, n = ctx.testbed, ctx.names
+    ctl_dir(ctx.run.dir).mkdir(parents=True, mode=0o700, exist_ok=True)
+    start_control_node(ctx.run, n, tb)
+    control = f"{mgmt.controller_ip(tb)}:{CONTROL_PORT}"
+    for host in tb.hosts:
+        d = ctx.run.dir / host.name
+        d.mkdir(mode=0o700, exist_ok=True)
+        cfg = d / f"{AGENT}.config.json"
+        cfg.write_text(json.dumps(agent_config(ctx, host), indent=1))
+        _spawn(ctx.run, n.host_ns(host.name), d, AGENT, host.name,
+               ["vnetbench.sdn.vrouter_agent", f"--config={cfg}", f"--listen={AGENT_OF}",
+                f"--control={control}", f"--state={agent_state(ctx.run.dir, host.name)}"])
+
+
+def wire(ctx) -> None:
+    """The hosts' bridges; returns once every agent programmed its bridge and learned
+    every other host's routes from the control node."""
+    tb = ctx.testbed
+    hosts = [VRouterHost(ctx, h) for h in tb.hosts]
+    proc.parallel([lambda o=o: ctx._ovs_host(o) for o in hosts])
+    for o in hosts:
+        o.address_underlay()
+    wait_converged(ctx.run.dir, tb)
+
+
+def agent_status(run_dir: Path, host: str) -> dict:
+    try:
+        return json.loads(agent_state(run_dir, host).read_text())
+    except (OSError, ValueError):
+        return {}
+
+
+def wait_converged(run_dir: Path, testbed, timeout=READY_TIMEOUT_S, since: float = 0.0) -> None:
+    deadline = time.monotonic() + timeout
+    while True:
+        waiting = [h.name for h in testbed.hosts
+                   if not (agent_status(run_dir, h.name).get("programmed", 0) >= since
+                           and agent_status(run_dir, h.name).get("learned") == expected_routes(testbed, h.name))]
+        if not waiting:
+            return
+        if time.monotonic() > deadline:
+            log = run_dir / waiting[0] / f"{AGENT}.log"
+            tail = (log.read_text().strip().splitlines() or ["(empty)"])[-1] if log.exists() else "no log"
+            raise BuildError(f"vrouter: agents of {', '.join(waiting)} not programmed or not in step "
+                             f"with the control node after {timeout:.0f} s (state {agent_status(run_dir, waiting[0])}, "
+                             f"expected {expected_routes(testbed, waiting[0])} routes; agent log: {tail})")
+        time.sleep(0.02)
+
+
+class VRouterHost(OvsHost):
+    """An OVS host whose bridge belongs to its vRouter agent."""
+
+    def _transaction(self, datapath: str) -> list[str]:
+        ctx, host = self.ctx, self.host
+        tb, names = ctx.testbed, ctx.names
+        own = f"external_ids:vnetbench-run={ctx.run.run_id}"
+        br = names.ovs_int
+        tx = self._open_vswitch()
+        tx += _bridge(br, datapath, own)
+        tx += ["--", "set", "Bridge", br, "fail_mode=secure", "protocols=OpenFlow13",
+               "other_config:disable-in-band=true",
+               "--", "--id=@c", "create", "Controller", f"target=\"tcp:{AGENT_OF}\"",
+               "max_backoff=1000", "connection_mode=out-of-band", own,
+               "--", "set", "Bridge", br, "controller=@c"]
+        for vnet in tb.vnets_on(host.name):
+            for port in ctx.vm_ports(host.name, vnet.name):
+                tx += _port(br, port, own)
+        for peer in tb.hosts:
+            if peer.name != host.name:
+                gre = names.gre_port(ctx.host_index(peer.name))
+                tx += _port(br, gre, own)
+                tx += ["--", "set", "Interface", gre, "type=gre", "options:packet_type=legacy_l3",
+                       f"options:remote_ip={peer.underlay_ip}", f"options:local_ip={host.underlay_ip}"]
+        for i, (port, qos) in enumerate(ctx.qos_ports(host.name)):
+            tx += qos_columns(port, i, qos, own)
+        tx += _bridge(names.ovs_phy, datapath, own)
+        tx += ["--", "set", "Interface", names.ovs_phy, f"mtu_request={tb.network.underlay_mtu}"]
+        tx += _port(names.ovs_phy, names.uplink, own)
+        return tx
+
+
+# -- faults (vnetbench.faults drives these) ---------------------------------------
+
+def components(dep) -> list[str]:
+    return [CONTROL_NODE]
+
+
+def _pidfile(dep) -> Path:
+    return ctl_dir(dep.run.dir) / "contrail-control.pid"
+
+
+def control_pid(dep) -> int | None:
+    pf = _pidfile(dep)
+    try:
+        pid = int(pf.read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
+    return pid if f"--pidfile={pf}" in proc.argv(pid) else None
+
+
+def stop(dep, name: str = CONTROL_NODE, graceful: bool = True) -> None:
+    """SIGTERM (the node withdraws its routes from every agent) or SIGKILL."""
+    pf = _pidfile(dep)
+    pid = control_pid(dep)
+    if pid and not proc.stop(pid, lambda p: f"--pidfile={pf}" in proc.argv(p),
+                             grace=2.0, hard=not graceful):
+        raise BuildError(f"control node (pid {pid}) of run {dep.run_id} did not exit")
+    pf.unlink(missing_ok=True)
+
+
+def start_node(dep, name: str = CONTROL_NODE, timeout: float = READY_TIMEOUT_S) -> None:
+    """Start the control node again; returns once every agent is back in step."""
+    if control_pid(dep):
+        return
+    start_control_node(dep.run, dep.names, dep.testbed)
+    wait_converged(dep.run.dir, dep.testbed, timeout)
+
+
+def expire_flows(dep) -> None:
+    """Delete the agents' reactive 5-tuple flows on every bridge (cookie-matched): the
+    state their idle timeout leaves, without waiting."""
+    from vnetbench.sdn.vrouter import COOKIE_FLOW
+    for h in dep.testbed.hosts:
+        sock = dep.host_file(h.name, f"{dep.names.ovs_int}.mgmt")
+        proc.run(["ovs-ofctl", "-O", "OpenFlow13", "del-flows", f"unix:{sock}",
+                  f"cookie={COOKIE_FLOW:#x}/-1"], what=f"ovs-ofctl del-flows on {h.name}")

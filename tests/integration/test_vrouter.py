@@ -1,0 +1,159 @@
+"""vrouter behaviours that follow from the OpenContrail model, measured. Each would
+fail if the mechanism were absent: MPLS over GRE with the agents' labels, proxy ARP
+in the datapath, the tenant MTU, the agent's flow-setup rate, the control node's
+routes (flushed on loss unless headless), the agent's DHCP server."""
+
+import subprocess
+import time
+
+import pytest
+
+from vnetbench.faults import Faults
+from vnetbench.functional import measure
+from vnetbench.sdn.vrouter import LABEL_BASE, VROUTER_MAC
+from vnetbench.testbed.loader import loads
+from vnetbench.testbed.model import NetType, VSwitchKind
+from vnetbench.testbed.netns import builder, vrouter
+from vnetbench.traffic import flowgen, ping
+
+from leaks import leftovers
+
+
+def _testbed(options: str = ""):
+    return loads(f"vswitch: {{kind: vrouter, vrouter: {{{options}}}}}\nnetwork: {{type: gre}}\n",
+                 source="<test_vrouter>", online_cpus=[0, 1])
+
+
+@pytest.fixture
+def up(caps, state_dir):
+    if caps.why_not(VSwitchKind.VROUTER, NetType.GRE):
+        pytest.skip(caps.why_not(VSwitchKind.VROUTER, NetType.GRE))
+    built = []
+
+    def make(options=""):
+        dep = builder.up(_testbed(options), caps=caps)
+        built.append(dep)
+        return dep
+    yield make
+    for dep in built:
+        run_dir = dep.run.dir
+        assert dep.down() == []
+        assert leftovers(dep.run_id, run_dir) == {}
+
+
+def _ping(dep, src, dst, count=3, payload=56, df=False, interval=0.05):
+    argv = ping.command(ping.PingParams(dest=dep.ip(dst), count=count, interval_s=interval,
+                                        payload=payload))
+    out = dep.exec(src, argv[:1] + ["-M", "do"] + argv[1:] if df else argv, timeout=count * interval + 20)
+    return ping.parse(out.stdout)
+
+
+def _labels(dep, host):
+    """port name -> MPLS label, from the agent's own flows on ``host`` (label -> output)."""
+    sock = dep.host_file(host, f"{dep.names.ovs_int}.mgmt")
+    flows = subprocess.run(["ovs-ofctl", "-O", "OpenFlow13", "dump-flows", f"unix:{sock}", "table=0,mpls"],
+                           capture_output=True, text=True, check=True).stdout
+    return {int(f.split("mpls_label=")[1].split()[0]) for f in flows.splitlines() if "mpls_label=" in f}
+
+
+def test_underlay_carries_mpls_over_gre_with_the_agents_labels(up):
+    dep = up()
+    fabric = dep.names.fabric_ns
+    cap = subprocess.Popen(["ip", "netns", "exec", fabric, "tcpdump", "-l", "-e", "-nn", "-c", "6",
+                            "-i", dep.names.fabric_bridge, "ip proto 47"],
+                           stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    time.sleep(1.0)
+    res = _ping(dep, "cross-a", "cross-b", count=5, interval=0.1)
+    out, _ = cap.communicate(timeout=15)
+    assert res["received"] > 0
+    assert "proto MPLS unicast (0x8847)" in out, out
+    seen = {int(t.split("label ")[1].split(",")[0]) for t in out.splitlines() if "label " in t}
+    want = _labels(dep, "h1") | _labels(dep, "h2")
+    assert seen and seen <= want and min(seen) >= LABEL_BASE, (seen, want)
+
+
+def test_proxy_arp_answers_on_the_host_and_the_peer_sees_no_request(up):
+    dep = up()
+    for src, dst in (("cross-a", "cross-b"), ("same-a", "same-b")):
+        got = measure.arp_seen_by_peer(dep, src, dst)
+        assert got["replies"] > 0 and got["reply_macs"] == [VROUTER_MAC], got
+        assert got["requests_at_owner"] == 0, got
+
+
+def test_full_tenant_mtu_crosses_and_one_byte_more_does_not(up):
+    dep = up()
+    mtu = dep.testbed.network.tenant_mtu
+    assert mtu == dep.testbed.network.underlay_mtu - 28
+    assert _ping(dep, "cross-a", "cross-b", payload=mtu - 28, df=True)["received"] > 0
+    for vm in ("cross-a", "cross-b"):    # let the VM send it: the underlay must refuse it
+        dep.exec(vm, ["ip", "link", "set", "eth0", "mtu", str(mtu + 1)])
+    assert _ping(dep, "cross-a", "cross-b", payload=mtu + 1 - 28, df=True)["received"] == 0
+
+
+def _cross_ok(dep, count=10):
+    return _ping(dep, "cross-a", "cross-b", count=count, interval=0.05)["received"]
+
+
+@pytest.mark.parametrize("headless", [False, True])
+def test_control_node_stopped_gracefully_cross_host_stops_unless_headless(up, headless):
+    dep = up(f"headless: {str(headless).lower()}")
+    assert _cross_ok(dep) > 0 and _ping(dep, "same-a", "same-b")["received"] > 0
+    Faults(dep).controller_stop()
+    time.sleep(0.5)
+    learned = vrouter.agent_status(dep.run.dir, "h1")["learned"]
+    cross = _cross_ok(dep)
+    assert _ping(dep, "same-a", "same-b")["received"] > 0        # local routes are the agent's own
+    if headless:
+        assert learned > 0 and cross > 0, (learned, cross)
+    else:
+        assert learned == 0 and cross == 0, (learned, cross)
+    Faults(dep).controller_start()
+    assert _cross_ok(dep) > 0
+
+
+def test_killed_control_node_is_noticed_after_the_hold_time(up):
+    dep = up("hold_time: 2")
+    assert _cross_ok(dep) > 0
+    Faults(dep).controller_kill()
+    assert _cross_ok(dep, count=5) > 0                     # within the hold time: still routed
+    time.sleep(2.5)
+    assert vrouter.agent_status(dep.run.dir, "h1")["learned"] == 0
+    assert _cross_ok(dep, count=5) == 0
+
+
+def _flow_loss(dep, rate, seconds=3):
+    argv = flowgen.client_command(flowgen.ClientParams(target=dep.ip("cross-b"), rate=rate,
+                                                       duration_s=seconds, deadline_ms=1000))
+    return flowgen.parse(dep.exec("cross-a", argv, timeout=seconds + 30).stdout)["loss_pct"]
+
+
+def test_flow_setup_loss_rises_above_the_agents_setup_rate(up):
+    dep = up("flow_setup_rate: 40")
+    server = dep.popen("cross-b", flowgen.server_command(flowgen.ServerParams(listen=dep.ip("cross-b"))),
+                       stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    try:
+        assert "listening" in server.stdout.readline()
+        below = _flow_loss(dep, 10)
+        above = _flow_loss(dep, 400)
+    finally:
+        server.kill()
+        server.wait()
+    dropped = vrouter.agent_status(dep.run.dir, "h1")
+    assert below < 5 and above > 30, (below, above, dropped)
+
+
+def test_dhcp_is_served_by_the_agent(up):
+    dep = up()
+    vm = dep.testbed.vm("cross-b")
+    dep.exec("cross-b", ["ip", "addr", "flush", "dev", "eth0"])
+    out = dep.exec("cross-b", ["busybox", "udhcpc", "-i", "eth0", "-n", "-q", "-f", "-t", "3", "-T", "1",
+                               "-s", "/bin/true"], timeout=20)
+    assert f"lease of {vm.nics[0].ip} obtained" in (out.stdout + out.stderr), out.stdout + out.stderr
+
+
+def test_dhcp_is_not_answered_when_off(up):
+    dep = up("dhcp: false")
+    dep.exec("cross-b", ["ip", "addr", "flush", "dev", "eth0"])
+    out = dep.exec("cross-b", ["busybox", "udhcpc", "-i", "eth0", "-n", "-q", "-f", "-t", "2", "-T", "1",
+                               "-s", "/bin/true"], timeout=20)
+    assert "obtained" not in out.stdout + out.stderr

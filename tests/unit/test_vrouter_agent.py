@@ -1,0 +1,127 @@
+"""The vRouter agent's decisions without a switch: the pipeline for a VM port, routes
+learned from the control node and their flush, the flow-setup queue's rate and
+hold limit, and DHCP answers to recorded packet-ins (tests/data/vrouter)."""
+
+import json
+from pathlib import Path
+
+from os_ken.lib.packet import dhcp as osdhcp, packet
+
+from vnetbench.sdn import dhcp
+from vnetbench.sdn.vrouter import (
+    BCAST_LABEL_BASE, COOKIE_LEARNED, LABEL_BASE, T_CLASSIFY, T_FLOOD, T_FLOW, T_ROUTE, VROUTER_MAC,
+    Agent, Delete, Flow, FlowSetup, flow_key,
+)
+from vnetbench.sdn.vrouter_app import packet_fields
+
+DATA = json.loads((Path(__file__).parent.parent / "data" / "vrouter" / "packet_ins.json").read_text())
+OPTS = {"headless": False, "hold_time": 90, "flow_setup_rate": 0, "flow_hold_packets": 3,
+        "flow_idle_timeout": 180, "dhcp": True}
+
+
+def config(**opts):
+    iface = {"vm": "cross-a", "vnet": "vnet1", "mac": "02:76:6e:00:02:00", "ip": "198.19.1.3",
+             "prefixlen": 24}
+    return {"host": "h1", "underlay_ip": "198.18.0.1", "tenant_mtu": 1472,
+            "options": {**OPTS, **opts}, "vnets": ["vnet1", "vnet2"],
+            "cidrs": {"vnet1": "198.19.1.0/24", "vnet2": "198.19.1.0/24"},
+            "ifaces": {"tpx-2-0": {"port": "tpx-2-0", **iface}},
+            "tunnels": {"198.18.0.2": "grx-1"}}
+
+
+def agent(**opts):
+    a = Agent(config(**opts))
+    a.port_up("grx-1", 3)
+    return a
+
+
+def flows(decisions, table=None):
+    return [d for d in decisions if isinstance(d, Flow) and (table is None or d.table == table)]
+
+
+def test_vm_port_gets_proxy_arp_label_and_local_route():
+    a = agent()
+    out = a.port_up("tpx-2-0", 4)
+    arp = [f for f in flows(out, T_CLASSIFY) if dict(f.match).get("arp_op") == 1][0]
+    assert dict(arp.match)["arp_tpa"] == "198.19.1.0/24"       # any address of the VM's vnet
+    assert ("set_field", "arp_sha", VROUTER_MAC) in arp.actions and arp.actions[-1] == ("in_port",)
+    rx = [f for f in flows(out, T_CLASSIFY) if dict(f.match).get("mpls_label") == LABEL_BASE + 4][0]
+    assert rx.actions[0] == ("pop_mpls", 0x0800) and rx.actions[-1] == ("output", 4)
+    route = flows(out, T_ROUTE)[0]
+    assert dict(route.match) == {"metadata": 1, "eth_type": 0x0800, "ipv4_dst": "198.19.1.3"}
+    assert ("set_field", "eth_src", VROUTER_MAC) in route.actions
+    assert a.local_routes("198.18.0.1") == [
+        {"kind": "vm", "vnet": "vnet1", "ip": "198.19.1.3", "label": LABEL_BASE + 4, "nh": "198.18.0.1"},
+        {"kind": "bcast", "vnet": "vnet1", "ip": "198.18.0.1", "label": BCAST_LABEL_BASE + 1,
+         "nh": "198.18.0.1"}]
+
+
+def test_learned_routes_push_the_remote_label_and_replicate_broadcast():
+    a = agent()
+    a.port_up("tpx-2-0", 4)
+    remote = {"kind": "vm", "vnet": "vnet1", "ip": "198.19.1.4", "label": 20, "nh": "198.18.0.2"}
+    bcast = {"kind": "bcast", "vnet": "vnet1", "ip": "198.18.0.2", "label": BCAST_LABEL_BASE + 1,
+             "nh": "198.18.0.2"}
+    out = a.learn([remote, bcast], full=True)
+    route = flows(out, T_ROUTE)[0]
+    assert route.cookie == COOKIE_LEARNED
+    assert route.actions == (("push_mpls", 0x8847), ("set_field", "mpls_label", 20), ("output", 3))
+    flood = flows(out, T_FLOOD)[0]
+    assert flood.actions == (("output", 4), ("push_mpls", 0x8847),
+                             ("set_field", "mpls_label", BCAST_LABEL_BASE + 1), ("output", 3))
+    # a route of another host's underlay this agent has no tunnel to is ignored
+    assert a.learn([{**remote, "nh": "198.18.0.9", "ip": "198.19.1.9"}]) == []
+
+
+def test_flush_removes_every_learned_route():
+    a = agent()
+    a.port_up("tpx-2-0", 4)
+    a.learn([{"kind": "vm", "vnet": "vnet1", "ip": "198.19.1.4", "label": 20, "nh": "198.18.0.2"}])
+    out = a.flush()
+    assert a.learned == {}
+    assert [d for d in out if isinstance(d, Delete) and d.table == T_ROUTE][0].cookie == COOKIE_LEARNED
+
+
+def test_recorded_echo_sets_up_forward_and_reverse_flows():
+    a = agent()
+    a.port_up("tpx-2-0", 4)
+    fields = packet_fields(bytes.fromhex(DATA["icmp_echo"]))
+    key = flow_key(a.vrf_of(4), fields)
+    assert key == (1, "198.19.1.3", "198.19.1.4", 1, 0, 0)
+    fwd, rev = a.flow_entries(key)
+    assert dict(fwd.match)["ipv4_src"] == "198.19.1.3" and dict(rev.match)["ipv4_src"] == "198.19.1.4"
+    assert fwd.table == rev.table == T_FLOW and fwd.actions == (("goto", T_ROUTE),)
+    assert fwd.idle_timeout == 180
+
+
+def test_flow_setup_holds_three_packets_and_keeps_its_rate():
+    clock = [0.0]
+    fs = FlowSetup(rate=10, hold=3, now=lambda: clock[0])
+    assert all(fs.trap(("f", 0), b"p") for _ in range(3))
+    assert not fs.trap(("f", 0), b"p")                       # a fourth packet is dropped
+    for i in range(1, 40):
+        fs.trap(("f", i), b"p")
+    first = fs.due()
+    assert len(first) == 1 and len(first[0][1]) == 3         # burst of a tenth of a second
+    done = 0
+    for step in range(1, 11):                                # the agent polls; 1 s later:
+        clock[0] = step / 10
+        done += len(fs.due())
+    assert done == 10                                        # 10 set-ups per second
+    assert fs.wait() > 0
+    assert fs.dropped == 1
+
+
+def test_recorded_dhcp_discover_and_request_get_offer_and_ack():
+    a = agent()
+    a.port_up("tpx-2-0", 4)
+    iface = a.ifaces["tpx-2-0"]
+    for req, kind in (("dhcp_discover", osdhcp.DHCP_OFFER), ("dhcp_request", osdhcp.DHCP_ACK)):
+        pkt = packet.Packet(dhcp.reply(bytes.fromhex(DATA[req]), iface, 1472))
+        d = pkt.get_protocol(osdhcp.dhcp)
+        assert d.yiaddr == "198.19.1.3" and d.siaddr == "198.19.1.254"
+        opts = {o.tag: o.value for o in d.options.option_list}
+        assert opts[osdhcp.DHCP_MESSAGE_TYPE_OPT] == bytes([kind])
+        assert opts[osdhcp.DHCP_INTERFACE_MTU_OPT] == (1472).to_bytes(2, "big")
+    other = a.ifaces["tpx-2-0"].__class__(**{**iface.__dict__, "mac": "02:00:00:00:00:99"})
+    assert dhcp.reply(bytes.fromhex(DATA["dhcp_discover"]), other, 1472) is None   # not its MAC
