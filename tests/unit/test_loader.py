@@ -362,6 +362,15 @@ def test_qos_explicit_burst_and_state_round_trip():
     assert from_dict(json.loads(json.dumps(to_dict(t)))) == t
 
 
+def test_qos_direction_ingress_by_default_egress_when_asked():
+    from vnetbench.testbed.codec import from_dict, to_dict
+    assert not tb(qos_file("{max_kbps: 10000}")).vm("a").nics[0].qos.egress
+    t = tb(qos_file("{max_kbps: 10000, direction: egress}"))
+    assert t.vm("a").nics[0].qos.egress and from_dict(json.loads(json.dumps(to_dict(t)))) == t
+    msg = error(qos_file("{max_kbps: 10000, direction: up}"))
+    assert "vms[0].vnets[0].qos.direction" in msg and "egress" in msg, msg
+
+
 @pytest.mark.parametrize("qos, where, fix", [
     ("{max_kbps: 1}", "vnets[0].qos.max_kbps", ">= 8"),
     ("{}", "vnets[0].qos", "add it"),

@@ -38,11 +38,19 @@ ROWS = (
         "Vnet A does not see vnet B flood to an unknown MAC, static ARP on the source "
         "(captured on A's VMs)"),
     Row("rate.compliance", "Rate limiting",
-        "10 Mbit/s on a logical port: rate at the receiver (iperf3 UDP at 2x) within ±10% after 2 s"),
+        "10 Mbit/s on a logical port, to the VM (ingress): rate at the receiver (iperf3 UDP "
+        "at 2x) within ±10% after 2 s"),
     Row("rate.same-vnet", "Rate limiting",
-        "The limit does not affect other ports of the same vnet"),
+        "The ingress limit does not affect other ports of the same vnet"),
     Row("rate.other-vnet", "Rate limiting",
-        "The limit does not affect ports of another vnet"),
+        "The ingress limit does not affect ports of another vnet"),
+    Row("rate.egress-compliance", "Rate limiting",
+        "10 Mbit/s on a logical port, from the VM (egress): rate at the receiver (iperf3 UDP "
+        "at 2x) within ±10% after 2 s"),
+    Row("rate.egress-same-vnet", "Rate limiting",
+        "The egress limit does not affect other ports of the same vnet"),
+    Row("rate.egress-other-vnet", "Rate limiting",
+        "The egress limit does not affect ports of another vnet"),
     Row("fault.ping-stop", "Fault tolerance",
         "Ping continues when the controller stops gracefully (longest pause)"),
     Row("fault.ping-kill", "Fault tolerance",

@@ -49,6 +49,7 @@ def pytest_addoption(parser):
 
 def pytest_configure(config):
     config.addinivalue_line("markers", "row(id): the functional matrix row a test measures")
+    config.addinivalue_line("markers", "full: measured in full runs only, not with --quick")
     config.stash[MATRIX] = Matrix()
 
 
@@ -69,6 +70,16 @@ def one_network_per_kind(cs):
         if k not in picked or t is PREFERRED.get(k, NetType.VXLAN):
             picked[k] = t
     return [(k, t) for k, t in cs if picked[k] is t]
+
+
+def pytest_collection_modifyitems(config, items):
+    """--quick leaves the ``full`` rows out (listed as not measured in this run)."""
+    if not config.getoption("quick"):
+        return
+    skipped = [i for i in items if i.get_closest_marker("full")]
+    if skipped:
+        config.hook.pytest_deselected(items=skipped)
+        items[:] = [i for i in items if not i.get_closest_marker("full")]
 
 
 def pytest_generate_tests(metafunc):

@@ -58,6 +58,7 @@ LINK_KINDS = {
     "vxlan": ("VXLAN devices", "CONFIG_VXLAN"),
     "gretap": ("gretap devices", "CONFIG_NET_IPGRE"),
     "geneve": ("Geneve devices", "CONFIG_GENEVE"),
+    "ifb": ("IFB devices", "CONFIG_IFB"),
 }
 LB_NEEDS = {NetType.FLAT: (), NetType.VLAN: ("vlan",), NetType.VXLAN: ("vxlan",),
             NetType.GRE: ("gretap",), NetType.GENEVE: ("geneve",)}
@@ -121,10 +122,23 @@ class Capabilities:
         if not self.root:
             raise PrerequisiteError("building a testbed needs root (CAP_NET_ADMIN and "
                                     "CAP_SYS_ADMIN for namespaces); run it as root or with sudo")
-        reason = self.why_not(testbed.vswitch.kind, testbed.network.type, testbed.vswitch.datapath)
+        reason = self.why_not(testbed.vswitch.kind, testbed.network.type, testbed.vswitch.datapath) \
+            or self.why_not_egress(testbed)
         if reason:
             raise UnsupportedError(f"{testbed.source}: {testbed.vswitch.kind} + "
                                    f"{testbed.network.type} cannot run here: {reason}")
+
+    def why_not_egress(self, testbed: Testbed) -> str | None:
+        """An egress bandwidth limit (from the VM) where this kind or kernel cannot shape it."""
+        if not any(n.qos and n.qos.egress for vm in testbed.vms for n in vm.nics):
+            return None
+        kind = testbed.vswitch.kind
+        if kind is VSwitchKind.OVS_OPENFLOW:
+            return ("an egress bandwidth limit needs the flows to carry a meter, and the reactive "
+                    "controller (Floodlight v0.90 model) owns the flow table and meters nothing")
+        if kind is VSwitchKind.LINUXBRIDGE and self.links.get("ifb"):
+            return f"an egress limit needs IFB devices (CONFIG_IFB): {self.links['ifb']}"
+        return None
 
     def matrix(self):
         """(vswitch, network type, reason-or-None) for every combination."""
@@ -206,6 +220,7 @@ def _probe_in_fresh_netns() -> dict:
         "vxlan": {"kind": "vxlan", "vxlan_id": 10, "vxlan_port": 4789},
         "gretap": {"kind": "gretap", "gre_local": "198.18.0.1", "gre_remote": "198.18.0.2"},
         "geneve": {"kind": "geneve", "geneve_id": 10, "geneve_remote": "198.18.0.2"},
+        "ifb": {"kind": "ifb"},
     }
     links = {}
     with IPRoute() as ipr:

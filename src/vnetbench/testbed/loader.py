@@ -359,7 +359,8 @@ def _qos(raw) -> Qos | None:
     if raw is None:
         return None
     return Qos(max_kbps=raw["max_kbps"],
-               max_burst_kbits=raw.get("max_burst_kbits", max(1, raw["max_kbps"] * 8 // 10)))
+               max_burst_kbits=raw.get("max_burst_kbits", max(1, raw["max_kbps"] * 8 // 10)),
+               direction=raw.get("direction", "ingress"))
 
 
 class _IpAllocator:

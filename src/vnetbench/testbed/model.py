@@ -139,10 +139,15 @@ class Vnet:
 
 @dataclass(frozen=True)
 class Qos:
-    """A Neutron-style bandwidth limit on a VM's port, on the traffic delivered to the
-    VM (Neutron's 'ingress' direction); each vSwitch kind realises it its own way."""
+    """A Neutron-style bandwidth limit on a VM's port; each vSwitch kind realises it its
+    own way. Direction as Neutron's: 'ingress' = delivered to the VM, 'egress' = sent by it."""
     max_kbps: int
     max_burst_kbits: int     # token bucket depth; Neutron's default is 80% of max_kbps
+    direction: str = "ingress"
+
+    @property
+    def egress(self) -> bool:
+        return self.direction == "egress"
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,10 @@
 """Rate limiting (seed 003): 10 Mbit/s on one logical port, declared in the testbed
 (``qos:`` on the VM's NIC) and realised by the kind's own mechanism; measured at the
 receiver with iperf3. The port beside it on the same vnet and host, identical but
-for the limit, is the control that the limit (not the path) holds the rate."""
+for the limit, is the control that the limit (not the path) holds the rate.
+
+Both of Neutron's directions: ingress (delivered to the VM: the limited VM receives)
+and egress (sent by the VM: the limited VM sends; a testbed of its own, full runs only)."""
 
 import pytest
 
@@ -30,22 +33,63 @@ FREE_SECONDS = 3
 dep = deployment_fixture(TESTBED, "rate-limit")
 
 
-@pytest.mark.row("rate.compliance")
-def test_limited_port_holds_the_rate(dep, record):
+def _compliance(dep, receiver, sender, record):
     """UDP offered at twice the limit: what arrives is what the shaper lets through,
     free of TCP's own dynamics (a deep shaper queue makes TCP saw-tooth below it)."""
     m = {"limit_mbps": LIMIT_MBPS, **measure.receiver_rate(
-        dep, "red-limited", "red-sender", SECONDS, udp_bps=2 * LIMIT_KBPS * 1000)}
+        dep, receiver, sender, SECONDS, udp_bps=2 * LIMIT_KBPS * 1000)}
     record(verdict.rate_compliance(m), m)
+
+
+def _unaffected(dep, receiver, sender, record):
+    m = {"limit_mbps": LIMIT_MBPS, **measure.receiver_rate(dep, receiver, sender, FREE_SECONDS)}
+    record(verdict.unaffected(m), m)
+
+
+@pytest.mark.row("rate.compliance")
+def test_limited_port_holds_the_rate(dep, record):
+    _compliance(dep, "red-limited", "red-sender", record)
 
 
 @pytest.mark.row("rate.same-vnet")
 def test_other_port_of_the_same_vnet_is_not_limited(dep, record):
-    m = {"limit_mbps": LIMIT_MBPS, **measure.receiver_rate(dep, "red-free", "red-sender", FREE_SECONDS)}
-    record(verdict.unaffected(m), m)
+    _unaffected(dep, "red-free", "red-sender", record)
 
 
 @pytest.mark.row("rate.other-vnet")
 def test_port_of_another_vnet_is_not_limited(dep, record):
-    m = {"limit_mbps": LIMIT_MBPS, **measure.receiver_rate(dep, "blue-free", "blue-sender", FREE_SECONDS)}
-    record(verdict.unaffected(m), m)
+    _unaffected(dep, "blue-free", "blue-sender", record)
+
+
+EGRESS_TESTBED = """
+vswitch: {kind}
+network: {{type: {ntype}}}
+vnets:
+  - {{name: red, cidr: 198.19.1.0/24}}
+  - {{name: blue, cidr: 198.19.1.0/24}}
+vms:
+  - {{name: red-limited, host: h1, vnets: [{{name: red, qos: {{max_kbps: %d, direction: egress}}}}]}}
+  - {{name: red-free, host: h1, vnets: [red]}}
+  - {{name: red-receiver, host: h2, vnets: [red]}}
+  - {{name: blue-free, host: h1, vnets: [blue]}}
+  - {{name: blue-receiver, host: h2, vnets: [blue]}}
+""" % LIMIT_KBPS
+egress_dep = deployment_fixture(EGRESS_TESTBED, "rate-limit-egress")
+
+
+@pytest.mark.full
+@pytest.mark.row("rate.egress-compliance")
+def test_egress_limited_port_holds_the_rate(egress_dep, record):
+    _compliance(egress_dep, "red-receiver", "red-limited", record)
+
+
+@pytest.mark.full
+@pytest.mark.row("rate.egress-same-vnet")
+def test_egress_other_port_of_the_same_vnet_is_not_limited(egress_dep, record):
+    _unaffected(egress_dep, "red-receiver", "red-free", record)
+
+
+@pytest.mark.full
+@pytest.mark.row("rate.egress-other-vnet")
+def test_egress_port_of_another_vnet_is_not_limited(egress_dep, record):
+    _unaffected(egress_dep, "blue-receiver", "blue-free", record)

@@ -47,6 +47,23 @@ def address(ns: NetNS, ifname: str, ip, prefixlen: int) -> None:
     ns.addr("add", index=index(ns, ifname), address=str(ip), prefixlen=prefixlen)
 
 
+def ifb(ns: NetNS, name: str, alias: str) -> None:
+    ns.link("add", ifname=name, kind="ifb")
+    stamp(ns, name, alias)
+    up(ns, name)
+
+
+def redirect_ingress(ns: NetNS, ifname: str, to: str) -> None:
+    """Everything arriving on ``ifname`` goes through ``to``'s egress qdiscs first (an
+    ingress qdisc, a match-all u32 filter, mirred redirect): how a shaper reaches traffic
+    a port receives, without tc police."""
+    idx = index(ns, ifname)
+    ns.tc("add", "ingress", idx, "ffff:")
+    ns.tc("add-filter", "u32", idx, parent="ffff:", protocol=0x0003, prio=1, target=0x10001,
+          keys=["0x0/0x0+0"], action={"kind": "mirred", "direction": "egress",
+                                      "action": "redirect", "ifindex": index(ns, to)})
+
+
 def shape(ns: NetNS, ifname: str, kbps: int, burst_kbits: int, latency_ms: int = 50) -> None:
     """A TBF root qdisc: what leaves ``ifname`` is held to ``kbps`` (bucket ``burst_kbits``)."""
     ns.tc("add", "tbf", index(ns, ifname), handle="1:", rate=f"{kbps}kbit",

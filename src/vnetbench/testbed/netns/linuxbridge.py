@@ -24,6 +24,11 @@ def wire_host(ctx, host) -> None:
             for port in ctx.vm_ports(host.name, vnet.name):
                 links.up(ns, port, master=br)
         for port, qos in ctx.qos_ports(host.name):
+            if qos.egress:      # what the VM sends arrives on the port: shape it on an IFB
+                ifb = ctx.names.ifb(port)
+                links.ifb(ns, ifb, names.alias(f"egress limit of {port}"))
+                links.redirect_ingress(ns, port, ifb)
+                port = ifb
             links.shape(ns, port, qos.max_kbps, qos.max_burst_kbits)
 
 

@@ -41,6 +41,11 @@ class Names:
         return _ifname(f"tp{self.rid}-{vm_i}-{nic}")
 
     @staticmethod
+    def ifb(port: str) -> str:
+        """The IFB device that shapes what a VM port receives (an egress limit)."""
+        return _ifname("ib" + port[2:])
+
+    @staticmethod
     def vm_nic(nic: int) -> str:
         return f"eth{nic}"
 

@@ -138,8 +138,9 @@ def nb_transaction(testbed, run_id: str) -> list[str]:
                    "--", "lsp-set-addresses", lsp, addr,
                    "--", "lsp-set-port-security", lsp, addr,
                    "--", "set", "Logical_Switch_Port", lsp, own]
-            if nic.qos:     # OVN's logical port QoS: a meter on what is delivered to the port
-                tx += ["--", "qos-add", nic.vnet, "to-lport", "1000", f'outport == "{lsp}"',
+            if nic.qos:     # OVN's logical port QoS: a meter on what the port gets or sends
+                way, field = ("from-lport", "inport") if nic.qos.egress else ("to-lport", "outport")
+                tx += ["--", "qos-add", nic.vnet, way, "1000", f'{field} == "{lsp}"',
                        f"rate={nic.qos.max_kbps}", f"burst={nic.qos.max_burst_kbits}"]
     return tx[1:]
 

@@ -56,8 +56,25 @@ class OvsHost:
                     env=self.env, owner=self.host.name, **kw)
 
     def configure(self, datapath: str) -> None:
-        """The whole host in one ovs-vsctl transaction."""
+        """The whole host in one ovs-vsctl transaction; then egress limits as meters."""
         self.vsctl(*self._transaction(datapath))
+        self.egress_meters()
+
+    def egress_meters(self) -> None:
+        """Egress limits (what a VM sends): an OpenFlow meter (kbps, drop band) and a flow
+        ``in_port=<port> -> meter, NORMAL`` above the bridge's NORMAL flow. Flows do not
+        survive an ovs-vswitchd restart (an agent would re-add them)."""
+        br = self.ctx.names.ovs_int
+        sock = f"unix:{self.rundir / f'{br}.mgmt'}"
+        for i, (port, qos) in enumerate(self.ctx.qos_ports(self.host.name), start=1):
+            if qos.egress:
+                self.ofctl("add-meter", sock, f"meter={i},kbps,burst,band=type=drop,"
+                           f"rate={qos.max_kbps},burst_size={qos.max_burst_kbits}")
+                self.ofctl("add-flow", sock, f"priority=100,in_port={port},actions=meter:{i},NORMAL")
+
+    def ofctl(self, *args) -> str:
+        return proc.run(["ovs-ofctl", "-O", "OpenFlow13", *args], env=self.env, timeout=15,
+                        what=f"ovs-ofctl on {self.host.name}")
 
     def address_underlay(self) -> None:
         """Tunnel endpoints live on the OVS bridge's own port (userspace tunneling)."""
@@ -106,7 +123,8 @@ class OvsHost:
             elif ntype.is_tunnel:
                 tx += tunnel_ports(ctx, host, vnet, vi, names.ovs_int, own, f"tag={tag}")
         for i, (port, qos) in enumerate(ctx.qos_ports(host.name)):
-            tx += qos_columns(port, i, qos, own)
+            if not qos.egress:
+                tx += qos_columns(port, i, qos, own)
         if ntype is NetType.VLAN:
             tx += _port(names.ovs_int, names.uplink, own)
         elif ntype.is_tunnel:
