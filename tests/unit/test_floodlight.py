@@ -196,3 +196,22 @@ def test_removing_a_vnet_forgets_its_macs_ports_links_and_deletes_their_flows():
         again = fwd.packet_in(1, 2, Frame(C, dst, 0x0800, None, "198.19.1.3", "198.19.1.1", 1))
         assert isinstance(again[-1], Drop)                               # VNF: C is in no vnet
     assert A in fwd.ap and fwd.remove_vnet("blue") == []                 # red untouched; idempotent
+
+
+def test_controller_listens_before_os_ken_and_hands_it_the_socket():
+    """The entry point binds first; os-ken's hub.listen gets that socket for the
+    listen address and a fresh one for any other."""
+    import socket
+    from vnetbench.sdn import controller
+    server = controller.listening(("127.0.0.1", 0))
+    try:
+        addr = server.getsockname()
+        client = socket.create_connection(addr, timeout=2)    # accepted into the backlog
+        client.close()
+        asked = []
+        hand = controller._handing(lambda a, *rest, **kw: asked.append(a) or "fresh", server)
+        assert hand(addr) is server and asked == []
+        assert hand(("127.0.0.1", addr[1] + 1)) == "fresh" and asked == [("127.0.0.1", addr[1] + 1)]
+    finally:
+        server.close()
+

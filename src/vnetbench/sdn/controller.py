@@ -6,6 +6,13 @@ module (they register their options), then parse ``os_ken.cfg.CONF``, then
 ``AppManager.run_apps``. The process names itself ``osken-manager`` (what the
 collector's component list calls an os-ken controller) and writes its own pidfile;
 ``--pidfile=PATH`` stays in its argv so teardown can prove the process is the run's.
+
+The Floodlight controller listens **before** importing os-ken (about 1 s, more under
+load): the switches' TCP connections then wait in the kernel's backlog instead of
+being refused, and a refused switch retries only after OVS's minimum back-off of 1 s
+(measured: that back-off was a third of the ``ovs-openflow`` bring-up,
+bench/README.md). os-ken's server is handed that socket (``hub.listen`` for the
+listen address).
 """
 
 from __future__ import annotations
@@ -14,6 +21,7 @@ import argparse
 import ctypes
 import json
 import os
+import socket
 import sys
 
 PROCESS_NAME = b"osken-manager"
@@ -31,21 +39,27 @@ def main(argv=None) -> int:
     p.add_argument("--removed", help="JSON list of deleted vnets the app watches (deprovisioning)")
     p.add_argument("--listen", required=True, help="ADDRESS:PORT for OpenFlow")
     args = p.parse_args(argv)
+    host, port = args.listen.rsplit(":", 1)
+    server = listening((host, int(port)))          # before os-ken: nothing is refused
     with open(args.config) as f:
         config = json.load(f)
     run_osken(PROCESS_NAME, args.pidfile, args.listen, "vnetbench.sdn.floodlight",
               dict(config=config, instance=args.instance, lock=args.lock, record=args.record,
-                   ready_dir=args.ready_dir, removed=args.removed))
+                   ready_dir=args.ready_dir, removed=args.removed), server=server)
     return 0
 
 
-def run_osken(name: bytes, pidfile: str, listen: str, app: str, settings: dict) -> None:
+def run_osken(name: bytes, pidfile: str, listen: str, app: str, settings: dict,
+              server: socket.socket | None = None) -> None:
     """Name the process, boot os-ken in the order 4.2 needs, hand ``settings`` to the
-    app module's SETTINGS, write the pidfile, run the app until it is stopped."""
+    app module's SETTINGS, write the pidfile, run the app until it is stopped.
+    ``server``: an already listening socket for ``listen`` (``listening``)."""
     import importlib
     ctypes.CDLL(None).prctl(PR_SET_NAME, name, 0, 0, 0)
     from os_ken.lib import hub
     hub.patch(thread=False)                 # eventlet before anything opens a socket
+    if server is not None:
+        hub.listen = _handing(hub.listen, server)
     from os_ken import cfg
     from os_ken.base.app_manager import AppManager   # before controller: circular import
     import os_ken.controller.controller  # noqa: F401,E402  (registers the ofp-* options)
@@ -60,6 +74,28 @@ def run_osken(name: bytes, pidfile: str, listen: str, app: str, settings: dict) 
     os.replace(tmp, pidfile)
     AppManager.run_apps([app])
 
+
+def listening(addr, backlog: int = 128) -> socket.socket:
+    """The OpenFlow listening socket, bound at once (connections queue meanwhile)."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(addr)
+    sock.listen(backlog)
+    return sock
+
+
+def _handing(listen, server: socket.socket):
+    """os-ken's ``hub.listen``, giving out ``server`` for its own address."""
+    from os_ken.lib import hub
+    if hub.HUB_TYPE == "eventlet":          # OSKEN_HUB_TYPE=eventlet: a green socket
+        from eventlet.greenio import GreenSocket
+        server = GreenSocket(server)
+
+    def hand(addr, *args, **kwargs):
+        if tuple(addr) == server.getsockname():
+            return server
+        return listen(addr, *args, **kwargs)
+    return hand
 
 if __name__ == "__main__":
     sys.exit(main())
