@@ -69,7 +69,7 @@ def test_linuxbridge_gre_names_the_kernel_feature_first_then_the_gap():
 
 
 def test_egress_limit_refused_where_no_mechanism_exists():
-    text = ("vswitch: {kind}\nnetwork: {{type: vxlan}}\nvnets: [{{name: red, cidr: 198.19.1.0/24}}]\n"
+    text = ("vswitch: {kind}\nnetwork: {{type: gre}}\nvnets: [{{name: red, cidr: 198.19.1.0/24}}]\n"
             "vms:\n  - {{name: a, host: h1, vnets: [{{name: red, qos: {{max_kbps: 10000, direction: {d}}}}}]}}\n")
     def tbed(kind, d="egress"):
         return loads(text.format(kind=kind, d=d), source="t.yaml", online_cpus=[0, 1])
@@ -77,6 +77,7 @@ def test_egress_limit_refused_where_no_mechanism_exists():
     assert c.why_not_egress(tbed("ovs")) is None and c.why_not_egress(tbed("ovn")) is None
     assert c.why_not_egress(tbed("ovs-openflow", "ingress")) is None
     assert "meter" in c.why_not_egress(tbed("ovs-openflow"))
+    assert "vRouter agent" in c.why_not_egress(tbed("vrouter"))
     assert c.why_not_egress(tbed("linuxbridge")) is None
     assert "CONFIG_IFB" in caps(no_links=("ifb",)).why_not_egress(tbed("linuxbridge"))
     with pytest.raises(UnsupportedError, match="t.yaml: ovs-openflow"):

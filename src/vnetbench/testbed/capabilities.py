@@ -65,6 +65,15 @@ LB_NEEDS = {NetType.FLAT: (), NetType.VLAN: ("vlan",), NetType.VXLAN: ("vxlan",)
 LB_NOT_WIRED = (NetType.GRE, NetType.GENEVE)   # point-to-point devices: not built yet
 IMPLEMENTED = (VSwitchKind.LINUXBRIDGE, VSwitchKind.OVS, VSwitchKind.OVS_OPENFLOW, VSwitchKind.OVN,
                VSwitchKind.VROUTER)
+# kinds whose controller or agent owns the flow table: an egress meter would have to be
+# in its flows, and neither model has one
+EGRESS_NOT = {
+    VSwitchKind.OVS_OPENFLOW: "an egress bandwidth limit needs the flows to carry a meter, and the "
+                              "reactive controller (Floodlight v0.90 model) owns the flow table and "
+                              "meters nothing",
+    VSwitchKind.VROUTER: "an egress bandwidth limit needs the flows to carry a meter, and the "
+                         "vRouter agent owns the flow table and meters nothing",
+}
 OVS_KINDS = (VSwitchKind.OVS, VSwitchKind.OVS_OPENFLOW, VSwitchKind.OVN, VSwitchKind.VROUTER)
 
 
@@ -133,9 +142,8 @@ class Capabilities:
         if not any(n.qos and n.qos.egress for vm in testbed.vms for n in vm.nics):
             return None
         kind = testbed.vswitch.kind
-        if kind is VSwitchKind.OVS_OPENFLOW:
-            return ("an egress bandwidth limit needs the flows to carry a meter, and the reactive "
-                    "controller (Floodlight v0.90 model) owns the flow table and meters nothing")
+        if kind in EGRESS_NOT:
+            return EGRESS_NOT[kind]
         if kind is VSwitchKind.LINUXBRIDGE and self.links.get("ifb"):
             return f"an egress limit needs IFB devices (CONFIG_IFB): {self.links['ifb']}"
         return None
