@@ -193,6 +193,9 @@ def process_name(proc: Path, pid: int) -> str | None:
     comm = (_read(proc / str(pid) / "comm") or "").rstrip("\n")
     if comm in VSWITCH_PROCESSES:
         return comm
+    for name in VSWITCH_PROCESSES:     # a longer name the kernel cut to COMM_LEN
+        if len(comm) == COMM_LEN and name.startswith(comm):
+            return name
     return _exe(proc, pid) or comm or None
 
 

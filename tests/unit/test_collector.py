@@ -181,6 +181,13 @@ def test_python_controller_is_named_by_the_comm_it_sets(proc):
     assert procfs.find_processes(proc)[60] == "osken-manager"
 
 
+def test_python_agent_named_past_comms_15_bytes(proc):
+    """vnetbench.sdn.vrouter_agent sets comm contrail-vrouter-agent, which the kernel cuts
+    to contrail-vroute; by pidfile it is still the agent, not its interpreter."""
+    add_process(proc, 62, "contrail-vrouter-agent", exe="/usr/bin/python3.11")
+    assert procfs.find_processes(proc, (), extra_pids=[62]) == {62: "contrail-vrouter-agent"}
+
+
 def test_pidfile_stems_tell_apart_two_daemons_of_one_program(proc, tmp_path):
     """OVN's NB and SB ovsdb-servers: one component each, named by their pidfiles;
     a stem that does not extend the process name (osken-0 for osken-manager) leaves it."""

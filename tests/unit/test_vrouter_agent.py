@@ -97,10 +97,11 @@ def test_recorded_echo_sets_up_forward_and_reverse_flows():
 def test_flow_setup_holds_three_packets_and_keeps_its_rate():
     clock = [0.0]
     fs = FlowSetup(rate=10, hold=3, now=lambda: clock[0])
-    assert all(fs.trap(("f", 0), b"p") for _ in range(3))
-    assert not fs.trap(("f", 0), b"p")                       # a fourth packet is dropped
+    flow = lambda i: (1, "198.19.1.3", "198.19.1.4", 6, 40000 + i, 5001)   # noqa: E731
+    assert all(fs.trap(flow(0), b"p") for _ in range(3))
+    assert fs.trap(flow(0), b"p") is False                   # a fourth packet is dropped
     for i in range(1, 40):
-        fs.trap(("f", i), b"p")
+        fs.trap(flow(i), b"p")
     first = fs.due()
     assert len(first) == 1 and len(first[0][1]) == 3         # burst of a tenth of a second
     done = 0
@@ -110,6 +111,21 @@ def test_flow_setup_holds_three_packets_and_keeps_its_rate():
     assert done == 10                                        # 10 set-ups per second
     assert fs.wait() > 0
     assert fs.dropped == 1
+
+
+def test_a_miss_right_after_a_set_up_is_resent_not_set_up_again():
+    """The datapath's flow cache is revalidated after the set-up: a SYN-ACK may still
+    miss. It, and the reverse direction, go on without a second set-up."""
+    clock = [0.0]
+    fs = FlowSetup(rate=0, hold=3, now=lambda: clock[0])
+    syn = (1, "198.19.1.3", "198.19.1.4", 6, 40000, 5001)
+    synack = (1, "198.19.1.4", "198.19.1.3", 6, 5001, 40000)
+    assert fs.trap(syn, b"syn") is True
+    assert [k for k, _ in fs.due()] == [syn]
+    clock[0] = 0.5
+    assert fs.trap(synack, b"synack") is None and fs.trap(syn, b"ack") is None
+    clock[0] = 2.0                                             # long after: a new set-up
+    assert fs.trap(syn, b"syn") is True and fs.set_up == 1
 
 
 def test_recorded_dhcp_discover_and_request_get_offer_and_ack():

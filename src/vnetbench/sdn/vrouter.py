@@ -33,6 +33,8 @@ COOKIE_LEARNED = 0x00C0_471A_0000_0002   # routes learned from the control node
 LABEL_BASE = 16                          # labels 0..15 are reserved (RFC 3032)
 BCAST_LABEL_BASE = 100_000               # per-VRF broadcast label: BASE + vrf
 MAX_PENDING = 1024                       # flows waiting for set-up; more are dropped
+RECENT_S = 1.0                           # a miss this soon after a set-up is the datapath's
+                                         # cache not yet revalidated: resent, not set up again
 IP, ARP, MPLS = 0x0800, 0x0806, 0x8847
 BROADCAST = "ff:ff:ff:ff:ff:ff"
 
@@ -82,10 +84,17 @@ class FlowSetup:
         self.burst = max(1.0, rate / 10)
         self.tokens, self.stamp = self.burst, now()
         self.pending: "collections.OrderedDict[tuple, list]" = collections.OrderedDict()
+        self.recent: "collections.OrderedDict[tuple, float]" = collections.OrderedDict()
         self.dropped = self.set_up = 0
 
-    def trap(self, key: tuple, packet) -> bool:
-        """A packet of a flow without an entry; False when it is dropped."""
+    def trap(self, key: tuple, packet) -> bool | None:
+        """A packet of a flow without an entry: True held, False dropped, None when the
+        flow (or its reverse) was just set up -- send the packet on, no new set-up."""
+        t = self.now()
+        while self.recent and next(iter(self.recent.values())) < t - RECENT_S:
+            self.recent.popitem(last=False)
+        if key in self.recent:
+            return None
         held = self.pending.get(key)
         if held is None:
             if len(self.pending) >= MAX_PENDING:
@@ -100,18 +109,19 @@ class FlowSetup:
 
     def due(self) -> list[tuple[tuple, list]]:
         """Flows whose set-up the rate now allows, oldest first, with their held packets."""
+        t = self.now()
         if not self.rate:
             out = list(self.pending.items())
             self.pending.clear()
-            self.set_up += len(out)
-            return out
-        t = self.now()
-        self.tokens = min(self.burst, self.tokens + (t - self.stamp) * self.rate)
-        self.stamp = t
-        out = []
-        while self.pending and self.tokens >= 1.0 - 1e-9:
-            self.tokens -= 1.0
-            out.append(self.pending.popitem(last=False))
+        else:
+            self.tokens = min(self.burst, self.tokens + (t - self.stamp) * self.rate)
+            self.stamp = t
+            out = []
+            while self.pending and self.tokens >= 1.0 - 1e-9:
+                self.tokens -= 1.0
+                out.append(self.pending.popitem(last=False))
+        for key, _ in out:
+            self.recent[key] = self.recent[reverse(key)] = t
         self.set_up += len(out)
         return out
 
@@ -120,6 +130,11 @@ class FlowSetup:
         if not self.rate or self.tokens >= 1.0 - 1e-9:
             return 0.0
         return (1.0 - self.tokens) / self.rate
+
+
+def reverse(key: tuple) -> tuple:
+    vrf, src, dst, proto, sport, dport = key
+    return (vrf, dst, src, proto, dport, sport)
 
 
 def flow_key(vrf: int, fields: dict) -> tuple:

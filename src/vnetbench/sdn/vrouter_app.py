@@ -123,7 +123,8 @@ class VRouterAgent(app_manager.OSKenApp):
         fields = packet_fields(msg.data)
         if vrf is None or fields is None:
             return
-        self.agent.setup.trap(flow_key(vrf, fields), (in_port, bytes(msg.data)))
+        if self.agent.setup.trap(flow_key(vrf, fields), (in_port, bytes(msg.data))) is None:
+            self._packet_out(in_port, msg.data)
 
     def _dhcp(self, in_port, data):
         port = next((p for p, n in self.agent.ofports.items() if n == in_port), None)

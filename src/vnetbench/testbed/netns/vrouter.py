@@ -25,7 +25,7 @@ from vnetbench.testbed.netns.ovs import OvsHost, _bridge, _port, qos_columns
 
 CONTROL_PORT = 5269              # XMPP's client port, which Contrail agents use
 AGENT_OF = "127.0.0.1:6653"     # the agent's OpenFlow listener, inside its host namespace
-READY_TIMEOUT_S = 20.0
+READY_TIMEOUT_S = 45.0          # generous: a loaded 2-CPU machine starts Python slowly
 CONTROL_NODE = "control-node"
 
 
@@ -128,6 +128,8 @@ def wait_converged(run_dir: Path, testbed, timeout=READY_TIMEOUT_S, since: float
         if time.monotonic() > deadline:
             log = run_dir / waiting[0] / f"{AGENT}.log"
             tail = (log.read_text().strip().splitlines() or ["(empty)"])[-1] if log.exists() else "no log"
+            pf = run_dir / waiting[0] / f"{AGENT}.pid"
+            tail += f"; pidfile {'present' if pf.exists() else 'absent'}"
             raise BuildError(f"vrouter: agents of {', '.join(waiting)} not programmed or not in step "
                              f"with the control node after {timeout:.0f} s (state {agent_status(run_dir, waiting[0])}, "
                              f"expected {expected_routes(testbed, waiting[0])} routes; agent log: {tail})")
