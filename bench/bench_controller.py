@@ -2,7 +2,8 @@
 how many packet-ins per second the emulation handles before it, not the model, is
 the bottleneck.
 
-A same-host VM pair on a two-host VXLAN testbed (``packet_in_rate: 0``). The sender
+A same-host VM pair on a two-host VXLAN testbed (``packet_in_rate: 0``,
+``packet_in_global_rate: 0``: both IVS limits off). The sender
 offers ICMP broadcasts at a rate; every frame is a packet-in on its host's bridge
 and a packet-out (FLOOD) from the controller (Floodlight sets up no flow for
 broadcast), so the frames counted at the receiver are packet-ins handled end to end.
@@ -24,7 +25,7 @@ from _common import deployed, load_testbed, show, write_json  # noqa: E402
 from vnetbench import cpu  # noqa: E402
 from vnetbench.battery.broadcast import _one as broadcast_once  # noqa: E402
 
-TESTBED = ("name: controller-capacity\nvswitch: {kind: ovs-openflow, openflow: {packet_in_rate: 0}}\n"
+TESTBED = ("name: controller-capacity\nvswitch: {kind: ovs-openflow, openflow: {packet_in_rate: 0, packet_in_global_rate: 0}}\n"
            "network: {type: vxlan}\npairs: [{placement: same-host}]\n")
 
 

@@ -215,3 +215,42 @@ def test_controller_listens_before_os_ken_and_hands_it_the_socket():
     finally:
         server.close()
 
+
+@pytest.mark.parametrize("global_rate", [333, 0])
+def test_packet_in_path_meters_each_port_then_the_whole_switch(global_rate):
+    """IVS: per ingress port (200/s, burst 32) and then per switch (PKTIN_INTERVAL 3000 us,
+    ~333/s, burst 32). The per-port flows and the table miss go on to table 1, whose one
+    flow passes the switch's meter and sends to the controller; without a global limit
+    they send directly."""
+    from vnetbench.sdn import floodlight
+    sent = []
+    dp = SimpleNamespace(ofproto=ofproto_v1_3, ofproto_parser=ofproto_v1_3_parser, id=1,
+                         send_msg=sent.append)
+    app = SimpleNamespace(opts={"packet_in_rate": 200, "packet_in_burst": 32,
+                                "packet_in_global_rate": global_rate,
+                                "packet_in_global_burst": 32})
+    app._meter = floodlight.Floodlight._meter
+    app._meters = lambda *a: floodlight.Floodlight._meters(app, *a)
+    floodlight.Floodlight._packet_in_path(app, dp, {1: "p1", 2: "p2"})
+    meters = {m.meter_id: (m.bands[0].rate, m.bands[0].burst_size) for m in sent
+              if isinstance(m, ofproto_v1_3_parser.OFPMeterMod) and m.command == ofproto_v1_3.OFPMC_ADD}
+    flows = [m for m in sent if isinstance(m, ofproto_v1_3_parser.OFPFlowMod)]
+
+    def kinds(flow):
+        return [type(i).__name__ for i in flow.instructions]
+    per_port = {f.match["in_port"]: f for f in flows if "in_port" in f.match}
+    assert {p: kinds(f) for p, f in per_port.items()} == dict.fromkeys(
+        (1, 2), ["OFPInstructionMeter", "OFPInstructionGotoTable" if global_rate
+                 else "OFPInstructionActions"])
+    assert all(f.instructions[0].meter_id == p for p, f in per_port.items())
+    if global_rate:
+        assert meters == {1: (200, 32), 2: (200, 32), floodlight.GLOBAL_METER: (333, 32)}
+        table1, = [f for f in flows if f.table_id == floodlight.PACKET_IN_TABLE]
+        assert table1.instructions[0].meter_id == floodlight.GLOBAL_METER
+        assert table1.instructions[1].actions[0].port == ofproto_v1_3.OFPP_CONTROLLER
+        miss, = [f for f in flows if f.table_id == 0 and f.priority == 0]
+        assert kinds(miss) == ["OFPInstructionGotoTable"]
+    else:
+        assert meters == {1: (200, 32), 2: (200, 32)}
+        assert not [f for f in flows if f.table_id == floodlight.PACKET_IN_TABLE]
+    assert isinstance(sent[-1], ofproto_v1_3_parser.OFPBarrierRequest)

@@ -4,7 +4,10 @@ This module is the OpenFlow 1.3 side only: it turns switch events into calls of
 ``forwarding.Forwarding`` (the decisions) and the decisions into OpenFlow
 messages. Per switch it installs the packet-in path IVS gives: one OpenFlow 1.3
 meter per ingress port (``packet_in_rate`` packets/s, ``packet_in_burst``) in front
-of a per-port "send to controller" flow, below every forwarding flow.
+of a per-port "send to controller" flow, below every forwarding flow; then, as IVS's
+overall limiter (``PKTIN_INTERVAL`` 3000 us, burst 32: ~333/s per switch), every
+packet for the controller goes on to table 1, whose one flow passes a bridge-wide
+meter (``packet_in_global_rate``, ``packet_in_global_burst``) and sends it.
 
 Several instances: the one holding the lock file is master, the others connect as
 slaves (OpenFlow roles: a slave gets no packet-ins) and take over, with a newer
@@ -34,6 +37,8 @@ LOG = logging.getLogger("vnetbench.floodlight")
 COOKIE_FORWARDING = 0x00F1_00D1_1600_0090       # flows pushed by Forwarding
 COOKIE_PACKET_IN = 0x00F1_00D1_1600_0001        # the metered send-to-controller flows
 PACKET_IN_PRIORITY = 1
+PACKET_IN_TABLE = 1          # the bridge-wide packet-in meter's table
+GLOBAL_METER = 0xFFFF        # its meter id (per-port meters are numbered by port, < 0xFF00)
 SETTINGS: dict = {}          # set by vnetbench.sdn.controller before the app starts
 
 
@@ -177,31 +182,46 @@ class Floodlight(app_manager.OSKenApp):
             self._packet_in_path(dp, {msg.desc.port_no: msg.desc.name.decode()}, fresh=False)
 
     def _packet_in_path(self, dp, ports: dict, fresh=True):
-        """Table miss -> controller; with a limit, per ingress port through its own meter."""
+        """Table miss -> controller; with a limit, per ingress port through its own meter,
+        then (with a global limit) through the bridge's meter in table 1."""
         ofp, parser = dp.ofproto, dp.ofproto_parser
         to_ctl = [parser.OFPActionOutput(ofp.OFPP_CONTROLLER, ofp.OFPCML_NO_BUFFER)]
         apply = parser.OFPInstructionActions(ofp.OFPIT_APPLY_ACTIONS, to_ctl)
         rate, burst = self.opts["packet_in_rate"], self.opts["packet_in_burst"]
+        grate = self.opts.get("packet_in_global_rate", 0)
+        punt = [parser.OFPInstructionGotoTable(PACKET_IN_TABLE)] if grate else [apply]
         if fresh:
             dp.send_msg(parser.OFPMeterMod(dp, ofp.OFPMC_DELETE, 0, ofp.OFPM_ALL))
+            if grate:
+                self._meter(dp, GLOBAL_METER, grate, self.opts["packet_in_global_burst"])
+                dp.send_msg(parser.OFPFlowMod(
+                    dp, cookie=COOKIE_PACKET_IN, table_id=PACKET_IN_TABLE, priority=0,
+                    match=parser.OFPMatch(),
+                    instructions=[parser.OFPInstructionMeter(GLOBAL_METER), apply]))
             dp.send_msg(parser.OFPFlowMod(dp, cookie=COOKIE_PACKET_IN, priority=0,
-                                          match=parser.OFPMatch(), instructions=[apply]))
+                                          match=parser.OFPMatch(), instructions=punt))
         if rate:
-            self._meters(dp, ports, apply, rate, burst)
+            self._meters(dp, ports, punt, rate, burst)
         dp.send_msg(parser.OFPBarrierRequest(dp))
 
-    def _meters(self, dp, ports, apply, rate, burst):
+    def _meters(self, dp, ports, punt, rate, burst):
         ofp, parser = dp.ofproto, dp.ofproto_parser
         for number in ports:
             if number > ofp.OFPP_MAX:
                 continue
-            band = parser.OFPMeterBandDrop(rate=rate, burst_size=burst)
-            dp.send_msg(parser.OFPMeterMod(dp, ofp.OFPMC_ADD, ofp.OFPMF_PKTPS | ofp.OFPMF_BURST,
-                                           number, [band]))
+            self._meter(dp, number, rate, burst)
             dp.send_msg(parser.OFPFlowMod(
                 dp, cookie=COOKIE_PACKET_IN, priority=PACKET_IN_PRIORITY,
                 match=parser.OFPMatch(in_port=number),
-                instructions=[parser.OFPInstructionMeter(number), apply]))
+                instructions=[parser.OFPInstructionMeter(number), *punt]))
+
+    @staticmethod
+    def _meter(dp, meter_id, rate, burst):
+        """A packets/s meter that drops above ``rate`` (burst ``burst``)."""
+        ofp, parser = dp.ofproto, dp.ofproto_parser
+        band = parser.OFPMeterBandDrop(rate=rate, burst_size=burst)
+        dp.send_msg(parser.OFPMeterMod(dp, ofp.OFPMC_ADD, ofp.OFPMF_PKTPS | ofp.OFPMF_BURST,
+                                       meter_id, [band]))
 
     @set_ev_cls(ofp_event.EventOFPBarrierReply, MAIN_DISPATCHER)
     def _barrier(self, ev):

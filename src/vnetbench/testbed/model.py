@@ -86,6 +86,8 @@ class OpenFlow:
     broadcast_isolation: bool = False    # Floodlight's VNF lets broadcast through
     packet_in_rate: int = 200            # per ingress port, packets/s (IVS); 0 = no limit
     packet_in_burst: int = 32            # IVS burst
+    packet_in_global_rate: int = 333     # per switch, packets/s (IVS PKTIN_INTERVAL 3000 us); 0 = none
+    packet_in_global_burst: int = 32     # IVS PKTIN_BURST_SIZE
     inactivity_probe_ms: int = 5000      # OVS Controller inactivity_probe
 
 
