@@ -327,7 +327,7 @@ def cmd_functional(args):
     from vnetbench.functional import runner
     extra = args.pytest_args[1:] if args.pytest_args[:1] == ["--"] else args.pytest_args
     return runner.run(args.out, args.vswitch or (), args.network or (), args.strict, extra,
-                      quick=args.quick)
+                      quick=args.quick, expect=args.expect)
 
 
 def cmd_report(args):
@@ -429,6 +429,9 @@ def _parser():
                    help="a Fail of the system under test fails the run (default: recorded only)")
     s.add_argument("--quick", action="store_true",
                    help="every row on one network type per kind (vxlan where it is selected)")
+    s.add_argument("--expect", metavar="FILE",
+                   help="YAML of the verdict expected per kind (or kind/network) and row: a cell "
+                        "that differs fails the run, one that meets it passes (docs/functional.md)")
     s.add_argument("--out", help="directory for matrix.json, matrix.md and junit.xml "
                                  "(default: results/functional-<time>)")
     s.add_argument("pytest_args", nargs=argparse.REMAINDER,

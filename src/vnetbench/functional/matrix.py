@@ -105,11 +105,14 @@ def expected() -> dict:
 
 
 class Matrix:
-    """Cells keyed by (kind, network, row id); a later record of a cell replaces it."""
+    """Cells keyed by (kind, network, row id); a later record of a cell replaces it.
+    ``expect``: the documented behaviour per kind; ``user``: the user's expectations
+    (``expect.Expectations``, ``--expect``), which win where they say something."""
 
-    def __init__(self, expect: dict | None = None):
+    def __init__(self, expect: dict | None = None, user=None):
         self.cells: dict = {}
         self.expect = expected() if expect is None else expect
+        self.user = user
 
     def add(self, kind: str, network: str, row: str, verdict: Verdict,
             measurement: dict | None = None) -> None:
@@ -117,8 +120,26 @@ class Matrix:
             raise KeyError(f"unknown matrix row {row!r}")
         self.cells[(kind, network, row)] = (verdict, measurement or {})
 
-    def expected_status(self, kind: str, row: str) -> Status | None:
-        return self.expect.get(kind, {}).get(row)
+    def expected_status(self, kind: str, row: str, network: str = "") -> Status | None:
+        return self._expected(kind, network, row)[0]
+
+    def _expected(self, kind: str, network: str, row: str) -> tuple:
+        """(status, "user" | "docs") of the expectation that applies, (None, None) if none."""
+        got = self.user.status(kind, network, row) if self.user else None
+        if got is not None:
+            return got, "user"
+        got = self.expect.get(kind, {}).get(row)
+        return (got, "docs") if got is not None else (None, None)
+
+    def unmet(self) -> list:
+        """(kind, network, row, measured, expected) of cells that differ from the user's
+        expectations (the documented ones only annotate)."""
+        out = []
+        for (k, n, r), (v, _) in self.cells.items():
+            exp, by = self._expected(k, n, r)
+            if by == "user" and exp is not v.status:
+                out.append((k, n, r, v.status, exp))
+        return out
 
     def columns(self) -> list[tuple[str, str]]:
         """Configurations that were built (a cell not marked not_built), kind by kind."""
@@ -131,11 +152,17 @@ class Matrix:
         return {(k, n): v.detail for (k, n, _), (v, _) in self.cells.items() if (k, n) not in cols}
 
     def to_dict(self) -> dict:
-        return {"rows": [{"id": r.id, "category": r.category, "text": r.text} for r in ROWS],
-                "cells": [{"vswitch": k, "network": n, "row": r, **v.to_dict(),
-                           "expected": (e.value if (e := self.expected_status(k, r)) else None),
-                           "measurement": m}
-                          for (k, n, r), (v, m) in self.cells.items()]}
+        cells = []
+        for (k, n, r), (v, m) in self.cells.items():
+            exp, by = self._expected(k, n, r)
+            cells.append({"vswitch": k, "network": n, "row": r, **v.to_dict(),
+                          "expected": exp.value if exp else None, "expected_by": by,
+                          "measurement": m})
+        out = {"rows": [{"id": r.id, "category": r.category, "text": r.text} for r in ROWS],
+               "cells": cells}
+        if self.user and self.user.source:
+            out["expectations"] = self.user.to_dict()
+        return out
 
     def failures(self) -> list:
         return [(k, n, r, v) for (k, n, r), (v, _) in self.cells.items()
@@ -163,7 +190,17 @@ class Matrix:
                     "one network type per kind unless --every-network)")
         if missing:
             out += "\n\nNot measured in this run: " + "; ".join(missing)
-        return out + "\n"
+        return out + self._expectations_summary() + "\n"
+
+    def _expectations_summary(self) -> str:
+        if not (self.user and self.user.source):
+            return ""
+        told = sum(self._expected(k, n, r)[1] == "user" for k, n, r in self.cells)
+        unmet = self.unmet()
+        text = (f"\n\nExpectations of {self.user.source}: {told - len(unmet)} of {told} cells "
+                f"met" + (", not met:" if unmet else ""))
+        return text + "".join(f"\n- {k}/{n}, {r}: measured {got.value}, expected {exp.value}"
+                              for k, n, r, got, exp in unmet)
 
     def _cell(self, kind, net, row, notes) -> str:
         got = self.cells.get((kind, net, row))
@@ -171,7 +208,7 @@ class Matrix:
             return "—"
         v = got[0]
         text = " ".join(x for x in (v.status.value, v.figure) if x)
-        exp = self.expected_status(kind, row)
+        exp = self.expected_status(kind, row, net)
         if exp is not None and exp is not v.status:
             text += f" (expected {exp.value})"
         if v.status is not Status.PASS or (exp is not None and exp is not v.status):
@@ -182,13 +219,16 @@ class Matrix:
     @classmethod
     def from_dict(cls, d: dict) -> "Matrix":
         """A matrix back from its matrix.json (for reports); expectations as recorded."""
-        m = cls(expect={})
+        from vnetbench.functional.expect import Expectations
+        m = cls(expect={}, user=Expectations({}, (d.get("expectations") or {}).get("source", "")))
         for c in d["cells"]:
             v = Verdict(Status(c["status"]), c["value"], c["unit"], c["detail"], c.get("extra") or {},
                         c.get("label", ""))
             m.add(c["vswitch"], c["network"], c["row"], v, c.get("measurement"))
             if c.get("expected"):
-                m.expect.setdefault(c["vswitch"], {})[c["row"]] = Status(c["expected"])
+                rules = m.user.rules if c.get("expected_by") == "user" else m.expect
+                key = f"{c['vswitch']}/{c['network']}" if rules is m.user.rules else c["vswitch"]
+                rules.setdefault(key, {})[c["row"]] = Status(c["expected"])
         return m
 
     def html(self) -> str:

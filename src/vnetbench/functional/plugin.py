@@ -43,6 +43,9 @@ def pytest_addoption(parser):
     g.addoption("--every-network", action="store_true",
                 help="run the per-kind modules (faults, migration) on every network type too "
                      "(default: one per kind, vxlan where selected)")
+    g.addoption("--expect", default=None, metavar="FILE",
+                help="YAML of expected verdicts per kind (or kind/network) and row: a cell that "
+                     "differs fails its test and the run (vnetbench.functional.expect)")
     g.addoption("--matrix-out", default=None,
                 help="directory for matrix.json and matrix.md (default: results/functional-<time>)")
 
@@ -50,7 +53,15 @@ def pytest_addoption(parser):
 def pytest_configure(config):
     config.addinivalue_line("markers", "row(id): the functional matrix row a test measures")
     config.addinivalue_line("markers", "full: measured in full runs only, not with --quick")
-    config.stash[MATRIX] = Matrix()
+    user = None
+    if config.getoption("expect"):
+        from vnetbench.errors import VnetbenchError
+        from vnetbench.functional import expect
+        try:
+            user = expect.load(config.getoption("expect"))
+        except VnetbenchError as exc:
+            raise pytest.UsageError(str(exc)) from None
+    config.stash[MATRIX] = Matrix(user=user)
 
 
 def combos(config) -> list[tuple[VSwitchKind, NetType]]:
@@ -162,6 +173,12 @@ def record(request, matrix):
     def rec(verdict, measurement=None):
         matrix.add(kind.value, ntype.value, row, verdict, measurement)
         request.node.stash[RECORDED] = True
+        unmet = _unmet(matrix, kind.value, ntype.value, row, verdict)
+        if unmet:
+            pytest.fail(unmet, pytrace=False)
+        if verdict.status is not Status.ERROR and matrix.user and \
+                matrix.user.status(kind.value, ntype.value, row) is not None:
+            return                          # the user expected this very verdict
         if verdict.status in FAILURES and request.config.getoption("strict_verdicts"):
             pytest.fail(f"{row} on {kind}/{ntype}: {verdict.status}: {verdict.detail}",
                         pytrace=False)
@@ -169,6 +186,15 @@ def record(request, matrix):
             pytest.fail(f"{row} on {kind}/{ntype}: could not measure: {verdict.detail}",
                         pytrace=False)
     return rec
+
+
+def _unmet(matrix, kind, network, row, verdict) -> str | None:
+    """The failure message when the user expected another verdict for this cell."""
+    exp = matrix.user.status(kind, network, row) if matrix.user else None
+    if exp is None or exp is verdict.status:
+        return None
+    return (f"{row} on {kind}/{network}: measured {verdict.status}, expected {exp} "
+            f"({matrix.user.source}): {verdict.detail}")
 
 
 @pytest.hookimpl(hookwrapper=True)
@@ -191,8 +217,12 @@ def pytest_runtest_makereport(item, call):
         verdict = error(f"{type(exc).__name__ if exc else 'failure'} in {rep.when}: {text}")
     else:
         return
-    item.config.stash[MATRIX].add(combo[0].value, combo[1].value, row, verdict)
+    m = item.config.stash[MATRIX]
+    m.add(combo[0].value, combo[1].value, row, verdict)
     item.stash[RECORDED] = True
+    unmet = _unmet(m, combo[0].value, combo[1].value, row, verdict)
+    if unmet and rep.skipped:            # an N/A the user did not expect fails the run
+        rep.outcome, rep.longrepr = "failed", unmet
 
 
 def pytest_sessionfinish(session):

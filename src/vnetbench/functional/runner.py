@@ -6,15 +6,23 @@ import time
 from pathlib import Path
 
 
-def argv(out: Path, vswitches=(), networks=(), strict=False, extra=(), quick=False) -> list[str]:
+def argv(out: Path, vswitches=(), networks=(), strict=False, extra=(), quick=False,
+         expect: str | None = None) -> list[str]:
     """pytest arguments: the plugin, the packaged tests, the matrix and JUnit XML in ``out``."""
     args = ["-p", "vnetbench.functional.plugin", "--pyargs", "vnetbench.functional.tests",
             "-rfE", f"--matrix-out={out}", f"--junitxml={out / 'junit.xml'}"]
     args += [f"--vswitch={k}" for k in vswitches] + [f"--network={t}" for t in networks]
-    return args + (["--strict-verdicts"] if strict else []) + (["--quick"] if quick else []) + list(extra)
+    args += ["--strict-verdicts"] if strict else []
+    args += [f"--expect={expect}"] if expect else []
+    return args + (["--quick"] if quick else []) + list(extra)
 
 
-def run(out: str | None, vswitches=(), networks=(), strict=False, extra=(), quick=False) -> int:
+def run(out: str | None, vswitches=(), networks=(), strict=False, extra=(), quick=False,
+        expect: str | None = None) -> int:
+    """The pytest run; a bad expectations file is refused first (one line, exit 2)."""
     import pytest
+    if expect:
+        from vnetbench.functional import expect as exp
+        exp.load(expect)
     path = Path(out or f"results/functional-{time.strftime('%Y%m%d-%H%M%S')}")
-    return int(pytest.main(argv(path, vswitches, networks, strict, extra, quick)))
+    return int(pytest.main(argv(path, vswitches, networks, strict, extra, quick, expect)))
