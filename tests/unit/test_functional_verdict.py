@@ -34,6 +34,17 @@ def test_reachability_answer_from_the_other_vnets_twin_fails():
     assert got.status is Status.FAIL and "answered by" in got.detail
 
 
+def test_reachability_on_an_l3_kind_counts_the_peers_own_echo_replies():
+    """vrouter answers every ARP with its own MAC: the peer's echo-reply counter decides."""
+    pings = copy.deepcopy(rec("reach-pass")["pings"])
+    for p in pings:
+        p.update(expected_mac=None, peer_mac="00:00:5e:00:01:00", replies_by_peer=p["received"])
+    assert v.reachability(pings).status is Status.PASS
+    pings[1]["replies_by_peer"] = 0                          # someone else answered
+    got = v.reachability(pings)
+    assert got.status is Status.FAIL and "the peer sent 0" in got.detail
+
+
 @pytest.mark.parametrize("name", ["broadcast", "unknown-unicast"])
 def test_no_leak_recorded(name):
     ok = v.no_leak(rec(f"{name}-pass"))

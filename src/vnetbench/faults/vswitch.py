@@ -44,7 +44,8 @@ def restart(dep, host: str) -> None:
     if dep.testbed.vswitch.kind is VSwitchKind.OVS_OPENFLOW:
         openflow.wait_ready(dep.run.dir, [openflow.dpid(dep.testbed.hosts.index(h))], since=since)
     if dep.testbed.vswitch.kind is VSwitchKind.VROUTER:  # the agent programs it again
-        vrouter.wait_converged(dep.run.dir, dep.testbed, since=since)
+        vrouter.wait_converged(dep.run.dir, dep.testbed, since=since, key="programmed",
+                               hosts=[h.name])
     if dep.testbed.vswitch.kind is VSwitchKind.OVN:     # ovn-controller programs it again
         ovn.wait_programmed(dep, h.name, ovn_flows)
         if dep.testbed.network.type.is_tunnel:

@@ -38,13 +38,29 @@ def ping_once(dep, src: str, dst_ip: str, count: int = 5) -> dict:
     return {"sent": res["transmitted"], "received": res["received"]}
 
 
+# Kinds that route (L3): every peer's MAC is the vRouter's, so the MAC tells nothing.
+L3_KINDS = ("vrouter",)
+
+
+def echo_replies(dep, vm: str) -> int:
+    """ICMP echo replies the VM has sent (its namespace's Icmp OutEchoReps)."""
+    lines = [line.split() for line in dep.exec(vm, ["cat", "/proc/net/snmp"]).stdout.splitlines()
+             if line.startswith("Icmp:")]
+    return int(dict(zip(lines[0], lines[1]))["OutEchoReps"])
+
+
 def ping_pair(dep, vnet: str, src: str, dst: str) -> dict:
-    """Ping ``dst`` from ``src``, then read whose MAC answered (the neighbour entry)."""
+    """Ping ``dst`` from ``src``, then read whose MAC answered (the neighbour entry) and
+    how many echoes ``dst`` itself answered (its own counter: with two vnets on the
+    same IPs, a twin's answer does not count)."""
     dst_ip = dep.ip(dst)
+    before = echo_replies(dep, dst)
     res = ping_once(dep, src, dst_ip)
+    l3 = dep.testbed.vswitch.kind.value in L3_KINDS
     return {"vnet": vnet, "src": src, "dst": dst, **res,
             "peer_mac": neighbour_mac(dep, src, dst_ip),
-            "expected_mac": dep.testbed.vm(dst).nic(vnet).mac}
+            "expected_mac": None if l3 else dep.testbed.vm(dst).nic(vnet).mac,
+            "replies_by_peer": echo_replies(dep, dst) - before}
 
 
 def static_arp(dep, vm: str, ip: str, mac: str) -> None:

@@ -67,18 +67,24 @@ def reachability(pings: list[dict]) -> Verdict:
     """Every VM pair reached its peer, and the answer came from the peer's own MAC
     (two vnets reuse the IPs: an answer from the other vnet's twin is a failure).
 
-    ``pings``: [{vnet, src, dst, sent, received, peer_mac, expected_mac}]."""
+    ``pings``: [{vnet, src, dst, sent, received, peer_mac, expected_mac, replies_by_peer}];
+    ``expected_mac`` None: an L3 kind answers ARP itself, the peer's own echo-reply count
+    (``replies_by_peer``, when measured) must cover the replies instead."""
     sent = sum(p["sent"] for p in pings)
     received = sum(p["received"] for p in pings)
     loss = 100.0 * (sent - received) / sent if sent else 100.0
-    bad = [p for p in pings if p["received"] == 0 or p["peer_mac"] != p["expected_mac"]]
+    bad = [p for p in pings if p["received"] == 0
+           or (p["expected_mac"] is not None and p["peer_mac"] != p["expected_mac"])
+           or p.get("replies_by_peer", p["received"]) < p["received"]]
     what = f"{len(pings) - len(bad)}/{len(pings)} pairs over {len({p['vnet'] for p in pings})} vnets"
     if not bad:
         return Verdict(Status.PASS, loss, "% loss", f"{what} reached their own peer")
     b = bad[0]
     why = (f"{b['src']} -> {b['dst']} ({b['vnet']}): "
            + ("no reply" if b["received"] == 0 else
-              f"answered by {b['peer_mac']}, not the peer's {b['expected_mac']}"))
+              f"answered by {b['peer_mac']}, not the peer's {b['expected_mac']}"
+              if b["expected_mac"] is not None and b["peer_mac"] != b["expected_mac"] else
+              f"{b['received']} replies but the peer sent {b.get('replies_by_peer')}"))
     return Verdict(Status.FAIL, loss, "% loss", f"{what} reached; {why}")
 
 

@@ -248,9 +248,9 @@ class VRouterAgent(app_manager.OSKenApp):
                     return True
                 if msg["type"] == "update":
                     self.lost_at = None
-                    self._send(self.agent.learn(msg.get("add", []), msg.get("delete", []),
-                                                full=msg.get("full", False)))
-                    self._status()
+                    full = msg.get("full", False)
+                    self._send(self.agent.learn(msg.get("add", []), msg.get("delete", []), full=full))
+                    self._status(**({"synced": time.time()} if full else {}))
 
     def _check_hold(self, hold):
         if self.lost_at is None and time.monotonic() - self.last_heard > hold:

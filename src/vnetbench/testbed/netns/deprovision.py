@@ -4,7 +4,9 @@ linuxbridge: the vnet's bridge and segment device go on every host; ovs: every p
 the vnet leaves each host's integration bridge; ovs-openflow: the controller deletes the
 network (VNF forgets its MACs, the flows to and from them go), then the ports leave as on
 ovs; ovn: the logical switch is deleted in
-the NB database (``ls-del``) and ovn-controller takes its flows away. The VMs stay,
+the NB database (``ls-del``) and ovn-controller takes its flows away; vrouter: the VM
+ports leave each host's bridge, whose agent deletes their entries and withdraws their
+routes through the control node (the GRE ports are shared by every vnet and stay). The VMs stay,
 their NICs unplugged. Nothing is created, so there is nothing to undo.
 """
 
@@ -39,7 +41,7 @@ def _ovn(dep, ctx, vnet):
 
 
 REMOVERS = {VSwitchKind.LINUXBRIDGE: _linuxbridge, VSwitchKind.OVS: _ovs,
-            VSwitchKind.OVS_OPENFLOW: _openflow, VSwitchKind.OVN: _ovn}
+            VSwitchKind.OVS_OPENFLOW: _openflow, VSwitchKind.OVN: _ovn, VSwitchKind.VROUTER: _ovs}
 
 
 def _hosts_of(dep, vnet):

@@ -117,12 +117,21 @@ def agent_status(run_dir: Path, host: str) -> dict:
         return {}
 
 
-def wait_converged(run_dir: Path, testbed, timeout=READY_TIMEOUT_S, since: float = 0.0) -> None:
+def _converged(run_dir: Path, testbed, host: str, since: float, key: str) -> bool:
+    st = agent_status(run_dir, host)
+    return (st.get(key, -1) >= since and st.get("programmed", -1) >= 0
+            and st.get("learned") == expected_routes(testbed, host))
+
+
+def wait_converged(run_dir: Path, testbed, timeout=READY_TIMEOUT_S, since: float = 0.0,
+                   key: str = "synced", hosts=None) -> None:
+    """Every agent (of ``hosts``, default all) programmed its bridge and holds every
+    other host's routes; ``key`` (``synced``: a full table from the control node,
+    ``programmed``: its bridge) at or after ``since`` (Unix time)."""
     deadline = time.monotonic() + timeout
+    names = hosts or [h.name for h in testbed.hosts]
     while True:
-        waiting = [h.name for h in testbed.hosts
-                   if not (agent_status(run_dir, h.name).get("programmed", 0) >= since
-                           and agent_status(run_dir, h.name).get("learned") == expected_routes(testbed, h.name))]
+        waiting = [h for h in names if not _converged(run_dir, testbed, h, since, key)]
         if not waiting:
             return
         if time.monotonic() > deadline:
@@ -201,8 +210,9 @@ def start_node(dep, name: str = CONTROL_NODE, timeout: float = READY_TIMEOUT_S) 
     """Start the control node again; returns once every agent is back in step."""
     if control_pid(dep):
         return
+    since = time.time()
     start_control_node(dep.run, dep.names, dep.testbed)
-    wait_converged(dep.run.dir, dep.testbed, timeout)
+    wait_converged(dep.run.dir, dep.testbed, timeout, since=since)
 
 
 def expire_flows(dep) -> None:
