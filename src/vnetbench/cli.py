@@ -90,8 +90,8 @@ def cmd_up(args):
     from vnetbench.testbed.loader import load
     testbed = load(args.file, online_cpus=_online_cpus())
     mon = server.attach(args.monitor) if args.monitor else None
-    opts = {"image_dir": Path(args.image), "memory_mib": args.memory} if args.backend == "libvirt" else {}
-    dep = watch.up(testbed, mon, backend=args.backend, progress=_progress(args.quiet), **opts)
+    dep = watch.up(testbed, mon, backend=args.backend, progress=_progress(args.quiet),
+                   **_backend_options(args))
     st = dep.status()
     if args.json:
         print(json.dumps(st, indent=2))
@@ -101,6 +101,20 @@ def cmd_up(args):
         _print_vms(st)
         print(f"exec: vnetbench testbed exec --run {dep.run_id} VM -- CMD ...   "
               f"down: vnetbench testbed down --run {dep.run_id}")
+
+
+def _backend_options(args) -> dict:
+    if args.backend == "libvirt":
+        return {"image_dir": Path(args.image or "vm-images/build"), "memory_mib": args.memory}
+    if args.backend == "openstack":
+        if not args.cloud:
+            raise VnetbenchError("testbed up --backend openstack: name the cloud with --cloud NAME "
+                                 "(an entry of your clouds.yaml; OS_CLIENT_CONFIG_FILE points at it)")
+        return {"cloud_name": args.cloud, "image": args.image or "vnetbench-guest",
+                "memory_mib": args.memory, "network": args.existing_network or "",
+                "flavor": args.flavor or "", "gateway": args.gateway or "",
+                "prometheus": args.prometheus or "", "timeout_s": args.timeout}
+    return {}
 
 
 def _print_vms(st):
@@ -178,6 +192,9 @@ def cmd_cleanup(args):
     from vnetbench.state import RunBusyError, find_run, runs, stale_new_dirs
     from vnetbench.testbed.deployment import remove_stale, teardown
     targets = [find_run(r, kind=None) for r in args.run] if args.run else runs()
+    if args.backend:        # runs of that backend only (a run from before the key: netns)
+        targets = [r for r in targets if r.meta().get("kind", "testbed") == "testbed"
+                   and r.meta().get("backend", "netns") == args.backend]
     failed = 0
     for run in targets:
         try:
@@ -187,7 +204,7 @@ def cmd_cleanup(args):
             continue
         failed += bool(errors)
         print(f"run {run.run_id}: " + ("removed" if not errors else "; ".join(errors)))
-    stale = [] if args.run else remove_stale(stale_new_dirs())
+    stale = [] if args.run or args.backend else remove_stale(stale_new_dirs())
     if not targets and not stale:
         print("nothing to clean up")
     return 1 if failed else 0
@@ -363,11 +380,23 @@ def _parser():
     s.add_argument("file")
     s.add_argument("--monitor", default=os.environ.get("VNETBENCH_MONITOR"),
                    help="monitor id to attach collectors to (default: $VNETBENCH_MONITOR)")
-    s.add_argument("--backend", choices=["netns", "libvirt"], default="netns",
-                   help="VMs as namespaces (default) or as QEMU guests through libvirt")
-    s.add_argument("--image", default="vm-images/build",
-                   help="libvirt: directory with vmlinuz and initrd.img (make image)")
-    s.add_argument("--memory", type=int, default=256, help="libvirt: MiB per guest")
+    s.add_argument("--backend", choices=["netns", "libvirt", "openstack"], default="netns",
+                   help="VMs as namespaces (default), as QEMU guests through libvirt, or as "
+                        "Nova servers of a Heat stack (heat-templates/)")
+    s.add_argument("--image", help="libvirt: directory with vmlinuz and initrd.img (default "
+                   "vm-images/build, make image); openstack: Glance image (default vnetbench-guest)")
+    s.add_argument("--memory", type=int, default=256, help="libvirt, openstack: MiB per guest")
+    s.add_argument("--cloud", help="openstack: the cloud's name in clouds.yaml")
+    s.add_argument("--existing-network", help="openstack: put the VMs on this existing network "
+                   "(default: the stack makes its vnets: provider networks as admin, tenant ones "
+                   "otherwise)")
+    s.add_argument("--flavor", help="openstack: an existing (pinned) flavor (default: the stack "
+                   "makes a pinned one, admin only)")
+    s.add_argument("--gateway", help="openstack: SSH jump host [user@]host[:port] to the VMs")
+    s.add_argument("--prometheus", help="openstack: URL of the Prometheus that scrapes the "
+                   "collectors on the compute nodes (host-side CPU)")
+    s.add_argument("--timeout", type=float, default=900,
+                   help="openstack: seconds for the stack to complete")
     s.add_argument("--json", action="store_true")
     s.add_argument("-q", "--quiet", action="store_true")
     s.set_defaults(func=cmd_up)
@@ -399,6 +428,9 @@ def _parser():
     for parent in (sub, tb):
         s = parent.add_parser("cleanup", help="remove every object of vnetbench runs (also after a crash)")
         s.add_argument("--run", action="append", help="only this run (repeatable)")
+        s.add_argument("--backend", choices=["netns", "libvirt", "openstack"],
+                       help="only runs of this backend (openstack: deletes the stacks they "
+                            "journaled, and no other)")
         s.set_defaults(func=cmd_cleanup)
 
     _fault_parsers(sub)

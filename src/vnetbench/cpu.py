@@ -106,6 +106,13 @@ def describe(split: attribution.Split) -> dict:
 class Window:
     """Data-plane CPU% over a with-block: ``with Window(dep) as w: ...; w.metrics()``."""
 
+    def __new__(cls, deployment):
+        source = getattr(deployment, "cpu_source", None)
+        if source is not None:              # hosts are other machines: their collectors
+            from vnetbench import promcpu
+            return promcpu.Window(source)
+        return super().__new__(cls)
+
     def __init__(self, deployment):
         probe_file = deployment.cpu_probe()
         self.collectors = [host_collector(deployment, h, probe_file=probe_file)
@@ -133,6 +140,9 @@ class Window:
 def provenance(deployment) -> dict:
     """What a record says about its CPU figures: the method the testbed's windows use
     now, the definition, and the kernel fact behind it."""
+    if getattr(deployment, "cpu_source", None) is not None:
+        return {"method": "prometheus", "exact": None, "source": deployment.cpu_source,
+                "parts": list(attribution.PARTS), "definition": DEFINITION}
     irqtime = procfs.irq_time_accounting(Path("/proc"))
     path = deployment.cpu_probe(wait=False)
     running = probe.fresh(probe.read_snapshot(path)) if path else None

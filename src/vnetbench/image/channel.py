@@ -27,6 +27,7 @@ class Ssh:
     user: str = "root"
     connect_timeout_s: int = 10
     netns: str | None = None           # run the client in this namespace (the guest's network)
+    jump: str | None = None            # [user@]host[:port] of an SSH gateway to the guests
 
     def __post_init__(self):
         # ssh binds <dir>/<40 hex>.<16 random> and a unix socket path has 107 bytes at most
@@ -40,7 +41,8 @@ class Ssh:
         return ["-i", str(self.key), "-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=no",
                 "-o", "UserKnownHostsFile=/dev/null", "-o", "LogLevel=ERROR",
                 "-o", f"ConnectTimeout={self.connect_timeout_s}",
-                "-o", f"ControlPath={self.control_dir}/%C", "-o", "ServerAliveInterval=5"]
+                "-o", f"ControlPath={self.control_dir}/%C", "-o", "ServerAliveInterval=5",
+                *(["-o", f"ProxyJump={self.jump}"] if self.jump else [])]
 
     def _prefix(self) -> list[str]:
         return ["ip", "netns", "exec", self.netns] if self.netns else []

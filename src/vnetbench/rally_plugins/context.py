@@ -18,12 +18,22 @@ def testbed_yaml(vswitch: str, network: str, underlay_mtu: int | None, placement
 
 
 def _backend_options(cfg) -> dict:
-    if cfg.get("backend", "netns") != "libvirt":
+    backend = cfg.get("backend", "netns")
+    if backend == "openstack":
+        return {"cloud_name": cfg.get("cloud") or "", "image": cfg.get("image") or "vnetbench-guest",
+                "memory_mib": cfg.get("memory_mib", 256),
+                "network": cfg.get("existing_network") or "",
+                **{k: cfg[k] for k in OPENSTACK_KEYS if cfg.get(k)}}
+    if backend != "libvirt":
         return {}
     from pathlib import Path
     repo = Path(__file__).resolve().parents[3]
     return {"image_dir": Path(cfg.get("image") or repo / "vm-images" / "build"),
             "memory_mib": cfg.get("memory_mib", 256)}
+
+
+# context key -> the openstack backend's option of the same name (stack.Options)
+OPENSTACK_KEYS = ("flavor", "gateway", "prometheus", "cpu_thread_policy")
 
 
 @context.configure(name="vnetbench_testbed", platform="default", order=100)
@@ -46,13 +56,25 @@ class VnetbenchTestbed(context.Context):
                         "to attach collectors to and push results to (default: $VNETBENCH_MONITOR)"},
             "skip_unsupported": {"type": "boolean",
                                  "description": "record N/A (with the missing feature) instead of failing"},
-            "backend": {"enum": ["netns", "libvirt"],
+            "backend": {"enum": ["netns", "libvirt", "openstack"],
                         "description": "netns: VMs are namespaces; libvirt: QEMU guests from the "
-                                       "project's image on the same emulated hosts"},
+                                       "project's image on the same emulated hosts; openstack: "
+                                       "Nova servers of a Heat stack on the cloud named by 'cloud'"},
             "image": {"type": "string", "description": "libvirt: directory with vmlinuz and "
-                      "initrd.img (default vm-images/build, made by 'make image')"},
+                      "initrd.img (default vm-images/build, made by 'make image'); openstack: "
+                      "Glance image (default vnetbench-guest)"},
             "memory_mib": {"type": "integer", "minimum": 128, "maximum": 65536,
-                           "description": "libvirt: memory per guest"},
+                           "description": "libvirt, openstack: memory per guest"},
+            "cloud": {"type": "string", "description": "openstack: the cloud's name in clouds.yaml"},
+            "existing_network": {"type": "string", "description": "openstack: an existing "
+                                 "network for the VMs (default: the stack makes its own)"},
+            "flavor": {"type": "string", "description": "openstack: an existing pinned flavor "
+                       "(default: the stack makes one, admin only)"},
+            "cpu_thread_policy": {"enum": ["prefer", "isolate"],
+                                  "description": "openstack: of the pinned flavor the stack makes"},
+            "gateway": {"type": "string", "description": "openstack: SSH jump host to the VMs"},
+            "prometheus": {"type": "string", "description": "openstack: URL of the Prometheus "
+                           "scraping the collectors on the compute nodes"},
         },
     }
     DEFAULT_CONFIG = {"vswitch": "ovs", "network": "vxlan", "placements": list(PLACEMENTS),
@@ -73,7 +95,9 @@ class VnetbenchTestbed(context.Context):
                                     cfg["placements"]),
                        source=f"<rally {cfg['vswitch']}-{cfg['network']}>", online_cpus=cpus)
         caps = capabilities.probe()
-        reason = caps.why_not(tb.vswitch.kind, tb.network.type, tb.vswitch.datapath)
+        # a cloud's vSwitch is the cloud's: this machine's kernel does not limit it
+        reason = None if cfg.get("backend") == "openstack" else \
+            caps.why_not(tb.vswitch.kind, tb.network.type, tb.vswitch.datapath)
         if reason and caps.root and cfg["skip_unsupported"]:
             self.context["vnetbench"] = {"unsupported": reason, "results": cfg["results"],
                                          "vswitch": tb.vswitch.kind.value,

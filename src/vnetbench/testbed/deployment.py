@@ -18,11 +18,13 @@ from vnetbench.testbed.model import Testbed
 
 # backend name -> "module:class" of its Deployment
 BACKENDS = {"netns": "vnetbench.testbed.netns.deployment:Deployment",
-            "libvirt": "vnetbench.testbed.libvirt.deployment:LibvirtDeployment"}
+            "libvirt": "vnetbench.testbed.libvirt.deployment:LibvirtDeployment",
+            "openstack": "vnetbench.testbed.openstack.deployment:OpenstackDeployment"}
 DEFAULT_BACKEND = "netns"
 # backend name -> "module:function" that builds a Testbed and returns its Deployment
 BUILDERS = {"netns": "vnetbench.testbed.netns.builder:up",
-            "libvirt": "vnetbench.testbed.libvirt.builder:up"}
+            "libvirt": "vnetbench.testbed.libvirt.builder:up",
+            "openstack": "vnetbench.testbed.openstack.builder:up"}
 # Every backend journals into the same state layout, and one unwinder undoes any run's
 # journal (each kind of entry names its own undo step, backend packages included).
 TEARDOWN = "vnetbench.testbed.netns.teardown"

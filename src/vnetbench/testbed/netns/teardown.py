@@ -158,7 +158,8 @@ def _undo(kind: str):
 # kinds other backends journal on top of the netns ones
 _ELSEWHERE = {"domain": "vnetbench.testbed.libvirt.undo:undo_domain",
               "tap": "vnetbench.testbed.libvirt.undo:undo_tap",
-              "muxdir": "vnetbench.testbed.libvirt.undo:undo_muxdir"}
+              "muxdir": "vnetbench.testbed.libvirt.undo:undo_muxdir",
+              "stack": "vnetbench.testbed.openstack.undo:undo_stack"}
 
 _UNDO = {
     "netns": _undo_netns,

@@ -1,0 +1,127 @@
+"""An OpenStack testbed: a Heat stack of Nova servers reached over SSH (the image's
+command channel), directly on their network's addresses or through a gateway.
+Implements vnetbench.testbed.deployment.Deployment; what a cloud does not let a tenant
+do (host-side commands, vSwitch internals, faults) is an UnsupportedError with why."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from vnetbench.errors import UnsupportedError, VnetbenchError
+from vnetbench.image.channel import Ssh
+from vnetbench.inputs import excerpt
+from vnetbench.state import Run, find_run
+from vnetbench.testbed.codec import from_dict
+from vnetbench.testbed.model import Testbed
+from vnetbench.testbed.netns.teardown import teardown
+from vnetbench.testbed.sshguests import SshGuests
+
+NOT_OURS = "the cloud's compute nodes are not vnetbench's"
+
+
+def mux_dir(run_id: str) -> Path:
+    return Path(f"/tmp/vnbmux-{run_id}")
+
+
+class OpenstackDeployment(SshGuests):
+    backend = "openstack"
+    run: Run
+    testbed: Testbed
+
+    def __init__(self, run: Run, testbed: Testbed):
+        self.run, self.testbed = run, testbed
+
+    @classmethod
+    def attach(cls, ref: str | None = None) -> "OpenstackDeployment":
+        return cls.of(find_run(ref))
+
+    @classmethod
+    def of(cls, run: Run) -> "OpenstackDeployment":
+        try:
+            return cls(run, from_dict(run.meta()["testbed"]))
+        except (KeyError, TypeError, ValueError) as exc:
+            raise VnetbenchError(f"run {run.run_id}: meta.json holds no usable testbed "
+                                 f"({excerpt(str(exc))}); remove what it made with "
+                                 f"'vnetbench cleanup --run {run.run_id}'") from None
+
+    @property
+    def run_id(self) -> str:
+        return self.run.run_id
+
+    def ip(self, vm: str, vnet: str | None = None) -> str:
+        v = self.testbed.vm(vm)
+        return str(v.nic(vnet).ip if vnet else v.nics[0].ip)
+
+    # -- the command channel -------------------------------------------------------
+
+    def ssh(self, vm: str) -> Ssh:
+        meta = self.run.meta()
+        return Ssh(self.ip(vm), self.run.dir / "guest-key", mux_dir(self.run_id),
+                   jump=meta.get("options", {}).get("gateway") or None)
+
+    # -- the host side: the cloud's, not ours -----------------------------------------
+
+    def host_argv(self, host: str, argv) -> list[str]:
+        raise UnsupportedError(f"openstack: no host-side commands ({NOT_OURS})")
+
+    def host_popen(self, host: str, argv, **kwargs):
+        raise UnsupportedError(f"openstack: no host-side commands ({NOT_OURS})")
+
+    def vm_port(self, vm: str, nic: int = 0) -> tuple[str, str]:
+        raise UnsupportedError(f"openstack: no host-side port of {vm} ({NOT_OURS})")
+
+    def host_file(self, host: str, name: str) -> Path:
+        return self.run.dir / host / name
+
+    def vswitch_pids(self, host: str) -> dict:
+        return {}
+
+    def controller_pids(self) -> dict:
+        return {}
+
+    def ovs_appctl(self, host: str, *args, timeout: float = 10) -> str:
+        raise UnsupportedError(f"openstack: no ovs-appctl on {host} ({NOT_OURS})")
+
+    def expire_flows(self) -> None:
+        """Nothing: the flow caches are the compute nodes'. 'deferred' echoes then take
+        the slow path only when spaced beyond the flow idle timeout (gap_s); the run's
+        meta says so (flow_flush)."""
+
+    def cpu_probe(self, wait: bool = True) -> Path | None:
+        return None
+
+    def remove_vnet(self, vnet: str) -> None:
+        raise UnsupportedError("openstack: deprovisioning a vnet of a running stack is not "
+                               "implemented (a stack update removing the network)")
+
+    @property
+    def cpu_source(self) -> dict:
+        """Where host-side CPU comes from: the collectors on the compute nodes through
+        Prometheus (meta: prometheus URL and the VMs' compute hosts)."""
+        meta = self.run.meta()
+        return {"prometheus": meta.get("options", {}).get("prometheus") or "",
+                "hosts": sorted({h for h in (meta.get("placement", {}).get("hosts") or {}).values()
+                                 if h}) if meta.get("placement", {}).get("placement_by", "")
+                .startswith("OS-EXT") else []}
+
+    def status(self) -> dict:
+        meta = self.run.meta()
+        tb = self.testbed
+        hosts = (meta.get("placement") or {}).get("hosts") or {}
+        return {
+            "run_id": self.run_id, "name": tb.name, "status": meta.get("status"),
+            "backend": self.backend, "cloud": meta.get("cloud"), "stack": meta.get("stack"),
+            "vswitch": tb.vswitch.kind.value, "network": tb.network.type.value,
+            "ovs_datapath": None, "underlay_mtu": tb.network.underlay_mtu,
+            "tenant_mtu": tb.network.tenant_mtu, "up_seconds": meta.get("up_seconds"),
+            "hosts": [], "placement": meta.get("placement"), "pinning": meta.get("pinning"),
+            "warnings": meta.get("warnings", []),
+            "vms": [{"name": v.name, "host": hosts.get(v.name) or "?", "cpus": [],
+                     "server": (meta.get("servers") or {}).get(v.name),
+                     "nics": [{"vnet": n.vnet, "ip": str(n.ip), "mac": n.mac} for n in v.nics]}
+                    for v in tb.vms],
+            "removed_vnets": [], "controller": None, "errors": meta.get("errors", []),
+        }
+
+    def down(self) -> list[str]:
+        return teardown(self.run)

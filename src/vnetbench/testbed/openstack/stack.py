@@ -1,0 +1,162 @@
+"""What the openstack backend asks Heat for, and what it reads back: pure functions from
+a Testbed and the backend's options to the parameters of heat-templates/testbed.yaml,
+and from the stack's outputs back to the testbed's VMs."""
+
+from __future__ import annotations
+
+import dataclasses
+import ipaddress
+from dataclasses import dataclass
+from pathlib import Path
+
+from vnetbench.errors import VnetbenchError
+from vnetbench.testbed.model import Testbed, VSwitchKind
+
+TEMPLATES = Path(__file__).resolve().parents[4] / "heat-templates"
+TEMPLATE = TEMPLATES / "testbed.yaml"
+# the cloud's SDN back-end, named by the testbed's vSwitch kind
+ENVIRONMENTS = {VSwitchKind.OVS: "ml2-ovs", VSwitchKind.OVN: "ml2-ovn",
+                VSwitchKind.LINUXBRIDGE: "linuxbridge", VSwitchKind.VROUTER: "tungsten-fabric",
+                VSwitchKind.OVS_OPENFLOW: "openflow-controller"}
+GROUPS = ("same_host", "cross_host", "unplaced", "vnet_b")     # the order of the outputs
+
+
+@dataclass(frozen=True)
+class Options:
+    """The backend's own options (CLI flags, Rally context keys)."""
+    cloud: str
+    image: str = "vnetbench-guest"      # Glance image (make image; tools/aio uploads it)
+    network: str = ""                   # an existing network ('' = the stack makes its own)
+    subnet: str = ""
+    flavor: str = ""                    # an existing flavor ('' = a pinned one, admin)
+    cpu_thread_policy: str = "prefer"
+    memory_mib: int = 256
+    hugepages: str = ""
+    host_a: str = ""                    # zone:host placement (admin)
+    host_b: str = ""
+    zone: str = "nova"
+    no_server_groups: bool = False      # cross-host pairs by the hostId fallback (Shaker's)
+    gateway: str = ""                   # SSH jump host to reach the VMs ('' = direct)
+    prometheus: str = ""                # URL of the Prometheus scraping the collectors
+    clouds_yaml: str | None = None
+    timeout_s: float = 900              # stack creation deadline
+    ready_timeout_s: float = 300        # SSH into every guest after the stack is complete
+
+    def __post_init__(self):
+        if not self.cloud:
+            raise VnetbenchError("openstack backend: no cloud named; pass --cloud NAME (a cloud of "
+                                 "your clouds.yaml) or 'cloud: NAME' in the Rally context")
+        if self.cpu_thread_policy not in ("prefer", "isolate"):
+            raise VnetbenchError(f"openstack backend: cpu_thread_policy {self.cpu_thread_policy!r}: "
+                                 "use prefer or isolate ('require' cannot schedule on hosts "
+                                 "without SMT)")
+
+
+def stack_name(run_id: str) -> str:
+    return f"vnb-{run_id}"
+
+
+def tags(run_id: str) -> list[str]:
+    return ["vnetbench", f"run-{run_id}"]
+
+
+def environment(testbed: Testbed) -> Path:
+    return TEMPLATES / "env" / f"{ENVIRONMENTS[testbed.vswitch.kind]}.yaml"
+
+
+def mac(run_id: str, vm_i: int) -> str:
+    """Unique per run and VM: two runs' ports may share a network (a MAC is unique there)."""
+    b = bytes.fromhex(run_id)
+    return "fa:%02x:%02x:%02x:%02x:%02x" % (b[0], b[1], b[2], vm_i >> 8, vm_i & 0xFF)
+
+
+def group_of(testbed: Testbed, pair, options: Options) -> str:
+    if len(testbed.vnets) > 1 and pair.vnet == testbed.vnets[1].name:
+        return "vnet_b"
+    if pair.placement == "same-host":
+        return "same_host"
+    return "unplaced" if options.no_server_groups else "cross_host"
+
+
+def grouped(testbed: Testbed, options: Options) -> dict[str, list]:
+    """The testbed's pairs per template group, in the group's index order."""
+    out = {g: [] for g in GROUPS}
+    for pair in testbed.pairs:
+        out[group_of(testbed, pair, options)].append(pair)
+    return out
+
+
+def parameters(testbed: Testbed, run_id: str, options: Options, admin: bool,
+               public_key: str) -> dict:
+    """testbed.yaml's parameters for TESTBED."""
+    if len(testbed.vnets) > 2:
+        raise VnetbenchError(f"{testbed.source}: the openstack backend builds at most 2 vnets "
+                             f"(the template's A and B); this testbed has {len(testbed.vnets)}")
+    if not options.flavor and not admin:
+        raise VnetbenchError(f"cloud {options.cloud!r}: not admin, so no pinned flavor can be "
+                             "created; name an existing pinned flavor (--flavor / 'flavor:')")
+    groups = grouped(testbed, options)
+    vm_index = {v.name: i for i, v in enumerate(testbed.vms)}
+    macs = {g: {"a": [mac(run_id, vm_index[p.vms[0]]) for p in pairs],
+                "b": [mac(run_id, vm_index[p.vms[1]]) for p in pairs]} for g, pairs in groups.items()}
+    mode = "existing" if options.network else "provider" if admin else "tenant"
+    vcpus = {len(v.cpus) for v in testbed.vms}
+    params = {
+        "run_id": run_id, "network_mode": mode, "network_type": testbed.network.type.value,
+        "existing_network": options.network, "existing_subnet": options.subnet,
+        "cidr": str(testbed.vnets[0].cidr), "vnets": len(testbed.vnets),
+        "flavor": options.flavor, "vcpus": max(vcpus), "ram_mib": options.memory_mib,
+        "cpu_thread_policy": options.cpu_thread_policy, "hugepages": options.hugepages,
+        "image": options.image, "public_key": public_key, "zone": options.zone,
+        "host_a": options.host_a, "host_b": options.host_b,
+        "same_host_pairs": len(groups["same_host"]), "cross_host_pairs": len(groups["cross_host"]),
+        "unplaced_pairs": len(groups["unplaced"]), "vnet_b_pairs": len(groups["vnet_b"]),
+        "macs": macs,
+    }
+    if mode != "existing" and testbed.network.tenant_mtu and mode == "tenant":
+        params["mtu"] = testbed.network.tenant_mtu
+    seg = testbed.vnets[0].segmentation_id
+    if mode == "provider" and seg:
+        params["segmentation_id"] = seg
+    qos = {n.qos for v in testbed.vms for n in v.nics if n.qos}
+    if len(qos) > 1:
+        raise VnetbenchError(f"{testbed.source}: the template has one QoS policy; this testbed "
+                             f"asks for {len(qos)} different limits")
+    if qos:
+        q = next(iter(qos))
+        sides = [s for s, i in (("a", 0), ("b", 1))
+                 if any(testbed.vm(p.vms[i]).nics[0].qos for p in testbed.pairs)]
+        params.update(qos_max_kbps=q.max_kbps, qos_max_burst_kbps=q.max_burst_kbits,
+                      qos_sides=",".join(sides))
+    return params
+
+
+def vm_outputs(testbed: Testbed, options: Options, pairs_out: list) -> dict[str, dict]:
+    """{testbed VM: {server, name, port, ip, mac}} from the stack's ``pairs`` output
+    (groups in GROUPS order, each in index order)."""
+    groups = grouped(testbed, options)
+    expected = sum(len(v) for v in groups.values())
+    if len(pairs_out) != expected:
+        raise VnetbenchError(f"stack output 'pairs' has {len(pairs_out)} pairs, the testbed "
+                             f"{expected}; the template and the backend disagree")
+    out, k = {}, 0
+    for g in GROUPS:
+        for pair in groups[g]:
+            got = pairs_out[k]
+            out[pair.vms[0]], out[pair.vms[1]] = got["a"], got["b"]
+            k += 1
+    return out
+
+
+def realised(testbed: Testbed, vms: dict[str, dict], cidr: str, mtu: int) -> Testbed:
+    """TESTBED with the addresses, MACs, CIDR and MTU the cloud gave: every later user of
+    the testbed (battery, static ARP, reports) sees what is really there."""
+    net = ipaddress.ip_network(cidr)
+    vnets = tuple(dataclasses.replace(v, cidr=net) for v in testbed.vnets)
+    new_vms = []
+    for v in testbed.vms:
+        got = vms[v.name]
+        nic = dataclasses.replace(v.nics[0], ip=ipaddress.ip_address(got["ip"]), mac=got["mac"])
+        new_vms.append(dataclasses.replace(v, nics=(nic, *v.nics[1:])))
+    network = dataclasses.replace(testbed.network, tenant_mtu=mtu)
+    return dataclasses.replace(testbed, vnets=vnets, vms=tuple(new_vms), network=network)

@@ -1,0 +1,48 @@
+"""Undo a journaled Heat stack (netns teardown calls it by kind 'stack'): only a stack
+that carries the run's tag is deleted, and the call waits for Heat to finish (bounded;
+teardown defers signals until it returns)."""
+
+from __future__ import annotations
+
+import time
+
+DELETE_TIMEOUT_S = 600         # Heat deletes servers, ports, networks, flavor, key in turn
+POLL_S = 2.0
+
+
+def undo_stack(run, entry, conn=None, sleep=time.sleep, clock=time.monotonic) -> None:
+    from vnetbench.testbed.openstack import cloud
+    conn = conn or cloud.connect(entry["cloud"], entry.get("clouds_yaml"))
+    name, tag = entry["name"], f"run-{run.run_id}"
+    try:
+        stack = conn.orchestration.find_stack(name, ignore_missing=True)
+    except Exception as exc:
+        raise cloud.error(exc, f"stack {name} (cloud {entry['cloud']})") from None
+    if stack is None:
+        return                  # never created (killed before the API call), or gone
+    if tag not in (stack.tags or []):
+        raise ValueError(f"stack {name} ({stack.id}) has tags {stack.tags}, not {tag}: "
+                         "not this run's; left alone")
+    if stack.status != "DELETE_IN_PROGRESS":
+        try:
+            conn.orchestration.delete_stack(stack)
+        except Exception as exc:
+            raise cloud.error(exc, f"deleting stack {name} ({stack.id})") from None
+    wait_deleted(conn, stack.id, name, sleep=sleep, clock=clock)
+
+
+def wait_deleted(conn, stack_id: str, name: str, timeout_s: float = DELETE_TIMEOUT_S,
+                 sleep=time.sleep, clock=time.monotonic) -> None:
+    deadline = clock() + timeout_s
+    while True:
+        stack = conn.orchestration.find_stack(stack_id, ignore_missing=True)
+        if stack is None or stack.status == "DELETE_COMPLETE":
+            return
+        if stack.status == "DELETE_FAILED":
+            raise RuntimeError(f"stack {name} ({stack_id}): DELETE_FAILED: "
+                               f"{(stack.status_reason or '')[:200]}; retry with "
+                               "'vnetbench cleanup --backend openstack' or see heat-engine's log")
+        if clock() > deadline:
+            raise RuntimeError(f"stack {name} ({stack_id}) still {stack.status} after "
+                               f"{timeout_s:.0f} s; retry 'vnetbench cleanup --backend openstack'")
+        sleep(POLL_S)

@@ -1,0 +1,42 @@
+"""Running commands in real guests over the image's command channel (SSH): shared by
+the backends whose VMs are guests (libvirt, openstack); each provides ``ssh(vm)``."""
+
+from __future__ import annotations
+
+import subprocess
+
+from vnetbench.testbed.netns import proc
+
+# the remote command dies with the SSH session: a killed background process must not
+# keep running in the guest (a stale iperf3 server would hold its port)
+_TIED = 'exec 3<&0; "$@" & p=$!; (read x <&3; kill $p) >/dev/null 2>&1 & exec 3<&-; wait $p'
+
+
+def by_name(argv) -> list[str]:
+    """Tools run by name: an absolute path on the runner's machine (e.g.
+    .venv/bin/vnetbench-flowgen) means nothing in the guest, whose image has them on PATH."""
+    argv = list(map(str, argv))
+    if argv and argv[0].startswith("/"):
+        argv[0] = argv[0].rsplit("/", 1)[1]
+    return argv
+
+
+class SshGuests:
+    """vm_argv, exec and popen of the Deployment interface through ``self.ssh(vm)``."""
+
+    def vm_argv(self, vm: str, argv) -> list[str]:
+        """argv run in the guest (its vCPUs pinned by the hypervisor)."""
+        return self.ssh(self.testbed.vm(vm).name).argv(by_name(argv))
+
+    def exec(self, vm: str, argv, timeout: float | None = 60) -> subprocess.CompletedProcess:
+        return subprocess.run(self.vm_argv(vm, argv), capture_output=True, text=True,
+                              timeout=timeout, stdin=subprocess.DEVNULL)
+
+    def popen(self, vm: str, argv, **kwargs) -> subprocess.Popen:
+        kwargs.pop("stdin", None)       # the session's stdin ties the guest process to it
+        tied = ["sh", "-c", _TIED, "sh", *by_name(argv)]
+        p = subprocess.Popen(self.ssh(vm).argv(tied), stdin=subprocess.PIPE, start_new_session=True,
+                             **kwargs)
+        self.run.record("process", pid=p.pid, starttime=proc.starttime(p.pid), vm=vm,
+                        argv=list(map(str, argv)))
+        return p

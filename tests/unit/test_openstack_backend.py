@@ -1,0 +1,361 @@
+"""The openstack backend's logic with fake openstacksdk objects: stack parameters from a
+testbed, outputs back onto it, placement and pinning verification, the non-admin
+cross-host fallback, stack deletion only of the run's own stack (also from cleanup), and
+the host-side CPU window from Prometheus. The real thing runs in
+tests/integration/openstack/ against an all-in-one cloud."""
+
+from __future__ import annotations
+
+import itertools
+from types import SimpleNamespace
+
+import pytest
+
+from vnetbench import promcpu
+from vnetbench.errors import BuildError, VnetbenchError
+from vnetbench.rally_plugins import context as rally_context
+from vnetbench.state import Run
+from vnetbench.testbed.loader import loads
+from vnetbench.testbed.netns.teardown import teardown
+from vnetbench.testbed.openstack import builder, cloud, stack as st, undo, verify
+
+RID = "0a1b2c"
+
+
+def _tb(placements=("same-host", "cross-host"), network="vxlan"):
+    return loads(rally_context.testbed_yaml("ovs", network, None, list(placements)), source="<test>",
+                 online_cpus=[0, 1])
+
+
+def _opts(**kw):
+    return st.Options(cloud="c", **kw)
+
+
+# -- parameters ---------------------------------------------------------------------
+
+def test_parameters_admin_make_provider_networks_and_a_pinned_flavor():
+    p = st.parameters(_tb(), RID, _opts(), admin=True, public_key="ssh-ed25519 AAA")
+    assert p["network_mode"] == "provider" and p["network_type"] == "vxlan"
+    assert p["flavor"] == "" and p["vcpus"] == 1 and p["cpu_thread_policy"] == "prefer"
+    assert (p["same_host_pairs"], p["cross_host_pairs"], p["unplaced_pairs"]) == (1, 1, 0)
+    macs = p["macs"]["same_host"]["a"] + p["macs"]["same_host"]["b"] + p["macs"]["cross_host"]["a"]
+    assert len(set(macs)) == 3 and all(m.startswith("fa:0a:1b:2c:") for m in macs)
+
+
+def test_macs_differ_between_runs():
+    a = st.parameters(_tb(), RID, _opts(), True, "k")["macs"]
+    b = st.parameters(_tb(), "ffeedd", _opts(), True, "k")["macs"]
+    assert not set(a["same_host"]["a"]) & set(b["same_host"]["a"])
+
+
+def test_parameters_non_admin_tenant_network_needs_an_existing_flavor():
+    with pytest.raises(VnetbenchError, match="not admin, so no pinned flavor.*--flavor"):
+        st.parameters(_tb(), RID, _opts(), admin=False, public_key="k")
+    p = st.parameters(_tb(), RID, _opts(flavor="pinned.small"), admin=False, public_key="k")
+    assert p["network_mode"] == "tenant" and p["flavor"] == "pinned.small"
+
+
+def test_existing_network_and_the_no_server_group_fallback():
+    p = st.parameters(_tb(), RID, _opts(network="vnetbench-flat", no_server_groups=True), True, "k")
+    assert p["network_mode"] == "existing" and p["existing_network"] == "vnetbench-flat"
+    assert (p["cross_host_pairs"], p["unplaced_pairs"]) == (0, 1)
+
+
+def test_require_thread_policy_is_refused_with_the_reason():
+    with pytest.raises(VnetbenchError, match="'require' cannot schedule on hosts without SMT"):
+        _opts(cpu_thread_policy="require")
+
+
+def test_no_cloud_is_one_clear_error():
+    with pytest.raises(VnetbenchError, match="no cloud named; pass --cloud NAME"):
+        st.Options(cloud="")
+
+
+def test_every_vswitch_kind_has_an_environment_file():
+    for kind in st.ENVIRONMENTS:
+        tb = loads(rally_context.testbed_yaml(kind.value, "vxlan" if kind.value != "ovn" else "geneve", None,
+                                ["same-host"]), source="<t>", online_cpus=[0, 1])
+        assert st.environment(tb).is_file()
+
+
+def _pairs_output(tb, opts):
+    out = []
+    for g in st.GROUPS:
+        for i, pair in enumerate(st.grouped(tb, opts)[g]):
+            out.append({"placement": pair.placement, **{
+                side: {"server": f"srv-{vm}", "name": f"vnb-{RID}-{vm}", "port": f"port-{vm}",
+                       "ip": f"198.19.250.{10 + 2 * len(out) + k}", "mac": f"fa:0a:1b:2c:00:{2 * len(out) + k:02x}"}
+                for k, (side, vm) in enumerate(zip("ab", pair.vms))}})
+    return out
+
+
+def test_outputs_become_the_testbed_the_battery_sees():
+    tb, opts = _tb(), _opts(network="vnetbench-flat")
+    vms = st.vm_outputs(tb, opts, _pairs_output(tb, opts))
+    real = st.realised(tb, vms, "198.19.250.0/24", 1450)
+    assert str(real.vm("same-a").nics[0].ip) == "198.19.250.10"
+    assert real.vm("cross-b").nics[0].mac == "fa:0a:1b:2c:00:03"
+    assert str(real.vnets[0].cidr) == "198.19.250.0/24" and real.network.tenant_mtu == 1450
+    with pytest.raises(VnetbenchError, match="has 1 pairs, the testbed 2"):
+        st.vm_outputs(tb, opts, _pairs_output(tb, opts)[:1])
+
+
+# -- verification ----------------------------------------------------------------------
+
+PAIRS = [("same", "same-host", "same-a", "same-b"), ("cross", "cross-host", "cross-a", "cross-b")]
+
+
+def _servers(**hosts):
+    return {vm: {"host": h, "host_id": f"id-{h}" if h else None} for vm, h in hosts.items()}
+
+
+def test_placement_as_admin_by_host_name():
+    ok = verify.placement(PAIRS, _servers(**{"same-a": "c1", "same-b": "c1", "cross-a": "c1",
+                                             "cross-b": "c2"}), admin=True)
+    assert ok.problems == [] and ok.facts["placement_by"] == "OS-EXT-SRV-ATTR:host"
+    bad = verify.placement(PAIRS, _servers(**{"same-a": "c1", "same-b": "c2", "cross-a": "c1",
+                                              "cross-b": "c1"}), admin=True)
+    assert len(bad.problems) == 2
+    assert "same-host, but same-a is on c1 and same-b on c2" in bad.problems[0]
+    assert "cross-host, but cross-a and cross-b are both on c1" in bad.problems[1]
+
+
+def test_placement_without_admin_by_host_id():
+    servers = {vm: {"host": None, "host_id": h} for vm, h in
+               {"same-a": "x", "same-b": "x", "cross-a": "x", "cross-b": "y"}.items()}
+    v = verify.placement(PAIRS, servers, admin=False)
+    assert v.problems == [] and v.facts["placement_by"] == "hostId"
+    servers["same-b"]["host_id"] = "y"
+    assert "same-host" in verify.placement(PAIRS, servers, admin=False).problems[0]
+
+
+def _topo(pins):
+    return {"nodes": [{"cpu_pinning": pins, "host_node": 0, "memory_mb": 256, "siblings": [],
+                       "vcpu_set": list(map(int, pins))}], "pagesize_kb": None}
+
+
+def test_pinning_verified_as_admin():
+    v = verify.pinning({"a": _topo({"0": 2}), "b": _topo({"0": 3})}, {"a": 1, "b": 1},
+                       {"a": "c1", "b": "c1"}, admin=True)
+    assert v.problems == [] and v.warnings == [] and v.facts == {"a": {"0": 2}, "b": {"0": 3}}
+
+
+def test_pinning_problems_are_errors():
+    shared = verify.pinning({"a": _topo({"0": 2}), "b": _topo({"0": 2})}, {"a": 1, "b": 1},
+                            {"a": "c1", "b": "c1"}, admin=True)
+    assert "host CPU 2 of c1 is also a's" in shared.problems[0]
+    other_hosts = verify.pinning({"a": _topo({"0": 2}), "b": _topo({"0": 2})}, {"a": 1, "b": 1},
+                                 {"a": "c1", "b": "c2"}, admin=True)
+    assert other_hosts.problems == []
+    unpinned = verify.pinning({"a": {"nodes": [], "pagesize_kb": None}}, {"a": 1}, {"a": "c1"}, True)
+    assert "not pinned; use a flavor with hw:cpu_policy=dedicated" in unpinned.problems[0]
+    short = verify.pinning({"a": _topo({"0": 2})}, {"a": 2}, {"a": "c1"}, True)
+    assert "the flavor has 2" in short.problems[0]
+
+
+def test_pinning_without_admin_is_an_explicit_warning():
+    topo = {"nodes": [{"memory_mb": 256, "siblings": [], "vcpu_set": [0]}], "pagesize_kb": None}
+    v = verify.pinning({"a": topo, "b": None}, {"a": 1, "b": 1}, {}, admin=False)
+    assert v.problems == []
+    assert "CPU pinning unverified: Nova shows the host CPUs only to admins" in v.warnings[0]
+    assert "microversion 2.78) is not available; CPU pinning unverified" in v.warnings[1]
+
+
+def test_distinct_host_pairs_keeps_pairs_across_host_ids():
+    vms = [("v1", "h1"), ("v2", "h1"), ("v3", "h2"), ("v4", "h1")]
+    pairs = verify.distinct_host_pairs(vms, 2)
+    assert pairs == [("v1", "v3")]          # only one VM on h2: one cross pair
+    assert verify.distinct_host_pairs([("a", "h1"), ("b", "h2"), ("c", "h3"), ("d", "h1")], 2) == \
+        [("a", "b"), ("d", "c")]
+
+
+# -- stack lifecycle with a fake Heat -------------------------------------------------------
+
+class FakeHeat:
+    """Heat's stack API as the backend uses it: find, delete, resources."""
+
+    def __init__(self, *stacks, delete_polls=2):
+        self.stacks = {s.id: s for s in stacks}
+        self.deleted, self.delete_polls = [], delete_polls
+
+    def find_stack(self, ref, ignore_missing=True):
+        for s in self.stacks.values():
+            if ref in (s.id, s.name):
+                if s.status == "DELETE_IN_PROGRESS":
+                    s.polls += 1
+                    if s.polls >= self.delete_polls:
+                        del self.stacks[s.id]
+                        return None
+                return s
+        if not ignore_missing:
+            raise LookupError(ref)
+        return None
+
+    def delete_stack(self, stack):
+        self.deleted.append(stack.name)
+        stack.status = "DELETE_IN_PROGRESS"
+
+    def resources(self, stack, nested_depth=0):
+        return stack.resources
+
+
+def _stack(name, tags, status="CREATE_COMPLETE", resources=()):
+    return SimpleNamespace(id=f"id-{name}", name=name, tags=tags, status=status, polls=0,
+                           status_reason="", resources=list(resources), outputs=[])
+
+
+def _conn(heat):
+    return SimpleNamespace(orchestration=heat)
+
+
+def _run(tmp_path, rid=RID):
+    run = Run(rid, tmp_path)
+    run.create(status="up", name="t", backend="openstack", testbed={})
+    run.unlock()
+    return run
+
+
+def test_undo_deletes_the_runs_stack_and_waits(tmp_path):
+    heat = FakeHeat(_stack(f"vnb-{RID}", ["vnetbench", f"run-{RID}"]))
+    undo.undo_stack(_run(tmp_path), {"name": f"vnb-{RID}", "cloud": "c"}, conn=_conn(heat),
+                    sleep=lambda s: None)
+    assert heat.deleted == [f"vnb-{RID}"] and heat.stacks == {}
+
+
+def test_undo_leaves_a_stack_without_the_runs_tag(tmp_path):
+    heat = FakeHeat(_stack(f"vnb-{RID}", ["vnetbench", "run-ffffff"]))
+    with pytest.raises(ValueError, match="not this run's; left alone"):
+        undo.undo_stack(_run(tmp_path), {"name": f"vnb-{RID}", "cloud": "c"}, conn=_conn(heat))
+    assert heat.deleted == []
+
+
+def test_undo_of_a_stack_never_created_is_a_no_op(tmp_path):
+    heat = FakeHeat()
+    undo.undo_stack(_run(tmp_path), {"name": f"vnb-{RID}", "cloud": "c"}, conn=_conn(heat))
+    assert heat.deleted == []
+
+
+def test_delete_failed_and_timeout_say_what_to_do(tmp_path):
+    failed = _stack("s", [f"run-{RID}"], status="DELETE_FAILED")
+    with pytest.raises(RuntimeError, match="DELETE_FAILED.*vnetbench cleanup --backend openstack"):
+        undo.wait_deleted(_conn(FakeHeat(failed)), failed.id, "s")
+    stuck = FakeHeat(_stack("s", [f"run-{RID}"], status="DELETE_IN_PROGRESS"), delete_polls=10**9)
+    ticks = itertools.count(0, 100)
+    with pytest.raises(RuntimeError, match="still DELETE_IN_PROGRESS after 600 s"):
+        undo.wait_deleted(_conn(stuck), "id-s", "s", sleep=lambda s: None, clock=lambda: next(ticks))
+
+
+def test_cleanup_after_a_crash_deletes_that_stack_and_spares_a_decoy(tmp_path, monkeypatch):
+    """A run killed mid-creation left only its journal: teardown (what 'vnetbench cleanup'
+    runs) deletes its stack from it; another stack of the same cloud survives."""
+    mine = _stack(f"vnb-{RID}", ["vnetbench", f"run-{RID}"], status="CREATE_IN_PROGRESS")
+    decoy = _stack("vnb-decoy", ["vnetbench", "run-dec0de"])
+    heat = FakeHeat(mine, decoy)
+    monkeypatch.setattr(cloud, "connect", lambda name, path=None: _conn(heat))
+    run = _run(tmp_path)
+    run.record("stack", name=mine.name, cloud="c", clouds_yaml=None)
+    assert teardown(run) == []
+    assert heat.deleted == [mine.name] and list(heat.stacks) == [decoy.id]
+    assert not run.dir.exists()
+
+
+def test_create_failure_names_the_failed_resource():
+    bad = _stack("s", [], status="CREATE_FAILED", resources=[
+        SimpleNamespace(name="vm_a", resource_type="OS::Nova::Server", status="CREATE_FAILED",
+                        status_reason="No valid host was found. "),
+        SimpleNamespace(name="port_a", resource_type="OS::Neutron::Port", status="CREATE_COMPLETE",
+                        status_reason="")])
+    with pytest.raises(BuildError, match=r"CREATE_FAILED: vm_a \(OS::Nova::Server\): No valid host"):
+        builder.wait_created(_conn(FakeHeat(bad)), "s", 60, sleep=lambda s: None)
+
+
+def test_create_timeout_names_what_is_still_in_progress():
+    slow = _stack("s", [], status="CREATE_IN_PROGRESS", resources=[
+        SimpleNamespace(name="vm_b", resource_type="OS::Nova::Server", status="CREATE_IN_PROGRESS",
+                        status_reason="")])
+    ticks = itertools.count(0, 50)
+    with pytest.raises(BuildError, match=r"not complete after 120 s \(still in progress: vm_b "
+                                         r"\(OS::Nova::Server\)\); raise the timeout"):
+        builder.wait_created(_conn(FakeHeat(slow)), "s", 120, sleep=lambda s: None,
+                             clock=lambda: next(ticks))
+
+
+class Forbidden(Exception):
+    status_code = 403
+    details = "Policy doesn't allow os_compute_api:os-flavor-manage:create\nmore"
+
+
+def test_api_errors_are_one_line_naming_the_resource_and_the_fix():
+    text = str(cloud.error(Forbidden(), "creating stack vnb-0a1b2c"))
+    assert "\n" not in text and text.startswith("creating stack vnb-0a1b2c: HTTP 403: Policy")
+    assert "needs an admin role" in text
+
+
+# -- host-side CPU ------------------------------------------------------------------------------
+
+def test_cpu_window_from_prometheus():
+    seen = {}
+
+    def fetch(url, promql, at):
+        seen.update(url=url, promql=promql)
+        return [{"metric": {"host": "cmp1"}, "value": [at, "5.0"]},
+                {"metric": {"host": "cmp2"}, "value": [at, "2.5"]}]
+    clock = itertools.count(1000, 10).__next__
+    with promcpu.Window({"prometheus": "http://p:9090", "hosts": ["cmp1", "cmp2"]}, fetch, clock) as w:
+        pass
+    assert w.metrics() == {"cpu_pct": pytest.approx(75.0)}
+    assert w.result["hosts"] == {"cmp1": 50.0, "cmp2": 25.0}
+    assert 'host=~"cmp1|cmp2"' in seen["promql"] and "[10s]" in seen["promql"]
+
+
+def test_cpu_window_is_a_clear_na_without_prometheus_or_host_names():
+    with promcpu.Window({"prometheus": "", "hosts": ["c"]}) as w:
+        pass
+    assert w.metrics() == {} and "no Prometheus URL" in w.result["reason"]
+    with promcpu.Window({"prometheus": "http://p", "hosts": []}) as w:
+        pass
+    assert "not admin" in w.result["reason"]
+
+    def down(url, promql, at):
+        raise OSError("connection refused")
+    with promcpu.Window({"prometheus": "http://p", "hosts": ["c"]}, down) as w:
+        pass
+    assert w.metrics() == {} and "connection refused" in w.result["reason"]
+
+
+# -- CLI ----------------------------------------------------------------------------------------
+
+EXAMPLE = rally_context.__file__.rsplit("/src/", 1)[0] + "/examples/ovs-flat.yaml"
+
+
+def test_up_without_cloud_is_one_line_exit_2(tmp_path, monkeypatch, capsys):
+    from vnetbench import cli
+    monkeypatch.setenv("VNETBENCH_STATE_DIR", str(tmp_path))
+    assert cli.main(["testbed", "up", "--backend", "openstack", EXAMPLE]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "--cloud NAME" in err and "\n" not in err
+    assert list(tmp_path.iterdir()) == []           # nothing half-built
+
+
+def test_up_with_an_unknown_cloud_is_one_line_exit_2(tmp_path, monkeypatch, capsys):
+    from vnetbench import cli
+    clouds = tmp_path / "clouds.yaml"
+    clouds.write_text("clouds:\n  other: {auth: {auth_url: 'http://198.18.0.1:5000/v3'}}\n")
+    monkeypatch.setenv("OS_CLIENT_CONFIG_FILE", str(clouds))
+    monkeypatch.setenv("VNETBENCH_STATE_DIR", str(tmp_path / "state"))
+    assert cli.main(["testbed", "up", "--backend", "openstack", "--cloud", "nope", EXAMPLE]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "cloud 'nope': not usable from" in err and "\n" not in err
+    assert not (tmp_path / "state").exists()
+
+
+def test_cleanup_backend_filter_touches_only_that_backends_runs(tmp_path, monkeypatch, capsys):
+    from vnetbench import cli
+    monkeypatch.setenv("VNETBENCH_STATE_DIR", str(tmp_path))
+    keep = Run("aaaaaa", tmp_path)
+    keep.create(status="up", name="n", backend="netns", testbed={})
+    keep.unlock()
+    gone = _run(tmp_path, "bbbbbb")
+    assert cli.main(["cleanup", "--backend", "openstack"]) == 0
+    assert keep.dir.exists() and not gone.dir.exists()
+    assert "run bbbbbb: removed" in capsys.readouterr().out
