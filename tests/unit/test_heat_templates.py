@@ -86,3 +86,110 @@ def test_the_check_catches_what_heat_would_reject(tmp_path):
                    "'OS::Nova::NoSuchThing' is unknown to Heat", "attribute 'fixed_ipz'"):
         assert needle in problems, f"{needle!r} not reported in:\n{problems}"
 
+
+
+# -- Heat's engine resolves the templates with what the backend passes -------------------------
+
+from vnetbench.rally_plugins import context as rally_context  # noqa: E402
+from vnetbench.testbed.loader import load, loads  # noqa: E402
+from vnetbench.testbed.openstack import stack as st  # noqa: E402
+
+RID = "0a1b2c"
+EXAMPLES = hot.TEMPLATES.parent / "examples"
+
+
+def _params(nettype, placements=("same-host", "cross-host"), admin=True, **opts):
+    tb = loads(rally_context.testbed_yaml("ovs", nettype, None, list(placements)), source="<t>",
+               online_cpus=[0, 1])
+    return st.parameters(tb, RID, st.Options(cloud="c", **opts), admin, "ssh-ed25519 AAAA k")
+
+
+def _two_vnets():
+    tb = load(EXAMPLES / "two-vnets-same-cidr.yaml", online_cpus=[0, 1])
+    return {**st.parameters(tb, RID, st.Options(cloud="c"), True, "k"),
+            "qos_max_kbps": 10000, "qos_max_burst_kbps": 8000}
+
+
+MEMBER = {"index": "1", "prefix": f"vnb-{RID}-same", "placement": "same-host", "network": "n",
+          "macs_a": ["fa:00:00:00:00:01", "fa:00:00:00:00:03"],
+          "macs_b": ["fa:00:00:00:00:02", "fa:00:00:00:00:04"],
+          "qos_policy": "p", "qos_sides": ["b"], "image": "i", "flavor": "f", "key_name": "k",
+          "run_id": RID, "host_a": "cmp1"}
+ENV = hot.TEMPLATES / "env"
+CASES = {
+    "admin-vxlan": (MAIN, ENV / "ml2-ovs.yaml", _params("vxlan")),
+    "admin-flat": (MAIN, ENV / "ml2-ovs.yaml", _params("flat", ["same-host"])),
+    "user-existing": (MAIN, ENV / "ml2-ovs.yaml", _params("flat", ["same-host"], admin=False,
+                                                          flavor="pinned", network="shared")),
+    "two-vnets": (MAIN, ENV / "linuxbridge.yaml", _two_vnets()),
+    "member": (hot.TEMPLATES / "pair.yaml", None, MEMBER),
+    "free-member": (hot.TEMPLATES / "pair.yaml", None, {**MEMBER, "placement": "unplaced",
+                                                        "macs_a": [], "macs_b": [], "host_a": ""}),
+}
+
+
+@pytest.fixture(scope="module")
+def resolved():
+    got = dict(zip(CASES, hot.resolve(CASES.values())))
+    for name, r in got.items():
+        assert "error" not in r, f"{name}: Heat: {r['error']}"
+    return got
+
+
+def _props(resolved, name):
+    return resolved["resources"][name]["properties"]
+
+
+def test_heat_resolves_the_admin_provider_stack(resolved):
+    r, params = resolved["admin-vxlan"], CASES["admin-vxlan"][2]
+    net = _props(r, "provider_net_a")
+    assert net["network_type"] == "vxlan" and net["physical_network"] is None   # no physnet for tunnels
+    assert net["port_security_enabled"] is False and f"run-{RID}" in net["tags"]
+    assert _props(r, "pinned_flavor")["extra_specs"] == {"hw:cpu_policy": "dedicated",
+                                                         "hw:cpu_thread_policy": "prefer"}
+    same = _props(r, "same_host")
+    assert same["count"] == 1
+    assert same["resource_def"]["properties"]["macs_a"] == params["macs"]["same_host"]["a"]
+    assert _props(r, "cross_host")["count"] == 1
+    assert not r["conditions"]["tenant"] and not r["conditions"]["second_vnet"]
+
+
+def test_heat_resolves_flat_provider_with_its_physical_network(resolved):
+    assert _props(resolved["admin-flat"], "provider_net_a")["physical_network"] == "physnet1"
+
+
+def test_heat_resolves_a_non_admin_stack_on_an_existing_network(resolved):
+    r = resolved["user-existing"]
+    assert "pinned_flavor" not in r["resources"] and "provider_net_a" not in r["resources"]
+    pair = _props(r, "same_host")["resource_def"]["properties"]
+    assert pair["network"] == "shared" and pair["flavor"] == "pinned"
+
+
+def test_heat_resolves_two_vnets_with_one_cidr_and_a_qos_limit(resolved):
+    r = resolved["two-vnets"]
+    assert _props(r, "subnet_a")["cidr"] == _props(r, "subnet_b")["cidr"]
+    assert _props(r, "qos_limit")["max_kbps"] == 10000 and _props(r, "qos_limit")["direction"] == "ingress"
+
+
+def test_heat_resolves_a_pair_member(resolved):
+    r, free = resolved["member"], resolved["free-member"]
+    assert _props(r, "group")["policies"] == ["affinity"]
+    a, b = _props(r, "port_a"), _props(r, "port_b")
+    assert (a["mac_address"], b["mac_address"]) == ("fa:00:00:00:00:03", "fa:00:00:00:00:04")
+    assert a["qos_policy"] is None and b["qos_policy"] == "p"
+    assert _props(r, "vm_a")["availability_zone"] == "nova:cmp1"
+    assert _props(r, "vm_a")["scheduler_hints"] == {"group": "group"}
+    assert "group" not in free["resources"] and _props(free, "vm_a")["scheduler_hints"] is None
+    assert _props(free, "port_a")["mac_address"] is None
+
+
+def test_heat_rejects_what_create_would_reject(tmp_path):
+    """The resolution is Heat's validation: a parameter outside its allowed values, and a
+    resource named like a parameter (Heat: 'Duplicate names'), are errors."""
+    clash = tmp_path / "clash.yaml"
+    clash.write_text("heat_template_version: 2021-04-16\nparameters: {flavor: {type: string}}\n"
+                     "resources:\n  flavor: {type: OS::Nova::Flavor, properties: {ram: 256, vcpus: 1}}\n")
+    out = hot.resolve([(hot.TEMPLATES / "pair.yaml", None, {**MEMBER, "placement": "next-door"}),
+                       (clash, None, {"flavor": "x"})])
+    assert "next-door" in out[0]["error"] and "allowed" in out[0]["error"].lower()
+    assert "Duplicate names" in out[1]["error"]

@@ -85,5 +85,54 @@ def main(paths):
                      default=str))
 
 
+def resolve(cases_json):
+    """Heat's engine resolves each case's template with its environment and parameters
+    (conditions, intrinsic functions, parameter constraints) and validates it as at stack
+    create, without creating anything. CASES: [[template, env or '', params], ...]; out:
+    per case the properties each resource would get (references to other resources come
+    out as null) and the conditions' values, or Heat's error."""
+    from oslo_config import cfg
+    cfg.CONF([], project="heat", default_config_files=[])
+    from heat.engine import constraints, resource, resources
+    resources.initialise()
+    # offline: no service catalogue to ask whether Neutron or Nova are deployed, and no
+    # cloud to ask whether a named network/image/flavor exists (custom constraints);
+    # every other check (types, allowed values, ranges, required, references) stays
+    resource.Resource._validate_service_availability = lambda *a, **k: None
+    constraints.CustomConstraint._is_valid = lambda *a, **k: True
+    out = []
+    for template_path, env_path, params in json.loads(cases_json):
+        try:
+            out.append(_resolve_one(template_path, env_path, params))
+        except Exception as exc:
+            out.append({"error": f"{type(exc).__name__}: {exc}"})
+    print(json.dumps(out, default=str))
+
+
+def _resolve_one(template_path, env_path, params):
+    import os
+    from heat.common import context, environment_format, template_format
+    from heat.engine import environment, function, stack, template
+    env = environment_format.parse(open(env_path).read()) if env_path else {"parameters": {}}
+    env.setdefault("parameters", {}).update(params)
+    files = {}
+    for target in (env.get("resource_registry") or {}).values():
+        if isinstance(target, str) and target.endswith(".yaml"):
+            path = os.path.join(os.path.dirname(os.path.abspath(env_path)), target)
+            files[target] = open(os.path.normpath(path)).read()
+    tmpl = template.Template(template_format.parse(open(template_path).read()), files=files,
+                             env=environment.Environment(env))
+    ctx = context.RequestContext(user_id="vnetbench", project_id="vnetbench", is_admin=True)
+    st = stack.Stack(ctx, "vnetbench-resolve", tmpl)
+    st.validate(validate_res_tmpl_only=True)
+    return {"resources": {name: {"type": d.resource_type, "properties": function.resolve(d._properties)}
+                          for name, d in st.t.resource_definitions(st).items()},
+            "conditions": {name: st.t.conditions(st).is_enabled(name)
+                           for name in (tmpl.t.get("conditions") or {})}}
+
+
 if __name__ == "__main__":
-    main(sys.argv[1:])
+    if sys.argv[1:2] == ["--resolve"]:
+        resolve(sys.argv[2])
+    else:
+        main(sys.argv[1:])

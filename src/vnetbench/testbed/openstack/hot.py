@@ -38,6 +38,19 @@ def heat_view(paths) -> dict:
     return json.loads(done.stdout)
 
 
+def resolve(cases) -> list[dict]:
+    """Heat's engine resolves each (template, env or None, params) and validates it as at
+    stack create, offline (one Heat start for all): per case {"resources": {name: {type,
+    properties}}, "conditions": {...}} or {"error": Heat's message}."""
+    done = subprocess.run([SYSTEM_PYTHON, str(DUMPER), "--resolve",
+                           json.dumps([[str(t), str(e or ""), p] for t, e, p in cases])],
+                          capture_output=True, text=True, timeout=300)
+    if done.returncode != 0:
+        tail = (done.stderr.strip().splitlines() or ["no output"])[-1]
+        raise RuntimeError(f"{DUMPER.name} --resolve failed: {tail}")
+    return json.loads(done.stdout)
+
+
 _PY_TYPES = {"string": (str,), "integer": (int,), "number": (int, float), "boolean": (bool,),
              "list": (list,), "map": (dict,)}
 

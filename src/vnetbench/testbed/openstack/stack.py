@@ -113,8 +113,6 @@ def parameters(testbed: Testbed, run_id: str, options: Options, admin: bool,
         "unplaced_pairs": len(groups["unplaced"]), "vnet_b_pairs": len(groups["vnet_b"]),
         "macs": macs,
     }
-    if mode != "existing" and testbed.network.tenant_mtu and mode == "tenant":
-        params["mtu"] = testbed.network.tenant_mtu
     seg = testbed.vnets[0].segmentation_id
     if mode == "provider" and seg:
         params["segmentation_id"] = seg
