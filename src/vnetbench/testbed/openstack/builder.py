@@ -43,6 +43,7 @@ def up(testbed, cloud_name: str = "", progress=lambda msg: None, caps=None,
                 unwind(run, exc, testbed.source)
     finally:
         run.unlock()
+        conn.close()
     return OpenstackDeployment(run, tb)
 
 
