@@ -144,6 +144,10 @@ def cmd_status(args):
         print(f"run {st['run_id']} [{st['status']}] {st['name']}: {st['vswitch']} over "
               f"{st['network']}" + (f", datapath {st['ovs_datapath']}" if st["ovs_datapath"] else ""))
         _print_vms(st)
+        if st.get("stack"):
+            print(f"  stack        {st['stack']} on cloud {st.get('cloud')}")
+        for warning in st.get("warnings") or ():
+            print(f"  warning: {warning}")
         ctl = st.get("controller")
         if ctl:
             daemons = ", ".join(f"{n} {pid or 'stopped'}" for n, pid in ctl["daemons"].items())

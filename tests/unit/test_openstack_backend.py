@@ -359,3 +359,97 @@ def test_cleanup_backend_filter_touches_only_that_backends_runs(tmp_path, monkey
     assert cli.main(["cleanup", "--backend", "openstack"]) == 0
     assert keep.dir.exists() and not gone.dir.exists()
     assert "run bbbbbb: removed" in capsys.readouterr().out
+
+
+# -- the whole bring-up with a fake cloud ----------------------------------------------------------
+
+class FakeCloud:
+    """Just enough of an openstacksdk Connection for builder.up: Heat (stacks from
+    create_stack), Nova (servers, topology), Neutron (port, subnet, network), Keystone."""
+
+    def __init__(self, state_dir, admin=True, hosts=("cmp1", "cmp1"), pins=((2,), (3,))):
+        self.state_dir, self.hosts, self.pins = state_dir, hosts, pins
+        self.heat = FakeHeat(delete_polls=1)
+        self.orchestration = self.heat
+        roles = ["admin", "member"] if admin else ["member"]
+        self.session = SimpleNamespace(auth=SimpleNamespace(
+            get_access=lambda s: SimpleNamespace(role_names=roles)))
+        self.compute = SimpleNamespace(get_server=self._server, get=self._topology)
+        self.network = SimpleNamespace(
+            get_port=lambda p: SimpleNamespace(fixed_ips=[{"subnet_id": "sub"}], network_id="net"),
+            get_subnet=lambda s: SimpleNamespace(cidr="198.19.250.0/24"),
+            get_network=lambda n: SimpleNamespace(mtu=1500))
+        self.created = None
+
+    def create_stack(self, name, tags, template_file, environment_files, **params):
+        journal = "".join(p.read_text() for p in self.state_dir.glob("*/journal.jsonl"))
+        assert f'"name": "{name}"' in journal, "stack created before it was journaled"
+        self.created = dict(params, template_file=template_file, environment_files=environment_files)
+        stack = _stack(name, tags)
+        stack.outputs = [{"output_key": "pairs", "output_value": [
+            {"placement": "same-host",
+             "a": {"server": "s-a", "name": "a", "port": "p-a", "ip": "198.19.250.10",
+                   "mac": params["macs"]["same_host"]["a"][0]},
+             "b": {"server": "s-b", "name": "b", "port": "p-b", "ip": "198.19.250.11",
+                   "mac": params["macs"]["same_host"]["b"][0]}}]}]
+        self.heat.stacks[stack.id] = stack
+
+    def _server(self, sid):
+        i = "ab".index(sid[-1])
+        return SimpleNamespace(id=sid, compute_host=self.hosts[i], host_id=f"h-{self.hosts[i]}")
+
+    def _topology(self, url, microversion, raise_exc):
+        i = "ab".index(url.split("/")[2][-1])
+        pins = {str(k): c for k, c in enumerate(self.pins[i])}
+        body = {"nodes": [{"cpu_pinning": pins, "host_node": 0, "vcpu_set": list(range(len(pins)))}]}
+        return SimpleNamespace(status_code=200, json=lambda: body, text="")
+
+    def close(self):
+        pass
+
+
+@pytest.fixture
+def fake_cloud(tmp_path, monkeypatch):
+    import subprocess as sp
+    monkeypatch.setenv("VNETBENCH_STATE_DIR", str(tmp_path))
+    fake = FakeCloud(tmp_path)
+    monkeypatch.setattr(cloud, "connect", lambda name, path=None: fake)
+    masters = []
+
+    def master(ssh, deadline, conn, got):        # a stand-in SSH master the run owns
+        masters.append(sp.Popen(["sleep", "60"]))
+        return masters[-1]
+    monkeypatch.setattr(builder, "_open", master)
+    yield fake
+    for p in masters:
+        p.kill()
+        p.wait()
+
+
+def test_bring_up_journals_then_creates_verifies_and_tears_down(fake_cloud, tmp_path):
+    tb = _tb(["same-host"], network="flat")
+    dep = builder.up(tb, cloud_name="c", network="vnetbench-flat")
+    assert fake_cloud.created["network_mode"] == "existing"
+    assert fake_cloud.created["environment_files"][0].endswith("env/ml2-ovs.yaml")
+    meta = dep.run.meta()
+    assert meta["status"] == "up" and meta["stack"] == f"vnb-{dep.run_id}"
+    assert meta["placement"]["hosts"] == {"same-a": "cmp1", "same-b": "cmp1"}
+    assert meta["pinning"] == {"same-a": {"0": 2}, "same-b": {"0": 3}} and meta["warnings"] == []
+    assert dep.ip("same-b") == "198.19.250.11" and dep.testbed.vnets[0].cidr.prefixlen == 24
+    assert dep.cpu_source == {"prometheus": "", "hosts": ["cmp1"]}
+    assert dep.down() == []
+    assert fake_cloud.heat.deleted == [f"vnb-{dep.run_id}"] and not dep.run.dir.exists()
+
+
+def test_a_placement_that_does_not_hold_unwinds_the_stack(fake_cloud):
+    fake_cloud.hosts = ("cmp1", "cmp2")
+    with pytest.raises(BuildError, match="same-host, but same-a is on cmp1 and same-b on cmp2"):
+        builder.up(_tb(["same-host"], network="flat"), cloud_name="c", network="n")
+    assert len(fake_cloud.heat.deleted) == 1 and fake_cloud.heat.stacks == {}
+
+
+def test_shared_dedicated_cpus_unwind_the_stack(fake_cloud):
+    fake_cloud.pins = ((2,), (2,))
+    with pytest.raises(BuildError, match="host CPU 2 of cmp1 is also same-a's"):
+        builder.up(_tb(["same-host"], network="flat"), cloud_name="c", network="n")
+    assert fake_cloud.heat.stacks == {}
