@@ -57,6 +57,36 @@ def test_probe_tool_over_loopback_keeps_order_and_clock():
     assert sent["first_ns"] == got["probes"][0][1] and sent["last_ns"] == got["probes"][-1][1]
 
 
+def test_round_trip_over_loopback_counts_the_echoes_of_its_marker():
+    """rtt -> echo, no root: 40 probes at 5 ms all come back; without an echo none do,
+    and the whole run is one outage."""
+    port = 48000 + int(time.time()) % 1000
+    echo = subprocess.Popen(probe.echo_command(port, 5), stdout=subprocess.DEVNULL)
+    try:
+        time.sleep(0.3)
+        out = subprocess.run(probe.roundtrip_command(probe.RoundTripParams(
+            "127.0.0.1", port, 5, 0.2, 21)), check=True, capture_output=True, text=True).stdout
+    finally:
+        echo.kill()
+        echo.wait()
+    res = probe.parse(out)
+    assert res["sent"] == 40 and res["received"] == list(range(40)), res
+    s = probe.summarize(res["sent"], res["received"], res["interval_ms"])
+    assert (s["lost"], s["downtime_ms"], s["outages"]) == (0, 0.0, 0)
+    dead = probe.parse(subprocess.run(probe.roundtrip_command(probe.RoundTripParams(
+        "127.0.0.1", port + 1, 5, 0.1, 21)), check=True, capture_output=True, text=True).stdout)
+    lost = probe.summarize(dead["sent"], dead["received"], dead["interval_ms"])
+    assert lost["received"] == 0 and lost["downtime_ms"] == 100.0 and lost["outages"] == 1
+
+
+def test_summarize_takes_the_longest_outage_and_a_lost_tail():
+    s = probe.summarize(10, [0, 1, 4, 5, 6], 5.0)
+    assert (s["lost"], s["outages"], s["downtime_ms"]) == (5, 2, 15.0)   # 7, 8, 9 lost at the end
+    assert s["outage_start_s"] == 0.035 and s["loss_pct"] == 50.0
+    with pytest.raises(ValueError, match="<= 10"):
+        probe.RoundTripParams("198.19.1.2", 4000, 20, 1, 1)
+
+
 def test_arp_requests_counted_for_their_target_only():
     text = ("14:01:02.1 02:76:6e:00:00:00 > ff:ff:ff:ff:ff:ff, ethertype ARP (0x0806), length 42: "
             "Request who-has 198.19.1.2 tell 198.19.1.1, length 28\n"

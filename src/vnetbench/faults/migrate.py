@@ -20,12 +20,13 @@ commands run the VM on its new host's CPUs.
 from __future__ import annotations
 
 import dataclasses
+import random
 import subprocess
 import sys
 import time
 
 from vnetbench.errors import VnetbenchError
-from vnetbench.faults import probe
+from vnetbench.traffic import probe
 from vnetbench.testbed.codec import to_dict
 from vnetbench.testbed.model import NetType, VSwitchKind
 from vnetbench.testbed.netns import links, nsops
@@ -158,15 +159,16 @@ def live(dep, vm: str, to_host: str, peer: str | None = None, interval_s: float 
     peer = peer or peer_of(dep, vm)
     v = dep.testbed.vm(vm)
     vnet = v.nics[0].vnet
-    echo = dep.popen(vm, probe.echo_command(duration_s=before_s + after_s + 30),
+    port = random.randrange(20000, 60000)
+    echo = dep.popen(vm, probe.echo_command(port, before_s + after_s + 30),
                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         time.sleep(0.2)
-        params = probe.ProbeParams(dest=dep.ip(vm, vnet), duration_s=before_s + after_s,
-                                   interval_s=interval_s)
-        sender = dep.popen(peer, probe.command(params), stdout=subprocess.PIPE,
+        params = probe.RoundTripParams(dest=dep.ip(vm, vnet), port=port, interval_ms=interval_s * 1e3,
+                                       seconds=before_s + after_s, marker=random.randrange(1, 2**31))
+        sender = dep.popen(peer, probe.roundtrip_command(params), stdout=subprocess.PIPE,
                            stderr=subprocess.PIPE, text=True)
-        if sender.stdout.readline().strip() != "started":
+        if '"ready"' not in sender.stdout.readline():
             raise VnetbenchError(f"probe sender in {peer} did not start: {sender.stderr.read()[-200:]}")
         time.sleep(before_s)
         t_move = time.time()
@@ -179,7 +181,9 @@ def live(dep, vm: str, to_host: str, peer: str | None = None, interval_s: float 
     finally:
         echo.kill()
         echo.wait()
-    return {**probe.parse(out), "peer": peer, "move_s": t_moved - t_move}
+    res = probe.parse(out)
+    return {**probe.summarize(res["sent"], res["received"], res["interval_ms"]), "peer": peer,
+            "move_s": t_moved - t_move}
 
 
 def cold(dep, vm: str, to_host: str) -> dict:

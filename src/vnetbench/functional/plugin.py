@@ -143,6 +143,14 @@ def deployment(combo, caps, text: str, name: str):
             raise RuntimeError(f"teardown of run {dep.run_id} failed: {errors[0]}")
 
 
+def one_vnet(vms: int) -> str:
+    """A testbed template (``deployment``) of one vnet, red, with VMs red-1 .. red-N
+    alternating between h1 and h2 (odd on h1)."""
+    lines = [f"  - {{{{name: red-{i}, host: h{2 - i % 2}}}}}" for i in range(1, vms + 1)]
+    return ("vswitch: {kind}\nnetwork: {{type: {ntype}}}\n"
+            "vnets: [{{name: red, cidr: 198.19.1.0/24}}]\nvms:\n" + "\n".join(lines) + "\n")
+
+
 def deployment_fixture(text: str, name: str):
     """A module-scoped ``dep`` fixture: ``text`` built for each combo (``deployment``)."""
     @pytest.fixture(scope="module")

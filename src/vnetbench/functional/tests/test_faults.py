@@ -16,18 +16,9 @@ from vnetbench.errors import VnetbenchError
 from vnetbench.faults import Faults, control
 from vnetbench.functional import measure, verdict
 from vnetbench.testbed.model import VSwitchKind
-from vnetbench.functional.plugin import deployment, deployment_fixture
+from vnetbench.functional.plugin import deployment, deployment_fixture, one_vnet
 
-TESTBED = """
-vswitch: {kind}
-network: {{type: {ntype}}}
-vnets: [{{name: red, cidr: 198.19.1.0/24}}]
-vms:
-  - {{name: red-1, host: h1}}
-  - {{name: red-2, host: h2}}
-  - {{name: red-3, host: h1}}
-  - {{name: red-4, host: h2}}
-"""
+TESTBED = one_vnet(4)
 IDLE_WAITS_S = (2, 4, 8)      # then one bisection step between the last survived and the first expired
 
 PER_KIND = True      # controller faults and migration hardly depend on the encapsulation:
@@ -64,22 +55,25 @@ def faults(dep):
     ctl.start()
 
 
-def _stream_around_stop(dep, faults, graceful):
+def stops(graceful_row: str, kill_row: str):
+    """The two ways a controller goes (SIGTERM, SIGKILL): one row each."""
+    return pytest.mark.parametrize("graceful", [
+        pytest.param(True, marks=pytest.mark.row(graceful_row), id="stop"),
+        pytest.param(False, marks=pytest.mark.row(kill_row), id="kill")])
+
+
+@stops("fault.ping-stop", "fault.ping-kill")
+def test_ping_continues_when_the_controller_stops(dep, faults, record, graceful):
     measure.ping_once(dep, "red-1", dep.ip("red-2"))          # the flows exist
-    return measure.probes_around(dep, "red-1", "red-2",
-                                 lambda: faults.stop(graceful=graceful), after_s=3.0)
-
-
-@pytest.mark.row("fault.ping-stop")
-def test_ping_continues_when_the_controller_stops(dep, faults, record):
-    m = _stream_around_stop(dep, faults, graceful=True)
+    m = measure.probes_around(dep, "red-1", "red-2", lambda: faults.stop(graceful=graceful),
+                              after_s=3.0)
     record(verdict.traffic_continues(m), m)
 
 
-@pytest.mark.row("fault.ping-kill")
-def test_ping_continues_when_the_controller_is_killed(dep, faults, record):
-    m = _stream_around_stop(dep, faults, graceful=False)
-    record(verdict.traffic_continues(m), m)
+@stops("fault.iperf-stop", "fault.iperf-kill")
+def test_new_iperf_after_the_controller_stops(dep, faults, record, graceful):
+    m = _new_iperf(dep, faults, graceful)
+    record(verdict.new_session(m), m)
 
 
 def _new_iperf(dep, faults, graceful):
@@ -97,18 +91,6 @@ def _new_iperf(dep, faults, graceful):
         return {"mbps": 0.0, "error": "iperf3 hung: its connection never completed"}
     finally:
         session.stop(pinger)
-
-
-@pytest.mark.row("fault.iperf-stop")
-def test_new_iperf_after_graceful_stop(dep, faults, record):
-    m = _new_iperf(dep, faults, graceful=True)
-    record(verdict.new_session(m), m)
-
-
-@pytest.mark.row("fault.iperf-kill")
-def test_new_iperf_after_kill(dep, faults, record):
-    m = _new_iperf(dep, faults, graceful=False)
-    record(verdict.new_session(m), m)
 
 
 @pytest.mark.row("fault.new-ping")
@@ -153,16 +135,8 @@ def test_vswitch_restart_traffic_flows_again(dep, record):
     record(verdict.traffic_recovers(m), m)
 
 
-MULTI = """
-vswitch: {{kind: ovs-openflow, openflow: {{controllers: 2}}}}
-network: {{type: {ntype}}}
-vnets: [{{name: red, cidr: 198.19.1.0/24}}]
-vms:
-  - {{name: red-1, host: h1}}
-  - {{name: red-2, host: h2}}
-  - {{name: red-3, host: h1}}
-  - {{name: red-4, host: h2}}
-"""
+MULTI = TESTBED.replace("vswitch: {kind}",
+                        "vswitch: {{kind: ovs-openflow, openflow: {{controllers: 2}}}}")
 
 
 @pytest.mark.row("fault.multi-controller")

@@ -3,16 +3,9 @@
 import pytest
 
 from vnetbench.functional import measure, verdict
-from vnetbench.functional.plugin import deployment_fixture
+from vnetbench.functional.plugin import deployment_fixture, one_vnet
 
-TESTBED = """
-vswitch: {kind}
-network: {{type: {ntype}}}
-vnets: [{{name: red, cidr: 198.19.1.0/24}}]
-vms:
-  - {{name: red-1, host: h1}}
-  - {{name: red-2, host: h2}}
-"""
+TESTBED = one_vnet(2)
 PER_KIND = True      # a kind's features do not depend on the encapsulation
 dep = deployment_fixture(TESTBED, "features")
 

@@ -9,17 +9,9 @@ import pytest
 from vnetbench.errors import VnetbenchError
 from vnetbench.faults import Faults, control
 from vnetbench.functional import measure, verdict
-from vnetbench.functional.plugin import deployment_fixture
+from vnetbench.functional.plugin import deployment_fixture, one_vnet
 
-TESTBED = """
-vswitch: {kind}
-network: {{type: {ntype}}}
-vnets: [{{name: red, cidr: 198.19.1.0/24}}]
-vms:
-  - {{name: red-1, host: h1}}
-  - {{name: red-2, host: h2}}
-  - {{name: red-3, host: h1}}
-"""
+TESTBED = one_vnet(3)
 
 PER_KIND = True      # controller faults and migration hardly depend on the encapsulation:
                      # one network per kind unless --every-network
