@@ -88,3 +88,13 @@ def test_ovs_openflow_battery_through_rally_counts_its_controller(rally, tmp_pat
     for r in _sdn_task(rally, tmp_path, caps, "ovs-openflow", "vxlan", "broadcast"):
         ctl, total = r["samples"]["cpu_controller_pct"], r["samples"]["cpu_pct"]
         assert all(0 < c <= t for c, t in zip(ctl, total)), (ctl, total)
+
+
+def test_vrouter_battery_through_rally_counts_its_agents(rally, tmp_path, caps):
+    """vrouter through the Rally context: every new connection is a packet-in to the
+    host's agent, so the agents' CPU is part of the CPU beside each value; its tenant
+    MTU (underlay - 28, MPLS over GRE) reaches the records."""
+    for r in _sdn_task(rally, tmp_path, caps, "vrouter", "gre", "flow-setup"):
+        assert r["provenance"]["tenant_mtu"] == 1472
+        ctl, total = r["samples"]["cpu_controller_pct"], r["samples"]["cpu_pct"]
+        assert all(0 < c <= t for c, t in zip(ctl, total)), (ctl, total)

@@ -121,6 +121,26 @@ def test_killed_control_node_is_noticed_after_the_hold_time(up):
     assert _cross_ok(dep, count=5) == 0
 
 
+def test_a_new_flow_holds_three_packets_until_the_agent_sets_it_up(up):
+    """Setup rate 1/s: the first flow takes the agent's one token; a second one, started
+    at once, waits about a second -- its first 3 packets are held and then delivered, the
+    other 3 dropped. (Same host: one agent sets up both directions.)"""
+    dep = up("flow_setup_rate: 1")
+    assert _ping(dep, "same-a", "same-b", count=1)["received"] == 1
+    before = vrouter.agent_status(dep.run.dir, "h1")["flows_dropped"]
+    res = _ping(dep, "same-a", "cross-a", count=6, interval=0.1)
+    assert res["received"] == 3, res
+    assert vrouter.agent_status(dep.run.dir, "h1")["flows_dropped"] - before == 3
+
+
+def test_the_first_packet_of_a_cross_host_flow_arrives(up):
+    """Held, set up by both agents, delivered: nothing lost (the tunnel's next hop is
+    resolved at bring-up, as a vRouter's host kernel would have it)."""
+    dep = up()
+    for src, dst in (("cross-a", "cross-b"), ("cross-b", "cross-a")):
+        assert _ping(dep, src, dst, count=1)["received"] == 1
+
+
 def _flow_loss(dep, rate, seconds=3):
     argv = flowgen.client_command(flowgen.ClientParams(target=dep.ip("cross-b"), rate=rate,
                                                        duration_s=seconds, deadline_ms=1000))

@@ -44,6 +44,7 @@ def restart(dep, host: str) -> None:
     if dep.testbed.vswitch.kind is VSwitchKind.OVS_OPENFLOW:
         openflow.wait_ready(dep.run.dir, [openflow.dpid(dep.testbed.hosts.index(h))], since=since)
     if dep.testbed.vswitch.kind is VSwitchKind.VROUTER:  # the agent programs it again
+        vrouter.prime_neighbours(dep.names, dep.testbed, hosts=[h.name])
         vrouter.wait_converged(dep.run.dir, dep.testbed, since=since, key="programmed",
                                hosts=[h.name])
     if dep.testbed.vswitch.kind is VSwitchKind.OVN:     # ovn-controller programs it again

@@ -34,7 +34,8 @@ LABEL_BASE = 16                          # labels 0..15 are reserved (RFC 3032)
 BCAST_LABEL_BASE = 100_000               # per-VRF broadcast label: BASE + vrf
 MAX_PENDING = 1024                       # flows waiting for set-up; more are dropped
 RECENT_S = 1.0                           # a miss this soon after a set-up is the datapath's
-                                         # cache not yet revalidated: resent, not set up again
+                                         # cache not yet revalidated: entries sent again with
+                                         # the packet, not counted as a set-up
 IP, ARP, MPLS = 0x0800, 0x0806, 0x8847
 BROADCAST = "ff:ff:ff:ff:ff:ff"
 

@@ -123,7 +123,9 @@ class VRouterAgent(app_manager.OSKenApp):
         fields = packet_fields(msg.data)
         if vrf is None or fields is None:
             return
-        if self.agent.setup.trap(flow_key(vrf, fields), (in_port, bytes(msg.data))) is None:
+        key = flow_key(vrf, fields)
+        if self.agent.setup.trap(key, (in_port, bytes(msg.data))) is None:
+            self._send(self.agent.flow_entries(key))   # again (idempotent): never loops
             self._packet_out(in_port, msg.data)
 
     def _dhcp(self, in_port, data):

@@ -107,7 +107,23 @@ def wire(ctx) -> None:
     proc.parallel([lambda o=o: ctx._ovs_host(o) for o in hosts])
     for o in hosts:
         o.address_underlay()
+    prime_neighbours(ctx.names, tb)
     wait_converged(ctx.run.dir, tb)
+
+
+def prime_neighbours(names, testbed, hosts=None) -> None:
+    """One ping from each host (of ``hosts``) to every peer's underlay address: OVS's
+    userspace tunnelling learns the next hop's MAC from that ARP. Without it the first
+    tenant packet to a peer is dropped while OVS resolves it (Contrail's vRouter uses
+    the host kernel's resolved neighbours and loses nothing)."""
+    for h in testbed.hosts:
+        if hosts and h.name not in hosts:
+            continue
+        for peer in testbed.hosts:
+            if peer.name != h.name:
+                subprocess.run(proc.in_netns(names.host_ns(h.name),
+                                             ["ping", "-c", "1", "-W", "1", "-q", str(peer.underlay_ip)]),
+                               capture_output=True, timeout=10, stdin=subprocess.DEVNULL)
 
 
 def agent_status(run_dir: Path, host: str) -> dict:
