@@ -70,7 +70,8 @@ def test_first_packet_after_idle_timeout_is_slower_than_steady_state(up):
         lost += 1 - res["received"]
         lone += res["samples_ms"]
     # a lone echo is now and then lost while the path's flows are being set up (seen about
-    # once in ten on a quiet machine; not yet explained): the claim here is the slowness
+    # once in ten on a quiet machine; not yet explained -- docs/sdn.md says what it is not,
+    # bench/bench_lone_echo.py records what could lose it): the claim here is the slowness
     assert lost <= 2 and len(lone) >= 3, (lost, lone)
     flood = _ping(dep, "cross-a", "cross-b", 200, 0.005)
     assert flood["received"] >= 190, flood
