@@ -141,6 +141,23 @@ def test_the_first_packet_of_a_cross_host_flow_arrives(up):
         assert _ping(dep, src, dst, count=1)["received"] == 1
 
 
+def test_partitioned_agent_flushes_after_the_hold_time_and_relearns_on_heal(up):
+    """A management partition sends no 'bye': h1's agent keeps routing until the hold
+    time passes, then flushes; after the heal it reconnects and gets the table again."""
+    dep = up("hold_time: 2")
+    faults = Faults(dep)
+    assert _cross_ok(dep) > 0
+    faults.partition("h1")
+    assert _cross_ok(dep, count=5) > 0                     # within the hold time
+    time.sleep(2.5)
+    assert vrouter.agent_status(dep.run.dir, "h1")["learned"] == 0
+    assert _cross_ok(dep, count=5) == 0
+    since = time.time()
+    faults.heal("h1")
+    vrouter.wait_converged(dep.run.dir, dep.testbed, timeout=15, since=since, hosts=["h1"])
+    assert _cross_ok(dep) > 0
+
+
 def _flow_loss(dep, rate, seconds=3):
     argv = flowgen.client_command(flowgen.ClientParams(target=dep.ip("cross-b"), rate=rate,
                                                        duration_s=seconds, deadline_ms=1000))

@@ -22,6 +22,7 @@ from vnetbench.sdn.vrouter import T_FLOW, Agent, Delete, Flow, flow_key
 LOG = logging.getLogger("vnetbench.vrouter")
 SETTINGS: dict = {}          # set by vnetbench.sdn.vrouter_agent before the app starts
 RECONNECT_S = 0.25
+STATUS_S = 0.05
 
 
 def packet_fields(data: bytes) -> dict | None:
@@ -136,15 +137,19 @@ class VRouterAgent(app_manager.OSKenApp):
             self._packet_out(in_port, answer, to_port=True)
 
     def _setup_loop(self):
-        """Set up held flows at the agent's rate; send their held packets on."""
+        """Set up held flows at the agent's rate; send their held packets on. The status
+        file (counters) is rewritten at most every STATUS_S while set-ups happen."""
+        written, shown = 0.0, (0, 0)
         while True:
             due = self.agent.setup.due() if self.dp else []
             for key, held in due:
                 self._send(self.agent.flow_entries(key))
                 for in_port, data in held:
                     self._packet_out(in_port, data)
-            if due:
+            counts = (self.agent.setup.set_up, self.agent.setup.dropped)
+            if counts != shown and time.monotonic() - written >= STATUS_S:
                 self._status()
+                shown, written = counts, time.monotonic()
             hub.sleep(max(0.001, min(0.02, self.agent.setup.wait())))
 
     def _packet_out(self, in_port, data, to_port=False):
