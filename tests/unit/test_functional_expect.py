@@ -80,6 +80,11 @@ def test_leak(combo, record):
 @pytest.mark.row("isolation.deprovision")
 def test_not_applicable(combo, record):
     pytest.skip("not implemented for this kind")
+
+@pytest.mark.quick_one_kind
+@pytest.mark.row("rate.egress-compliance")
+def test_full_only(combo, record):
+    record(Verdict(Status.PASS, 9.7, "Mbit/s"))
 '''
 
 
@@ -97,19 +102,23 @@ RULES = """expect:
             "test_not_applicable[ovs-openflow-vxlan]"]),
 ])
 def test_the_run_fails_exactly_on_unmet_expectations(tmp_path, strict, failed):
-    """One kind per case in one run: ovs has no rule (a finding, failing only with --strict)."""
+    """One kind per case in one run: ovs has no rule (a finding, failing only with --strict).
+    The strict run is also --quick: the ``quick_one_kind`` row runs on linuxbridge only."""
     (tmp_path / "test_standin.py").write_text(STAND_IN)
     argv = [sys.executable, "-m", "pytest", "-q", "-p", "vnetbench.functional.plugin",
             str(tmp_path / "test_standin.py"), "--network=vxlan", f"--matrix-out={tmp_path / 'm'}",
             "-p", "no:cacheprovider", "-rfs", f"--expect={write(tmp_path, RULES)}",
             *(f"--vswitch={k}" for k in ("linuxbridge", "ovs", "ovs-openflow", "ovn"))]
     if strict:
-        argv.append("--strict-verdicts")
+        argv += ["--strict-verdicts", "--quick"]
     done = subprocess.run(argv, capture_output=True, text=True, timeout=120, cwd=tmp_path)
     assert done.returncode == 1, done.stdout[-2000:]
     got = sorted(line.split("::")[1].split(" ")[0] for line in done.stdout.splitlines()
                  if line.startswith("FAILED"))
     assert got == failed, done.stdout[-2000:]
     cells = json.loads((tmp_path / "m" / "matrix.json").read_text())["cells"]
+    one_kind = sorted(c["vswitch"] for c in cells if c["row"] == "rate.egress-compliance")
+    assert one_kind == (["linuxbridge"] if strict else ["linuxbridge", "ovn", "ovs", "ovs-openflow"])
+    cells = [c for c in cells if c["row"] != "rate.egress-compliance"]
     assert len(cells) == 8 and {c["status"] for c in cells} == {"Fail", "N/A"}
     assert "1 of 3 cells met, not met:" in (tmp_path / "m" / "matrix.md").read_text()

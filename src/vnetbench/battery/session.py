@@ -45,26 +45,43 @@ def iperf3_server(dep, vm: str, port: int = iperf3.DEFAULT_PORT):
 
 
 @contextmanager
-def capture(dep, vm: str, argv, ready_timeout=5.0, host: str | None = None):
-    """tcpdump in ``vm`` (or on ``host``'s side); yields a callable returning its output
-    once it is done."""
-    spawn = (lambda a, **kw: dep.host_popen(host, a, **kw)) if host else \
-        (lambda a, **kw: dep.popen(vm, a, **kw))
-    p = spawn(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    ready, _, _ = select.select([p.stderr], [], [], ready_timeout)
-    if ready:
-        p.stderr.readline()            # "listening on eth0 ..." : the capture is armed
-    box = {}
-
-    def output(timeout=5.0):
-        try:
-            box["out"], _ = p.communicate(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            p.terminate()
-            box["out"], _ = p.communicate()
-        return box["out"]
+def captures(dep, specs: dict, ready_timeout=5.0):
+    """tcpdumps started together: ``specs`` {key: (vm, argv)} or {key: (None, argv, host)}
+    (host side). Each is armed (its "listening on" line) before the body runs; the
+    waits overlap. Yields ``outputs(grace)``: each capture may end on its own (``-c``)
+    within ``grace`` seconds (frames in flight), then the rest are stopped; {key: output}."""
+    procs, box = {}, {}
     try:
-        yield output
+        for key, (vm, argv, *host) in specs.items():
+            kw = {"stdout": subprocess.PIPE, "stderr": subprocess.PIPE, "text": True}
+            procs[key] = dep.host_popen(host[0], argv, **kw) if host and host[0] else \
+                dep.popen(vm, argv, **kw)
+        waiting = {p.stderr.fileno(): p for p in procs.values()}
+        deadline = time.monotonic() + ready_timeout
+        while waiting and (left := deadline - time.monotonic()) > 0:
+            for fd in select.select(list(waiting), [], [], left)[0]:
+                waiting.pop(fd).stderr.readline()
+
+        def outputs(grace=0.2):
+            if "out" not in box:
+                deadline = time.monotonic() + grace
+                for p in procs.values():
+                    try:
+                        p.wait(timeout=max(0.0, deadline - time.monotonic()))
+                    except subprocess.TimeoutExpired:
+                        pass
+                box["out"] = {k: stop(p) or "" for k, p in procs.items()}
+            return box["out"]
+        yield outputs
     finally:
-        if p.poll() is None:
-            stop(p)
+        for p in procs.values():
+            if p.poll() is None:
+                stop(p)
+
+
+@contextmanager
+def capture(dep, vm: str, argv, ready_timeout=5.0, host: str | None = None):
+    """One tcpdump in ``vm`` (or on ``host``'s side); yields ``output(timeout)``: its
+    output once it ended by itself or ``timeout`` passed (``captures``)."""
+    with captures(dep, {0: (vm, argv, host)}, ready_timeout) as outs:
+        yield lambda timeout=5.0: outs(timeout)[0]

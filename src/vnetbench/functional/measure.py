@@ -10,7 +10,6 @@ import select
 import subprocess
 import time
 from collections import Counter
-from contextlib import ExitStack
 from pathlib import Path
 
 from vnetbench.battery import session
@@ -78,15 +77,13 @@ def captured_while_sending(dep, sender: str, dests, capture_vms, *, seconds: flo
     {sent: {ip: n}, captured: {vm: {ip: frames}}, frames: {vm: first frames}}."""
     port = _port()
     sent = {}
-    with ExitStack() as stack:
-        outputs = {vm: stack.enter_context(session.capture(dep, vm, capture.command("eth0", port)))
-                   for vm in capture_vms}
+    with session.captures(dep, {vm: (vm, capture.command("eth0", port))
+                                for vm in capture_vms}) as outputs:
         for ip, broadcast in dests:
             sent[ip] = probe.parse(dep.exec(sender, probe.send_command(probe.SendParams(
                 ip, port, interval_ms, seconds, _marker(), broadcast)),
                 timeout=seconds + 30).stdout)["sent"]
-        time.sleep(0.3)                       # frames in flight reach the captures
-        frames = {vm: capture.parse(out(timeout=0.2)) for vm, out in outputs.items()}
+        frames = {vm: capture.parse(out) for vm, out in outputs(0.5).items()}
     return {"sent": sent,
             "captured": {vm: {ip: sum(f["dst"] == ip for f in fs) for ip in sent}
                          for vm, fs in frames.items()},
@@ -190,14 +187,12 @@ def encapsulation(dep, src: str, dst: str, seconds: float = 0.3) -> dict:
     """UDP probes ``src`` -> ``dst`` (another host) while every underlay link of ``src``'s
     host is captured: what each frame that carries a probe wraps it in (``wire``)."""
     host, port, marker = dep.testbed.vm(src).host, _port(), _marker()
-    ping_once(dep, src, dep.ip(dst))                    # neighbours and flows exist
-    with ExitStack() as stack:
-        outs = {link: stack.enter_context(session.capture(dep, None, wire.command(link), host=host))
-                for link in underlay_links(dep, host)}
+    ping_once(dep, src, dep.ip(dst), count=2)           # neighbours and flows exist
+    with session.captures(dep, {link: (None, wire.command(link), host)
+                                for link in underlay_links(dep, host)}) as outs:
         sent = probe.parse(dep.exec(src, probe.send_command(probe.SendParams(
             dep.ip(dst), port, 10.0, seconds, marker)), timeout=seconds + 30).stdout)["sent"]
-        time.sleep(0.3)
-        texts = {link: out(timeout=0.2) for link, out in outs.items()}
+        texts = outs(0.3)
     return {"host": host, "sent": sent, "marker": marker, "links": sorted(texts),
             **wire_summary(texts, probe.MAGIC + marker.to_bytes(4, "big"))}
 

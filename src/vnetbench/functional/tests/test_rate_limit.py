@@ -4,7 +4,8 @@ receiver with iperf3. The port beside it on the same vnet and host, identical bu
 for the limit, is the control that the limit (not the path) holds the rate.
 
 Both of Neutron's directions: ingress (delivered to the VM: the limited VM receives)
-and egress (sent by the VM: the limited VM sends; a testbed of its own, full runs only)."""
+and egress (sent by the VM: the limited VM sends; a testbed of its own, on one kind
+only with --quick)."""
 
 import pytest
 
@@ -77,19 +78,19 @@ vms:
 egress_dep = deployment_fixture(EGRESS_TESTBED, "rate-limit-egress")
 
 
-@pytest.mark.full
+@pytest.mark.quick_one_kind
 @pytest.mark.row("rate.egress-compliance")
 def test_egress_limited_port_holds_the_rate(egress_dep, record):
     _compliance(egress_dep, "red-receiver", "red-limited", record)
 
 
-@pytest.mark.full
+@pytest.mark.quick_one_kind
 @pytest.mark.row("rate.egress-same-vnet")
 def test_egress_other_port_of_the_same_vnet_is_not_limited(egress_dep, record):
     _unaffected(egress_dep, "red-receiver", "red-free", record)
 
 
-@pytest.mark.full
+@pytest.mark.quick_one_kind
 @pytest.mark.row("rate.egress-other-vnet")
 def test_egress_port_of_another_vnet_is_not_limited(egress_dep, record):
     _unaffected(egress_dep, "blue-receiver", "blue-free", record)
