@@ -1,17 +1,25 @@
 # vnetbench: `make demo` installs everything and runs the main job (the quick
 # overlay comparison through Rally) on the embedded testbed; `make test`
 # installs everything and runs the tests.
-# Both need root (apt-get, network namespaces) on Debian 12.
+# Both need root (apt-get, network namespaces) on Debian 12. Packages install with
+# daemons kept stopped (policy-rc.d: no systemd here; tools/aio starts its own) and
+# debconf's defaults (no database or Keystone set up by the packages).
 
 PYTHON   ?= python3
 VENV     ?= .venv
+# the all-in-one OpenStack of the integration tests (tools/aio/README.md): Debian's Zed
+AIO_PACKAGES := mariadb-server rabbitmq-server keystone glance placement-api nova-api \
+                nova-conductor nova-scheduler nova-compute neutron-server \
+                neutron-openvswitch-agent heat-api heat-engine python3-openstackclient \
+                uwsgi-core uwsgi-plugin-python3 python3-pymysql genisoimage sudo
 APT_PACKAGES := iproute2 iputils-ping util-linux procps ethtool iperf3 tcpdump \
                 openvswitch-switch ovn-central ovn-host python3-venv python3-pip chromium bpftrace \
                 prometheus prometheus-pushgateway \
                 busybox-static dash dropbear-bin arping cpio syslinux syslinux-common mtools \
                 dosfstools qemu-utils qemu-system-x86 wget \
                 libvirt-daemon-system libvirt-dev pkg-config \
-                python3-heat
+                python3-heat \
+                $(AIO_PACKAGES)
 PYTEST_ARGS ?=
 
 .PHONY: install deps venv flowgen demo smoke test unit integration functional capabilities cleanup clean dashboards image
@@ -24,7 +32,10 @@ deps:
 	command -v go >/dev/null 2>&1 || missing="$$missing golang-go"; \
 	if [ -n "$$missing" ]; then \
 	  echo "apt-get install $$missing"; \
+	  policy=; if [ ! -e /usr/sbin/policy-rc.d ]; then policy=1; \
+	    printf '#!/bin/sh\nexit 101\n' > /usr/sbin/policy-rc.d; chmod 755 /usr/sbin/policy-rc.d; fi; \
 	  apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends $$missing; \
+	  rc=$$?; [ -z "$$policy" ] || rm -f /usr/sbin/policy-rc.d; [ $$rc = 0 ] || exit $$rc; \
 	fi
 
 venv: $(VENV)/.installed

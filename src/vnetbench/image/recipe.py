@@ -43,6 +43,14 @@ MODULES = (
     "kernel/net/core/failover.ko",
     "kernel/drivers/net/net_failover.ko",
     "kernel/drivers/net/virtio_net.ko",
+    # the config drive an OpenStack VM gets: an ISO 9660 CD-ROM on the IDE bus
+    "kernel/drivers/scsi/scsi_common.ko",
+    "kernel/drivers/scsi/scsi_mod.ko",
+    "kernel/drivers/ata/libata.ko",
+    "kernel/drivers/ata/ata_piix.ko",
+    "kernel/drivers/cdrom/cdrom.ko",
+    "kernel/drivers/scsi/sr_mod.ko",
+    "kernel/fs/isofs/isofs.ko",
 )
 
 READY = "vnetbench-guest: ready"                # printed on the serial console when sshd runs
@@ -98,6 +106,12 @@ for arg in $(cat /proc/cmdline); do
     vnb.txcsum=*) txcsum=${arg#*=} ;;
   esac
 done
+configdrive() {  # mount the config drive (ISO 9660, label config-2) if the VM has one
+  i=0; while [ ! -b /dev/sr0 ] && [ $i -lt 30 ]; do sleep 0.1; i=$((i+1)); done
+  mkdir -p /run/config
+  [ -b /dev/sr0 ] && mount -t iso9660 -o ro /dev/sr0 /run/config 2>/dev/null && \
+    [ -f /run/config/openstack/latest/network_data.json ]
+}
 last=eth${mgmt:-0}      # the management NIC is the last one
 i=0; while [ ! -e /sys/class/net/$last ] && [ $i -lt 50 ]; do sleep 0.1; i=$((i+1)); done
 if [ -n "$static" ]; then
@@ -106,13 +120,25 @@ if [ -n "$static" ]; then
   done < /run/nics
   [ -n "$gw" ] && ip route add default via $gw
   [ -n "$mgmt" ] && ip link set eth$mgmt up
+elif configdrive; then      # an OpenStack VM: addresses from the config drive
+  awk -v want=nics -f /etc/vnetbench/cdjson.awk /run/config/openstack/latest/network_data.json \
+    > /run/cdnics
+  while read mac cidr mtu; do
+    for nic in /sys/class/net/eth*; do
+      [ "$(cat $nic/address)" = "$mac" ] && ip link set ${nic##*/} mtu $mtu up && \
+        ip addr add $cidr dev ${nic##*/}
+    done
+  done < /run/cdnics
 else
   ip link set eth0 up; udhcpc -q -t 10 -i eth0 -s /etc/vnetbench/udhcpc.script
 fi
-for nic in /sys/class/net/eth*; do ethtool -K ${nic##*/} tx $txcsum 2>/dev/null; done
+for nic in /sys/class/net/eth*; do ethtool -K ${nic##*/} tx $txcsum >/dev/null 2>&1; done
 mkdir -p /root/.ssh; chmod 700 /root/.ssh
 if [ -n "$key" ]; then
   echo "$keytype $key" > /root/.ssh/authorized_keys
+elif [ -f /run/config/openstack/latest/meta_data.json ]; then
+  awk -v want=keys -f /etc/vnetbench/cdjson.awk /run/config/openstack/latest/meta_data.json \
+    > /root/.ssh/authorized_keys
 else    # a cloud: the EC2-style metadata path OpenStack also serves
   /usr/bin/wget -q -T 5 -t 2 -O /root/.ssh/authorized_keys \
     http://169.254.169.254/latest/meta-data/public-keys/0/openssh-key || echo "no SSH key found"
@@ -140,6 +166,40 @@ case "$1" in
 esac
 """
 
+# The config drive's JSON read without a JSON tool (the guest has busybox awk): one token
+# per line, nesting tracked by depth. want=nics prints "mac address/netmask mtu" for each
+# IPv4 network of network_data.json, want=keys the public keys of meta_data.json. Strings
+# holding brackets or braces would confuse it; these files carry none where it reads.
+CDJSON_AWK = r"""
+{ doc = doc $0 " " }
+function close_obj(list) {
+  if (list == "links") { mac[cur["id"]] = cur["ethernet_mac_address"]; mtu[cur["id"]] = cur["mtu"] }
+  if (list == "networks" && cur["type"] == "ipv4") {
+    nets++; link[nets] = cur["link"]; addr[nets] = cur["ip_address"] "/" cur["netmask"]
+  }
+  for (k in cur) delete cur[k]
+}
+END {
+  gsub(/[][{},]/, "\n&\n", doc)
+  n = split(doc, tok, "\n")
+  for (i = 1; i <= n; i++) {
+    t = tok[i]; gsub(/^[ \t]+|[ \t]+$/, "", t)
+    if (t == "{" || t == "[") { d++; under[d] = pend; pend = ""; continue }
+    if (t == "}" || t == "]") { if (d == 3 && t == "}") close_obj(under[2]); d--; continue }
+    if (t !~ /^"/) continue
+    k = t; sub(/^"/, "", k); sub(/".*/, "", k)
+    if (t ~ /:$/) { pend = k; continue }           # a list or an object follows
+    v = t; sub(/^"[^"]*"[ \t]*:[ \t]*/, "", v); gsub(/^"|"$/, "", v)
+    if (d == 3) cur[k] = v
+    if (want == "keys" && d == 2 && under[2] == "public_keys") { sub(/\\n$/, "", v); print v }
+  }
+  for (i = 1; i <= nets; i++) {
+    m = mtu[link[i]]; if (m !~ /^[0-9]+$/) m = 1500
+    if (mac[link[i]] != "") print mac[link[i]], addr[i], m
+  }
+}
+"""
+
 FILES = {
     "etc/passwd": "root:x:0:0:root:/root:/usr/bin/dash\n",
     "etc/group": "root:x:0:\n",
@@ -148,6 +208,7 @@ FILES = {
     "etc/hostname": "vnetbench-guest\n",
     "etc/vnetbench/modules": "\n".join(m.split("kernel/", 1)[1] for m in MODULES) + "\n",
     "etc/vnetbench/udhcpc.script": UDHCPC_SCRIPT,
+    "etc/vnetbench/cdjson.awk": CDJSON_AWK,
     "init": INIT.replace("VNETBENCH_READY", READY),
 }
 EXECUTABLE = ("init", "etc/vnetbench/udhcpc.script")

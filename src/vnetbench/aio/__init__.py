@@ -1,0 +1,1 @@
+"""The all-in-one OpenStack the integration tests run against (tools/aio)."""

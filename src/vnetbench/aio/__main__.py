@@ -1,0 +1,72 @@
+"""tools/aio/aio: up | down | status of the all-in-one OpenStack (tools/aio/README.md)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+from vnetbench.aio.cloud import Aio, default_state
+from vnetbench.errors import VnetbenchError
+
+
+def guest_image(arg: str | None, progress) -> Path:
+    """--image, else the image `make image` builds, else one built now into the cache."""
+    if arg:
+        return Path(arg)
+    built = Path("vm-images/build/disk.qcow2")
+    if built.is_file():
+        return built.resolve()
+    from vnetbench.image import build
+    from vnetbench.image.commands import _cache
+    out = _cache() / "aio-image"
+    if not (out / "disk.qcow2").is_file():
+        progress(f"aio: building the guest image into {out}")
+        build.build(out, _cache() / "image", formats=("kernel", "qcow2"),
+                    flowgen=build.default_flowgen())
+    return out / "disk.qcow2"
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="aio", description="all-in-one OpenStack for vnetbench's tests")
+    ap.add_argument("command", choices=("up", "down", "status"))
+    ap.add_argument("--state", default=str(default_state()),
+                    help="state dir (default: $VNETBENCH_STATE_DIR/aio = %(default)s)")
+    ap.add_argument("--image", help="guest disk image for Glance (default: vm-images/build/disk.qcow2, "
+                                    "else built into the cache)")
+    ap.add_argument("--port-base", type=int, default=19000, help="first of 11 TCP ports on 127.0.0.1")
+    ap.add_argument("--cidr", default="198.19.250.0/24", help="the flat provider subnet")
+    args = ap.parse_args(argv)
+    log = lambda msg: print(msg, file=sys.stderr, flush=True)   # noqa: E731
+    try:
+        aio = Aio(Path(args.state), args.port_base, args.cidr)
+        if args.command == "up":
+            t0 = time.monotonic()
+            image = guest_image(args.image, log)
+            path = aio.up(image, progress=log)
+            log(f"aio: up in {time.monotonic() - t0:.0f} s {json.dumps(aio.timings)}")
+            print(path)
+        elif args.command == "down":
+            t0 = time.monotonic()
+            problems = aio.down(progress=log)
+            if problems:
+                log(f"aio: down left: {'; '.join(problems)}")
+                return 1
+            log(f"aio: down in {time.monotonic() - t0:.0f} s")
+        else:
+            lines = aio.status()
+            print("\n".join(lines) if lines else f"aio: nothing up in {args.state}")
+            return 0 if lines and all(ln.endswith("running") for ln in lines) else 3
+    except VnetbenchError as exc:
+        log(str(exc))
+        return 2
+    except KeyboardInterrupt:
+        log("aio: interrupted; run 'aio down' to remove what was started")
+        return 130
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,542 @@
+"""Bring the all-in-one cloud up and down: MariaDB, RabbitMQ and an Open vSwitch instance of
+its own, then Keystone, Glance, Placement, Nova, Neutron (ML2/OVS, netdev datapath) and
+Heat from Debian's packages, one worker each, every daemon started here (no systemd) with
+configuration written into the state dir — nothing under /etc is changed."""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import ipaddress
+import json
+import os
+import secrets
+import shutil
+import socket
+import subprocess
+import threading
+import time
+from pathlib import Path
+
+import yaml
+
+from vnetbench.aio import conf
+from vnetbench.aio.conf import Layout
+from vnetbench.aio.procs import MARKER, Daemons, Journal, alive, port_free, stop, wait_port
+from vnetbench.errors import PrerequisiteError, VnetbenchError
+
+CLOUD, DEMO = "vnetbench-aio", "vnetbench-aio-demo"
+DEMO_PROJECT = DEMO_USER = "vnetbench-demo"
+FLAVOR = "vnetbench-pinned"
+SERVICE_USERS = ("glance", "placement", "nova", "neutron", "heat")
+ENDPOINTS = (("glance", "image", "glance", ""), ("placement", "placement", "placement", ""),
+             ("nova", "compute", "nova", "/v2.1"), ("neutron", "network", "neutron", ""),
+             ("heat", "orchestration", "heat", "/v1/%(tenant_id)s"))
+OVS_SCHEMA = "/usr/share/openvswitch/vswitch.ovsschema"
+OVS_DAEMONS = ("ovsdb-server", "ovs-vswitchd")
+
+
+def default_state() -> Path:
+    return Path(os.environ.get("VNETBENCH_STATE_DIR") or "/run/vnetbench") / "aio"
+
+
+def _run(argv, what: str, timeout_s: float = 600, env=None, input=None) -> str:
+    try:
+        done = subprocess.run(list(map(str, argv)), capture_output=True, text=True,
+                              timeout=timeout_s, env={**os.environ, **(env or {})}, input=input)
+    except FileNotFoundError:
+        raise PrerequisiteError(f"aio: {argv[0]} not found; run 'make install'") from None
+    except subprocess.TimeoutExpired:
+        raise VnetbenchError(f"aio: {what} did not finish within {timeout_s:g} s") from None
+    if done.returncode != 0:
+        tail = (done.stderr.strip() or done.stdout.strip() or "no output").splitlines()[-1]
+        raise VnetbenchError(f"aio: {what} failed (exit {done.returncode}): {tail[:300]}")
+    return done.stdout
+
+
+class Aio:
+    """One all-in-one cloud, owned through its state dir."""
+
+    def __init__(self, state: Path, port_base: int = 19000, cidr: str = "198.19.250.0/24"):
+        self.state = state.resolve()
+        self.journal = Journal(self.state / "journal.jsonl")
+        meta = self._meta()
+        run_id = meta.get("run_id") or secrets.token_hex(3)
+        self.lay = Layout(self.state, run_id, int(meta.get("port_base", port_base)),
+                          meta.get("cidr", cidr), host=meta.get("host", socket.gethostname()))
+        self.daemons = Daemons(self.journal, self.lay.logs, str(self.state))
+        self.timings: dict[str, float] = {}
+
+    # --- state ---------------------------------------------------------------------------
+    def _meta(self) -> dict:
+        try:
+            return json.loads((self.state / "meta.json").read_text())
+        except (FileNotFoundError, json.JSONDecodeError):
+            return {}
+
+    @contextlib.contextmanager
+    def _locked(self):
+        self.state.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.state, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            raise VnetbenchError(f"aio: {self.state} is in use by another aio command") from None
+        try:
+            yield
+        finally:
+            os.close(fd)
+
+    def processes(self) -> list[dict]:
+        return [e for e in self.journal.entries() if e["kind"] == "process"]
+
+    @property
+    def clouds_yaml(self) -> Path:
+        return self.state / "clouds.yaml"
+
+    # --- up ------------------------------------------------------------------------------
+    def up(self, image: Path, progress=print) -> Path:
+        with self._locked():
+            if self.journal.entries():
+                if self._healthy():
+                    progress(f"already up ({self.state})")
+                    return self.clouds_yaml
+                raise VnetbenchError(f"aio: {self.state} holds a partly-up or stopped AIO; run "
+                                     f"'tools/aio/aio down --state {self.state}' first")
+            self._preflight(image)
+            self.state.chmod(0o755)     # QEMU (libvirt's user) reaches the instances' disks
+            (self.state / "meta.json").write_text(json.dumps(
+                {"run_id": self.lay.run_id, "port_base": self.lay.port_base,
+                 "cidr": self.lay.cidr, "host": self.lay.host}))
+            self.journal.record("aio", run_id=self.lay.run_id, domains=self.lay.instance_prefix)
+            for path, text in conf.files(self.lay).items():
+                path.parent.mkdir(parents=True, exist_ok=True)
+                path.write_text(text)
+            for name in conf.SERVICES:
+                (self.lay.data(name) / "lock").mkdir(parents=True, exist_ok=True)
+            (self.lay.data("nova") / "instances").mkdir(parents=True, exist_ok=True)
+            steps = (("mariadb", self._mariadb), ("databases", self._db_sync_start),
+                     ("rabbitmq", self._rabbitmq), ("ovs", self._ovs),
+                     ("keystone", self._keystone), ("identity", self._identity),
+                     ("databases-wait", self._db_sync_wait), ("services", self._services), ("resources", lambda: self._resources(image)),
+                     ("compute", self._wait_compute))
+            for name, step in steps:
+                progress(f"aio: {name}")
+                t0 = time.monotonic()
+                step()
+                self.timings[name] = round(time.monotonic() - t0, 1)
+                (self.state / "timings.json").write_text(json.dumps(self.timings))
+            self._write_clouds_yaml()
+            (self.state / "timings.json").write_text(json.dumps(self.timings))
+            return self.clouds_yaml
+
+    def _preflight(self, image: Path) -> None:
+        if os.geteuid() != 0:
+            raise PrerequisiteError("aio: needs root (daemons, OVS bridges, libvirt)")
+        if not image.is_file():
+            raise PrerequisiteError(f"aio: guest image {image} not found; build it with "
+                                    "'vnetbench image build --out DIR' and pass --image DIR/disk.qcow2")
+        for name in conf.PORT_NAMES:
+            if not port_free(self.lay.port(name)):
+                raise VnetbenchError(f"aio: port {self.lay.port(name)} ({name}) is in use; another "
+                                     "AIO up? pass --port-base to use other ports")
+        net = ipaddress.ip_network(self.lay.cidr)
+        addrs = _run(["ip", "-o", "addr", "show"], "ip addr")
+        for line in addrs.splitlines():
+            parts = line.split()
+            if parts[2] == "inet" and ipaddress.ip_interface(parts[3]).ip in net:
+                raise VnetbenchError(f"aio: {parts[3]} on {parts[1]} is inside the AIO subnet "
+                                     f"{net}; pass --cidr with a free /24 of 198.18.0.0/15")
+
+    def _start(self, name, argv, env=None, port=None, timeout_s=120):
+        entry = self.daemons.start(name, argv, env=env)
+        if port:
+            wait_port(port, name, timeout_s, entry, self.lay.logs)
+        return entry
+
+    def _mariadb(self) -> None:
+        data = self.lay.data("mysql")
+        sock = self.state / "mysql.sock"
+        _run(["mariadb-install-db", "--no-defaults", f"--datadir={data}", "--user=root",
+              "--auth-root-authentication-method=normal", "--skip-test-db"], "mariadb-install-db")
+        self._start("mariadb", ["mariadbd", "--no-defaults", f"--datadir={data}", "--user=root",
+                                f"--socket={sock}", f"--port={self.lay.port('mysql')}",
+                                "--bind-address=127.0.0.1", "--skip-log-bin",
+                                "--innodb-buffer-pool-size=64M", "--max-connections=400",
+                                "--innodb-flush-log-at-trx-commit=0", "--skip-name-resolve",
+                                f"--pid-file={self.state / 'mariadb.pid'}"],
+                    port=self.lay.port("mysql"))
+        pw = self.lay.password
+        sql = ["CREATE USER IF NOT EXISTS 'root'@'127.0.0.1'",
+               f"ALTER USER 'root'@'127.0.0.1' IDENTIFIED BY '{pw}'",
+               "GRANT ALL ON *.* TO 'root'@'127.0.0.1' WITH GRANT OPTION"]
+        sql += [f"CREATE DATABASE {db} CHARACTER SET utf8" for db in conf.DATABASES]
+        _run(["mariadb", "--no-defaults", f"--socket={sock}", "-uroot", "-e", "; ".join(sql)],
+             "creating the databases")
+
+    def _rabbitmq(self) -> None:
+        base = self.lay.data("rabbitmq")
+        base.mkdir(parents=True, exist_ok=True)
+        (base / "enabled_plugins").write_text("[].\n")
+        env = self._rabbit_env()
+        self._start("epmd", ["epmd", "-port", str(self.lay.port("epmd")), "-address", "127.0.0.1"],
+                    env=env, port=self.lay.port("epmd"))
+        self._start("rabbitmq", ["/usr/lib/rabbitmq/bin/rabbitmq-server"], env=env,
+                    port=self.lay.port("rabbit"), timeout_s=180)
+
+    def _rabbit_env(self) -> dict:
+        base = self.lay.data("rabbitmq")
+        return {"HOME": str(base), "ERL_EPMD_PORT": str(self.lay.port("epmd")),
+                "RABBITMQ_NODENAME": f"vnbaio{self.lay.run_id}@localhost",
+                "RABBITMQ_NODE_IP_ADDRESS": "127.0.0.1",
+                "RABBITMQ_NODE_PORT": str(self.lay.port("rabbit")),
+                "RABBITMQ_DIST_PORT": str(self.lay.port("rabbit_dist")),
+                "RABBITMQ_MNESIA_BASE": str(base / "mnesia"), "RABBITMQ_LOG_BASE": str(base / "log"),
+                "RABBITMQ_LOGS": "-", "RABBITMQ_ENABLED_PLUGINS_FILE": str(base / "enabled_plugins"),
+                "RABBITMQ_CONFIG_FILE": str(base / "rabbitmq"),
+                "RABBITMQ_ADVANCED_CONFIG_FILE": str(base / "advanced.config"),
+                "RABBITMQ_CONF_ENV_FILE": str(base / "rabbitmq-env.conf"),
+                "RABBITMQ_PID_FILE": str(base / "rabbitmq.pid")}
+
+    def ovs_env(self) -> dict:
+        run = self.lay.ovs_run
+        return {"OVS_RUNDIR": str(run), "OVS_LOGDIR": str(run), "OVS_DBDIR": str(run)}
+
+    def vsctl(self, *args, what="ovs-vsctl") -> str:
+        return _run(["ovs-vsctl", f"--db={self.lay.ovsdb}", "--timeout=20", *args], what,
+                    env=self.ovs_env())
+
+    def _ovs(self) -> None:
+        run = self.lay.ovs_run
+        run.mkdir(parents=True, exist_ok=True)
+        db = run / "conf.db"
+        _run(["ovsdb-tool", "create", db, OVS_SCHEMA], "ovsdb-tool create")
+        self._start_ovs()
+        self.vsctl("--no-wait", "set", "open_vswitch", ".",
+                   f"external_ids:vnetbench-aio={self.lay.run_id}")
+        br = self.lay.br_phys
+        self.journal.record("bridge", name=br)
+        self.vsctl("add-br", br, "--", "set", "bridge", br, "datapath_type=netdev",
+                   f"external_ids:vnetbench-aio={self.lay.run_id}", what=f"creating bridge {br}")
+        _run(["ip", "addr", "add", self.lay.host_cidr, "dev", br], f"address on {br}")
+        _run(["ip", "link", "set", br, "up"], f"{br} up")
+        # the userspace datapath does not fill in checksums the kernel left to offload
+        _run(["ethtool", "-K", br, "tx", "off"], f"ethtool on {br}")
+
+    def _start_ovs(self) -> None:
+        run = self.lay.ovs_run
+        env = self.ovs_env()
+        entry = self._start("ovsdb-server", [
+            "ovsdb-server", str(run / "conf.db"), f"--remote=punix:{run / 'db.sock'}",
+            f"--unixctl={run / 'ovsdb-server.ctl'}", f"--pidfile={run / 'ovsdb-server.pid'}"], env=env)
+        for _ in range(100):
+            if (run / "db.sock").exists():
+                break
+            self.daemons.check("ovsdb-server", entry)
+            time.sleep(0.1)
+        self.vsctl("--no-wait", "init")
+        entry = self._start("ovs-vswitchd", [
+            "ovs-vswitchd", self.lay.ovsdb, f"--unixctl={run / 'ovs-vswitchd.ctl'}",
+            f"--pidfile={run / 'ovs-vswitchd.pid'}"], env=env)
+        self.vsctl("--if-exists", "del-br", "vnb-aio-probe")   # answers once vswitchd reads the db
+        self.daemons.check("ovs-vswitchd", entry)
+
+    def _ovs_clear(self, ovs: list[dict]) -> list[str]:
+        """Delete every bridge of this AIO's own OVS instance (the netdev datapath keeps
+        their taps, and its ovs-netdev, in the root namespace after vswitchd exits), then
+        stop it. After a crash that killed OVS, it is restarted from its database for this."""
+        run = self.lay.ovs_run
+        if not (run / "conf.db").exists():
+            return stop(ovs, marker=None)
+        problems = []
+        try:
+            if not all(alive(e) for e in ovs) or len(ovs) < 2:
+                problems += stop(ovs, marker=None)
+                (run / "db.sock").unlink(missing_ok=True)
+                self._start_ovs()
+                ovs = [e for e in self.processes() if e["name"] in OVS_DAEMONS]
+            for br in self.vsctl("list-br").split():
+                self.vsctl("--if-exists", "del-br", br, what=f"deleting bridge {br}")
+            # with no bridge left the netdev datapath is usually gone already, and then
+            # dump-dps answers with an error: nothing to delete
+            ctl = ["ovs-appctl", "-t", str(run / "ovs-vswitchd.ctl")]
+            dps = subprocess.run([*ctl, "dpctl/dump-dps"], capture_output=True, text=True, timeout=30)
+            for dp in dps.stdout.split() if dps.returncode == 0 else []:
+                _run([*ctl, "dpctl/del-dp", dp], f"deleting datapath {dp}", timeout_s=30)
+        except VnetbenchError as exc:
+            problems.append(str(exc))
+        return problems + stop(ovs, marker=None)
+
+    def _keystone(self) -> None:
+        cfg = self.lay.conf_path("keystone")
+        manage = ["keystone-manage", "--config-file", cfg]
+        _run([*manage, "db_sync"], "keystone-manage db_sync")
+        for what in ("fernet_setup", "credential_setup"):
+            _run([*manage, what, "--keystone-user", "root", "--keystone-group", "root"],
+                 f"keystone-manage {what}")
+        url = self.lay.url("keystone", "/v3/")
+        _run([*manage, "bootstrap", "--bootstrap-password", self.lay.password,
+              "--bootstrap-admin-url", url, "--bootstrap-internal-url", url,
+              "--bootstrap-public-url", url, "--bootstrap-region-id", conf.REGION],
+             "keystone-manage bootstrap")
+        self._uwsgi("keystone", "/usr/bin/keystone-wsgi-public",
+                    {"OS_KEYSTONE_CONFIG_FILES": str(cfg)})
+
+    def _uwsgi(self, name: str, app: str, env: dict) -> dict:
+        # no apparmor plugin (Debian's ini loads one; this kernel has no AppArmor)
+        return self._start(name, [
+            "uwsgi", "--plugin", "python3", "--http-socket", f"127.0.0.1:{self.lay.port(name)}",
+            "--wsgi-file", app, "--master", "--processes", "1", "--threads", "4",
+            "--die-on-term", "--need-app", "--buffer-size", "65535", "--lazy-apps",
+            # no keep-alive on a bare http-socket: clients must not reuse the connection
+            "--add-header", "Connection: close",
+            "--hook-master-start", "unix_signal:15 gracefully_kill_them_all"],
+            env=env, port=self.lay.port(name))
+
+    def _db_sync(self) -> None:
+        lay = self.lay
+        nova = ["nova-manage", "--config-file", lay.conf_path("nova")]
+        jobs = [
+            ["glance-manage", "--config-file", lay.conf_path("glance", "glance-api.conf"), "db_sync"],
+            ["placement-manage", "--config-file", lay.conf_path("placement"), "db", "sync"],
+            ["neutron-db-manage", "--config-file", lay.conf_path("neutron"), "--config-file",
+             lay.conf_path("neutron", "ml2_conf.ini"), "upgrade", "heads"],
+            ["heat-manage", "--config-file", lay.conf_path("heat"), "db_sync"],
+            ["sh", "-ec", " && ".join([
+                " ".join(map(str, [*nova, "api_db", "sync"])),
+                " ".join(map(str, [*nova, "cell_v2", "map_cell0", "--database_connection",
+                                   f"'{lay.db_url('nova_cell0')}'"])),
+                " ".join(map(str, [*nova, "cell_v2", "create_cell", "--name", "cell1",
+                                   "--database_connection", f"'{lay.db_url('nova')}'",
+                                   "--transport-url", lay.transport_url])),
+                " ".join(map(str, [*nova, "db", "sync"]))])]]
+        # two at a time: this machine has two CPUs and each sync is one busy Python process
+        running: list[tuple[subprocess.Popen, list]] = []
+        lay.logs.mkdir(parents=True, exist_ok=True)
+        for job in jobs + [None, None]:
+            while len(running) >= (2 if job else 1) or (job is None and running):
+                p, argv = running.pop(0)
+                try:
+                    out, _ = p.communicate(timeout=600)
+                except subprocess.TimeoutExpired:
+                    p.kill()
+                    raise VnetbenchError(f"aio: {argv[0]} did not finish within 600 s") from None
+                if p.returncode != 0:
+                    tail = (out.strip() or "no output").splitlines()[-1]
+                    raise VnetbenchError(f"aio: {' '.join(map(str, argv[:4]))[:80]} failed: {tail[:300]}")
+                if job is None:
+                    break
+            if job:
+                running.append((subprocess.Popen(
+                    list(map(str, job)), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                    text=True, env={**os.environ, MARKER: str(self.state)}), job))
+
+    def _db_sync_start(self) -> None:
+        """The schema migrations run beside the next steps (they need only MariaDB)."""
+        self._sync_error: list[Exception] = []
+
+        def run():
+            try:
+                self._db_sync()
+            except Exception as exc:          # re-raised by _db_sync_wait
+                self._sync_error.append(exc)
+        self._sync = threading.Thread(target=run, daemon=True)
+        self._sync.start()
+
+    def _db_sync_wait(self) -> None:
+        self._sync.join()
+        if self._sync_error:
+            raise self._sync_error[0]
+
+    def _services(self) -> None:
+        lay = self.lay
+        from vnetbench.testbed.libvirt.deployment import connect
+        connect().close()               # libvirtd: a system service, started if needed
+        self._uwsgi("placement", "/usr/bin/placement-api",
+                    {"OS_PLACEMENT_CONFIG_DIR": str(lay.conf_path("placement").parent)})
+        nova = ["--config-file", str(lay.conf_path("nova"))]
+        neutron = ["--config-file", str(lay.conf_path("neutron"))]
+        ml2 = [*neutron, "--config-file", str(lay.conf_path("neutron", "ml2_conf.ini"))]
+        agent = [*neutron, "--config-file", str(lay.conf_path("neutron", "openvswitch_agent.ini"))]
+        heat = ["--config-file", str(lay.conf_path("heat"))]
+        glance = ["--config-file", str(lay.conf_path("glance", "glance-api.conf"))]
+        apis = {"glance": ["glance-api", *glance], "neutron": ["neutron-server", *ml2],
+                "nova": ["nova-api", *nova], "heat": ["heat-api", *heat]}
+        entries = {name: self.daemons.start(f"{name}-api", argv) for name, argv in apis.items()}
+        self.daemons.start("nova-conductor", ["nova-conductor", *nova])
+        self.daemons.start("nova-scheduler", ["nova-scheduler", *nova])
+        self.daemons.start("heat-engine", ["heat-engine", *heat])
+        self.daemons.start("neutron-openvswitch-agent", ["neutron-openvswitch-agent", *agent],
+                           env=self.ovs_env())
+        self.daemons.start("nova-compute", ["nova-compute", *nova], env=self.ovs_env())
+        for name, entry in entries.items():
+            wait_port(lay.port(name), f"{name}-api", 240, entry, lay.logs)
+
+    # --- cloud resources (openstacksdk) ---------------------------------------------------
+    def _auth(self, user="admin", project="admin") -> dict:
+        return {"auth_url": self.lay.url("keystone", "/v3"), "username": user,
+                "password": self.lay.password, "project_name": project,
+                "user_domain_name": "Default", "project_domain_name": "Default"}
+
+    def connect(self, user="admin", project="admin"):
+        import openstack
+        return openstack.connect(auth=self._auth(user, project), region_name=conf.REGION,
+                                 identity_api_version="3", interface="public")
+
+    def _identity(self) -> None:
+        """Service users, the catalog, Heat's domain and roles, the demo project."""
+        c = self.connect()
+        idm = c.identity
+        admin_role = idm.find_role("admin")
+        member = idm.find_role("member")
+        default = idm.find_domain("default")
+        service = idm.create_project(name="service", domain_id=default.id)
+        # the 'service' role: services check it on the service token another service sends
+        service_role = idm.find_role("service") or idm.create_role(name="service")
+        for user in SERVICE_USERS:
+            u = idm.create_user(name=user, password=self.lay.password, domain_id=default.id,
+                                default_project_id=service.id)
+            for role in (admin_role, service_role):
+                idm.assign_project_role_to_user(service, u, role)
+        for svc, kind, name, path in ENDPOINTS:
+            s = idm.create_service(name=name, type=kind)
+            for iface in ("public", "internal", "admin"):
+                idm.create_endpoint(service_id=s.id, interface=iface, region_id=conf.REGION,
+                                    url=self.lay.url(svc, path))
+        # Heat: its stack-user domain and roles
+        heat_domain = idm.create_domain(name="heat", description="Heat stack users")
+        dadmin = idm.create_user(name="heat_domain_admin", password=self.lay.password,
+                                 domain_id=heat_domain.id)
+        idm.assign_domain_role_to_user(heat_domain, dadmin, admin_role)
+        owner = idm.create_role(name="heat_stack_owner")
+        idm.create_role(name="heat_stack_user")
+        demo = idm.create_project(name=DEMO_PROJECT, domain_id=default.id)
+        du = idm.create_user(name=DEMO_USER, password=self.lay.password, domain_id=default.id,
+                             default_project_id=demo.id)
+        for role in (member, owner):
+            idm.assign_project_role_to_user(demo, du, role)
+
+    def _resources(self, image: Path) -> None:
+        """The guest image, the flat provider network and the pinned flavor."""
+        c = self.connect()
+        self._upload_image(c, image)
+        net = c.network.create_network(name=conf.NETWORK_NAME, shared=True,
+                                       provider_network_type="flat",
+                                       provider_physical_network=conf.PHYSNET)
+        start, end = self.lay.pool
+        c.network.create_subnet(network_id=net.id, name=conf.NETWORK_NAME, ip_version=4,
+                                cidr=self.lay.cidr, enable_dhcp=False,
+                                gateway_ip=self.lay.host_cidr.split("/")[0],
+                                allocation_pools=[{"start": start, "end": end}])
+        flavor = c.compute.create_flavor(name=FLAVOR, ram=256, vcpus=1, disk=1, is_public=True)
+        c.compute.create_flavor_extra_specs(flavor, {"hw:cpu_policy": "dedicated"})
+
+    def _upload_image(self, c, image: Path) -> None:
+        fmt = "qcow2" if image.suffix == ".qcow2" else "raw"
+        img = c.image.create_image(name=conf.IMAGE_NAME, filename=str(image), disk_format=fmt,
+                                   container_format="bare", visibility="public",
+                                   img_config_drive="mandatory", wait=True, timeout=120)
+        t0 = time.monotonic()
+        while img.status != "active" and time.monotonic() - t0 < 120:
+            if img.status in ("killed", "deleted"):
+                break
+            time.sleep(1)
+            img = c.image.get_image(img.id)
+        if img.status != "active":
+            raise VnetbenchError(f"aio: image {conf.IMAGE_NAME} is {img.status}, not active "
+                                 f"(log: {self.lay.logs}/glance-api.log)")
+
+    def _wait_compute(self, timeout_s: float = 300) -> None:
+        """Until Nova's scheduler can place on this host: the compute service is up, mapped
+        to the cell and its resource provider has pinned-CPU inventory; and the OVS agent is
+        alive."""
+        c = self.connect()
+        t0, last = time.monotonic(), "nothing yet"
+        while time.monotonic() - t0 < timeout_s:
+            for entry in self.processes():
+                if not alive(entry):
+                    raise VnetbenchError(f"aio: {entry['name']} exited (log: {self.lay.logs}/"
+                                         f"{entry['name']}.log)")
+            hyps = [h for h in c.compute.hypervisors(details=True)]
+            agents = [a for a in c.network.agents() if a.agent_type == "Open vSwitch agent"]
+            if not hyps:
+                last = "no hypervisor in the cell yet"
+            elif not (agents and agents[0].is_alive):
+                last = "the OVS agent has not reported"
+            else:
+                rps = list(c.placement.resource_providers())
+                inv = [i for rp in rps for i in c.placement.resource_provider_inventories(rp)]
+                if any(i.resource_class == "PCPU" for i in inv):
+                    return
+                last = "no PCPU inventory in placement yet"
+            time.sleep(2)
+        raise VnetbenchError(f"aio: compute not ready after {timeout_s:g} s: {last}")
+
+    def _write_clouds_yaml(self) -> None:
+        clouds = {}
+        for name, user, project in ((CLOUD, "admin", "admin"), (DEMO, DEMO_USER, DEMO_PROJECT)):
+            clouds[name] = {"auth": self._auth(user, project), "region_name": conf.REGION,
+                            "identity_api_version": 3, "interface": "public"}
+        self.clouds_yaml.write_text(yaml.safe_dump({"clouds": clouds}, sort_keys=False))
+        self.clouds_yaml.chmod(0o644)
+
+    def _healthy(self) -> bool:
+        procs = self.processes()
+        return bool(procs) and all(alive(e) for e in procs) and self.clouds_yaml.exists()
+
+    # --- status and down -------------------------------------------------------------------
+    def status(self) -> list[str]:
+        lines = []
+        for e in self.processes():
+            lines.append(f"{e['name']:28} pid {e['pid']:>7}  {'running' if alive(e) else 'GONE'}")
+        return lines
+
+    def down(self, progress=print) -> list[str]:
+        """Tear down everything this AIO made; returns what could not be removed."""
+        with self._locked():
+            entries = self.journal.entries()
+            if not entries:
+                return []
+            problems = []
+            prefix = next((e["domains"] for e in entries if e["kind"] == "aio"), None)
+            procs = [e for e in entries if e["kind"] == "process"]
+            # nova-compute first, so it creates nothing new while its domains go
+            compute = [e for e in procs if e["name"] == "nova-compute"]
+            problems += stop(compute, marker=None)
+            if prefix:
+                problems += _remove_domains(prefix)
+            ovs = [e for e in procs if e["name"] in OVS_DAEMONS]
+            problems += stop([e for e in procs if e["name"] not in OVS_DAEMONS], marker=None)
+            problems += self._ovs_clear(ovs)
+            problems += stop(procs, marker=str(self.state))
+            for sub in ("data", "etc", "ovs"):
+                shutil.rmtree(self.state / sub, ignore_errors=True)
+            for f in ("clouds.yaml", "meta.json", "mysql.sock", "mariadb.pid", "timings.json"):
+                (self.state / f).unlink(missing_ok=True)
+            if not problems:
+                self.journal.path.unlink(missing_ok=True)
+            return problems
+
+
+def _remove_domains(prefix: str) -> list[str]:
+    """Destroy and undefine this AIO's Nova domains (their names carry its run id)."""
+    from vnetbench.testbed.libvirt.deployment import connect
+    try:
+        conn = connect()
+    except VnetbenchError as exc:
+        return [str(exc)]
+    problems = []
+    try:
+        for dom in conn.listAllDomains():
+            if not dom.name().startswith(prefix):
+                continue
+            try:
+                if dom.isActive():
+                    dom.destroy()
+                dom.undefineFlags(0)
+            except Exception as exc:          # libvirt.libvirtError
+                problems.append(f"domain {dom.name()}: {exc}")
+    finally:
+        conn.close()
+    return problems

@@ -1,0 +1,261 @@
+"""The all-in-one cloud's layout and its services' configuration: pure data, no system
+access. Every file, port, database and bridge of one AIO derives from its state dir and
+its run id, so two AIOs (or an AIO and the embedded testbed) never share one."""
+
+from __future__ import annotations
+
+import ipaddress
+from dataclasses import dataclass
+from pathlib import Path
+
+SERVICES = ("keystone", "glance", "placement", "nova", "neutron", "heat")
+DATABASES = ("keystone", "glance", "placement", "nova_api", "nova", "nova_cell0", "neutron", "heat")
+PORT_NAMES = ("keystone", "glance", "placement", "nova", "neutron", "heat", "mysql", "rabbit",
+              "epmd", "rabbit_dist", "openflow")
+PHYSNET = "physnet1"
+IMAGE_NAME = "vnetbench-guest"
+NETWORK_NAME = "vnetbench-flat"
+REGION = "RegionOne"
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Where one AIO keeps everything, and the names it owns."""
+    state: Path
+    run_id: str
+    port_base: int = 19000
+    cidr: str = "198.19.250.0/24"
+    host: str = "localhost"            # the compute host name nova and neutron agree on
+    password: str = "vnetbench"        # every service user's and the databases' password
+    cpus: str = "0-1"                  # cpu_dedicated_set: host CPUs pinned guests get
+
+    def port(self, name: str) -> int:
+        return self.port_base + PORT_NAMES.index(name)
+
+    def url(self, service: str, path: str = "") -> str:
+        return f"http://127.0.0.1:{self.port(service)}{path}"
+
+    @property
+    def etc(self) -> Path:
+        return self.state / "etc"
+
+    @property
+    def logs(self) -> Path:
+        return self.state / "logs"
+
+    def data(self, name: str) -> Path:
+        return self.state / "data" / name
+
+    @property
+    def ovs_run(self) -> Path:
+        return self.state / "ovs"
+
+    @property
+    def ovsdb(self) -> str:
+        return f"unix:{self.ovs_run / 'db.sock'}"
+
+    # bridge names carry the run id (the netdev datapath makes each a tap in the root netns)
+    @property
+    def br_int(self) -> str:
+        return f"vnb{self.run_id}-int"
+
+    @property
+    def br_tun(self) -> str:
+        return f"vnb{self.run_id}-tun"
+
+    @property
+    def br_phys(self) -> str:
+        return f"vnb{self.run_id}-phy"
+
+    @property
+    def instance_prefix(self) -> str:
+        """libvirt domain names of this AIO's servers start with it."""
+        return f"vnbaio{self.run_id}-"
+
+    @property
+    def host_cidr(self) -> str:
+        """The host's address on the provider bridge: the subnet's first address."""
+        net = ipaddress.ip_network(self.cidr)
+        return f"{net.network_address + 1}/{net.prefixlen}"
+
+    @property
+    def pool(self) -> tuple[str, str]:
+        net = ipaddress.ip_network(self.cidr)
+        return str(net.network_address + 10), str(net.broadcast_address - 1)
+
+    def db_url(self, name: str) -> str:
+        return (f"mysql+pymysql://root:{self.password}@127.0.0.1:{self.port('mysql')}/{name}"
+                "?charset=utf8")
+
+    @property
+    def transport_url(self) -> str:
+        return f"rabbit://guest:guest@127.0.0.1:{self.port('rabbit')}/"
+
+    def conf_path(self, service: str, name: str | None = None) -> Path:
+        return self.etc / service / (name or f"{service}.conf")
+
+
+def ini(sections: dict[str, dict[str, object]]) -> str:
+    out = []
+    for section, options in sections.items():
+        out.append(f"[{section}]")
+        out += [f"{k} = {_value(v)}" for k, v in options.items()]
+        out.append("")
+    return "\n".join(out)
+
+
+def _value(v) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    return str(v)
+
+
+def _auth(lay: Layout, user: str) -> dict[str, object]:
+    """A service user's password credentials in the service project."""
+    return {"auth_type": "password", "auth_url": lay.url("keystone", "/v3"),
+            "project_domain_name": "Default", "user_domain_name": "Default",
+            "project_name": "service", "username": user, "password": lay.password,
+            "region_name": REGION}
+
+
+def _common(lay: Layout, service: str, rabbit: bool = True) -> dict[str, dict[str, object]]:
+    base = {"DEFAULT": {"debug": False, "use_stderr": True},
+            "database": {"connection": lay.db_url(service), "max_pool_size": 5},
+            "oslo_concurrency": {"lock_path": lay.data(service) / "lock"},
+            "keystone_authtoken": {"www_authenticate_uri": lay.url("keystone"),
+                                   "service_token_roles_required": True, **_auth(lay, service)}}
+    if rabbit:
+        base["DEFAULT"]["transport_url"] = lay.transport_url
+    return base
+
+
+def keystone(lay: Layout) -> str:
+    return ini({"DEFAULT": {"use_stderr": True},
+                "database": {"connection": lay.db_url("keystone")},
+                "token": {"provider": "fernet"},
+                "fernet_tokens": {"key_repository": lay.data("keystone") / "fernet-keys"},
+                "fernet_receipts": {"key_repository": lay.data("keystone") / "fernet-keys"},
+                "credential": {"key_repository": lay.data("keystone") / "credential-keys"}})
+
+
+def glance(lay: Layout) -> str:
+    c = _common(lay, "glance", rabbit=False)
+    c["DEFAULT"].update({"bind_host": "127.0.0.1", "bind_port": lay.port("glance"), "workers": 1,
+                         "enabled_backends": "file:file"})
+    c.update({"paste_deploy": {"flavor": "keystone",
+                               "config_file": "/etc/glance/glance-api-paste.ini"},
+              "glance_store": {"default_backend": "file"},
+              "file": {"filesystem_store_datadir": lay.data("glance") / "images"},
+              "os_glance_staging_store": {"filesystem_store_datadir": lay.data("glance") / "staging"},
+              "os_glance_tasks_store": {"filesystem_store_datadir": lay.data("glance") / "tasks"}})
+    return ini(c)
+
+
+def placement(lay: Layout) -> str:
+    c = _common(lay, "placement", rabbit=False)
+    c["placement_database"] = c.pop("database")
+    c["api"] = {"auth_strategy": "keystone"}
+    return ini(c)
+
+
+NOVA_FILTERS = ("ComputeFilter", "ComputeCapabilitiesFilter", "ImagePropertiesFilter",
+                "ServerGroupAntiAffinityFilter", "ServerGroupAffinityFilter",
+                "AvailabilityZoneFilter", "NUMATopologyFilter")
+
+
+def nova(lay: Layout) -> str:
+    c = _common(lay, "nova")
+    c["DEFAULT"].update({
+        "host": lay.host, "my_ip": "127.0.0.1", "state_path": lay.data("nova"),
+        "instances_path": lay.data("nova") / "instances", "enabled_apis": "osapi_compute",
+        "osapi_compute_listen": "127.0.0.1", "osapi_compute_listen_port": lay.port("nova"),
+        "osapi_compute_workers": 1, "compute_driver": "libvirt.LibvirtDriver",
+        "instance_name_template": f"{lay.instance_prefix}%08x",
+        "force_config_drive": True, "config_drive_format": "iso9660",
+        "reserved_host_memory_mb": 512, "heal_instance_info_cache_interval": -1,
+        "rootwrap_config": "/etc/nova/rootwrap.conf"})
+    c["api_database"] = {"connection": lay.db_url("nova_api"), "max_pool_size": 5}
+    c.update({
+        "api": {"auth_strategy": "keystone"},
+        "wsgi": {"api_paste_config": "/etc/nova/api-paste.ini"},
+        "conductor": {"workers": 1},
+        "scheduler": {"workers": 1, "discover_hosts_in_cells_interval": 2},
+        "filter_scheduler": {"enabled_filters": ",".join(NOVA_FILTERS)},
+        "compute": {"cpu_dedicated_set": lay.cpus},
+        # no usable KVM here (REFERENCE §4): TCG, and no APIC as devstack sets without KVM
+        "libvirt": {"virt_type": "qemu", "cpu_mode": "none", "connection_uri": "qemu:///system"},
+        "workarounds": {"libvirt_disable_apic": True},
+        "vnc": {"enabled": False},
+        "serial_console": {"enabled": False},
+        "placement": _auth(lay, "placement"),
+        "neutron": _auth(lay, "neutron"),
+        "glance": {"region_name": REGION},
+        "service_user": {"send_service_user_token": True, **_auth(lay, "nova")},
+        "os_vif_ovs": {"ovsdb_connection": lay.ovsdb},
+        "oslo_messaging_notifications": {"driver": "noop"},
+    })
+    return ini(c)
+
+
+def neutron(lay: Layout) -> str:
+    c = _common(lay, "neutron")
+    c["DEFAULT"].update({
+        "host": lay.host, "bind_host": "127.0.0.1", "bind_port": lay.port("neutron"),
+        "core_plugin": "ml2", "service_plugins": "qos", "auth_strategy": "keystone",
+        "api_workers": 1, "rpc_workers": 1, "rpc_state_report_workers": 1,
+        "state_path": lay.data("neutron"), "api_paste_config": "/etc/neutron/api-paste.ini",
+        "notify_nova_on_port_status_changes": True, "notify_nova_on_port_data_changes": True})
+    c.update({"nova": _auth(lay, "nova"),
+              "agent": {"root_helper": "env", "root_helper_daemon": ""},
+              "oslo_messaging_notifications": {"driver": "noop"}})
+    return ini(c)
+
+
+def ml2(lay: Layout) -> str:
+    return ini({
+        "ml2": {"type_drivers": "flat,vxlan", "tenant_network_types": "vxlan",
+                "mechanism_drivers": "openvswitch", "extension_drivers": "port_security,qos"},
+        "ml2_type_flat": {"flat_networks": PHYSNET},
+        "ml2_type_vxlan": {"vni_ranges": "1:1000"},
+        "securitygroup": {"firewall_driver": "noop", "enable_security_group": True}})
+
+
+def ovs_agent(lay: Layout) -> str:
+    local_ip = lay.host_cidr.split("/")[0]
+    return ini({
+        "DEFAULT": {"host": lay.host},
+        "ovs": {"bridge_mappings": f"{PHYSNET}:{lay.br_phys}", "integration_bridge": lay.br_int,
+                "tunnel_bridge": lay.br_tun, "datapath_type": "netdev", "local_ip": local_ip,
+                "ovsdb_connection": lay.ovsdb, "of_listen_address": "127.0.0.1",
+                "of_listen_port": lay.port("openflow")},
+        "agent": {"tunnel_types": "vxlan", "root_helper": "env", "root_helper_daemon": ""},
+        "securitygroup": {"firewall_driver": "noop"}})
+
+
+def heat(lay: Layout) -> str:
+    c = _common(lay, "heat")
+    c["DEFAULT"].update({
+        "num_engine_workers": 1, "stack_domain_admin": "heat_domain_admin",
+        "stack_domain_admin_password": lay.password, "stack_user_domain_name": "heat",
+        "heat_metadata_server_url": lay.url("heat"),
+        "heat_waitcondition_server_url": lay.url("heat", "/v1/waitcondition")})
+    c.update({"heat_api": {"bind_host": "127.0.0.1", "bind_port": lay.port("heat"), "workers": 1},
+              "paste_deploy": {"api_paste_config": "/etc/heat/api-paste.ini"},
+              "trustee": {"auth_type": "password", "auth_url": lay.url("keystone"),
+                          "username": "heat", "password": lay.password,
+                          "user_domain_name": "Default"},
+              "clients_keystone": {"auth_uri": lay.url("keystone")},
+              "oslo_messaging_notifications": {"driver": "noop"}})
+    return ini(c)
+
+
+def files(lay: Layout) -> dict[Path, str]:
+    """Every configuration file the AIO writes (all inside its state dir)."""
+    return {lay.conf_path("keystone"): keystone(lay),
+            lay.conf_path("glance", "glance-api.conf"): glance(lay),
+            lay.conf_path("placement"): placement(lay),
+            lay.conf_path("nova"): nova(lay),
+            lay.conf_path("neutron"): neutron(lay),
+            lay.conf_path("neutron", "ml2_conf.ini"): ml2(lay),
+            lay.conf_path("neutron", "openvswitch_agent.ini"): ovs_agent(lay),
+            lay.conf_path("heat"): heat(lay)}

@@ -1,0 +1,171 @@
+"""The AIO's journal and its daemons: every process is journaled with its pid and start
+time (so a recycled pid is never killed), runs in a process group of its own and carries
+the AIO's marker in its environment, so teardown finds its children too — never by name."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+from vnetbench.errors import VnetbenchError
+
+MARKER = "VNETBENCH_AIO"
+
+
+class Journal:
+    """Append-only, fsynced: one owned resource per line, written before it exists."""
+
+    def __init__(self, path: Path):
+        self.path = path
+
+    def record(self, kind: str, **data) -> None:
+        with open(self.path, "a") as f:
+            f.write(json.dumps({"kind": kind, **data}, sort_keys=True) + "\n")
+            f.flush()
+            os.fsync(f.fileno())
+
+    def entries(self) -> list[dict]:
+        try:
+            lines = self.path.read_text().splitlines()
+        except FileNotFoundError:
+            return []
+        out = []
+        for line in lines:
+            try:
+                out.append(json.loads(line))
+            except json.JSONDecodeError:          # a torn last line after a crash
+                pass
+        return out
+
+
+def start_time(pid: int) -> int | None:
+    """Clock ticks since boot at which PID started (None if it is gone)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = stat.rsplit(")", 1)[1].split()
+    return None if fields[0] in ("Z", "X") else int(fields[19])    # a zombie is gone
+
+
+def alive(entry: dict) -> bool:
+    return start_time(entry["pid"]) == entry["start"]
+
+
+class Daemons:
+    def __init__(self, journal: Journal, logs: Path, marker: str):
+        self.journal, self.logs, self.marker = journal, logs, marker
+
+    def start(self, name: str, argv: list[str], env: dict | None = None,
+              cwd: Path | None = None) -> dict:
+        """Start ARGV in the background (log in logs/NAME.log) and journal it."""
+        self.logs.mkdir(parents=True, exist_ok=True)
+        self.journal.record("starting", name=name)
+        full_env = {**os.environ, **(env or {}), MARKER: self.marker}
+        with open(self.logs / f"{name}.log", "ab") as log:
+            try:
+                p = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=log,
+                                     env=full_env, cwd=cwd, start_new_session=True)
+            except FileNotFoundError:
+                raise VnetbenchError(f"aio: {argv[0]} not found; run 'make install'") from None
+        entry = {"name": name, "pid": p.pid, "start": start_time(p.pid)}
+        self.journal.record("process", **entry)
+        return entry
+
+    def check(self, name: str, entry: dict) -> None:
+        if not alive(entry):
+            tail = _tail(self.logs / f"{name}.log")
+            raise VnetbenchError(f"aio: {name} exited at start: {tail} (log: {self.logs / name}.log)")
+
+
+def _tail(path: Path) -> str:
+    try:
+        lines = [ln for ln in path.read_text(errors="replace").splitlines() if ln.strip()]
+    except OSError:
+        return "no log"
+    return lines[-1][-240:] if lines else "no output"
+
+
+def wait_port(port: int, name: str, timeout_s: float, entry: dict | None = None,
+              logs: Path | None = None) -> float:
+    """Seconds until 127.0.0.1:PORT accepts; an error naming NAME if its process dies."""
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < timeout_s:
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=1):
+                return time.monotonic() - t0
+        except OSError:
+            pass
+        if entry is not None and not alive(entry):
+            tail = _tail(logs / f"{name}.log") if logs else ""
+            raise VnetbenchError(f"aio: {name} exited before listening on {port}: {tail}")
+        time.sleep(0.2)
+    raise VnetbenchError(f"aio: {name} not listening on 127.0.0.1:{port} after {timeout_s:g} s")
+
+
+def port_free(port: int) -> bool:
+    with socket.socket() as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def marked(marker: str) -> list[int]:
+    """Pids whose environment carries MARKER=marker (children that left the group)."""
+    want = f"{MARKER}={marker}".encode()
+    pids = []
+    for d in Path("/proc").iterdir():
+        if not d.name.isdigit() or int(d.name) == os.getpid():
+            continue
+        try:
+            env = (d / "environ").read_bytes()
+        except OSError:
+            continue
+        if want in env.split(b"\0"):
+            pids.append(int(d.name))
+    return pids
+
+
+def stop(entries: list[dict], marker: str | None, timeout_s: float = 15) -> list[str]:
+    """SIGTERM the journaled process groups (newest first), SIGKILL what remains, then
+    every process still carrying the marker. Returns what could not be stopped."""
+    live = [e for e in reversed(entries) if alive(e)]
+    for e in live:
+        _signal_group(e, signal.SIGTERM)
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline and any(alive(e) for e in live):
+        time.sleep(0.2)
+    for e in live:
+        if alive(e):
+            _signal_group(e, signal.SIGKILL)
+    deadline = time.monotonic() + 5          # until the killed are reaped
+    while time.monotonic() < deadline and any(alive(e) for e in live):
+        time.sleep(0.1)
+    strays = marked(marker) if marker else []
+    for pid in strays:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
+    if strays:
+        time.sleep(0.3)
+    left = [f"{e['name']} (pid {e['pid']})" for e in live if alive(e)]
+    return left + [f"pid {pid}" for pid in (marked(marker) if marker else [])]
+
+
+def _signal_group(entry: dict, sig) -> None:
+    try:
+        os.killpg(entry["pid"], sig)        # its own session: the group id is its pid
+    except OSError:
+        try:
+            os.kill(entry["pid"], sig)
+        except OSError:
+            pass

@@ -1,0 +1,46 @@
+"""The all-in-one OpenStack (tools/aio) for the tests of this directory: brought up once
+per session in a private state dir, torn down at the end (tools/aio/README.md)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[3]
+AIO = [sys.executable, "-m", "vnetbench.aio"]
+
+
+@pytest.fixture(scope="session")
+def aio_image(tmp_path_factory) -> Path:
+    """The guest image, built here from Debian packages (vnetbench image build)."""
+    from vnetbench.image import build
+    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "vnetbench" / "image"
+    out = tmp_path_factory.mktemp("aio-image")
+    return build.build(out, cache, formats=("kernel", "qcow2"), flowgen=build.default_flowgen()).qcow2
+
+
+@pytest.fixture(scope="session")
+def aio_cloud(aio_image):
+    """Path of the clouds.yaml of a running all-in-one cloud (clouds vnetbench-aio, admin,
+    and vnetbench-aio-demo, a project member). Its state dir is outside pytest's private
+    temp tree: QEMU, running as libvirt's user, must reach the instances' disks."""
+    state = Path(tempfile.mkdtemp(prefix="vnbaio-", dir="/var/tmp"))
+    argv = [*AIO, "up", "--state", str(state), "--image", str(aio_image)]
+    if os.environ.get("VNETBENCH_AIO_PORT_BASE"):
+        argv += ["--port-base", os.environ["VNETBENCH_AIO_PORT_BASE"]]
+    up = subprocess.run(argv, capture_output=True, text=True, timeout=1200, cwd=REPO)
+    try:
+        assert up.returncode == 0, f"aio up failed:\n{up.stderr[-4000:]}"
+        print(up.stderr.strip().splitlines()[-1])
+        yield Path(up.stdout.strip().splitlines()[-1])
+    finally:
+        down = subprocess.run([*AIO, "down", "--state", str(state)], capture_output=True,
+                              text=True, timeout=300, cwd=REPO)
+        assert down.returncode == 0, f"aio down failed:\n{down.stderr[-2000:]}"
+        shutil.rmtree(state, ignore_errors=True)

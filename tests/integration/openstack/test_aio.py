@@ -1,0 +1,103 @@
+"""Smoke test of the all-in-one OpenStack (tools/aio): as the demo project's member,
+through openstacksdk, two servers of the pinned flavor (hw:cpu_policy=dedicated) boot on
+the one compute host from the project's guest image on the shared flat provider network;
+each takes its address from the config drive (there is no DHCP agent), the runner reaches
+both over SSH with the keypair's key, and each pings the other. As admin, the live domain
+XML shows every vCPU pinned, to distinct host CPUs."""
+
+from __future__ import annotations
+
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from vnetbench.image.channel import Ssh
+from vnetbench.traffic import ping
+
+DEMO, ADMIN = "vnetbench-aio-demo", "vnetbench-aio"
+
+
+def _connect(cloud: str, clouds_yaml: Path):
+    import openstack
+    from openstack.config import loader
+    config = loader.OpenStackConfig(config_files=[str(clouds_yaml)])
+    return openstack.connection.Connection(config=config.get_one(cloud))
+
+
+@pytest.fixture
+def demo(aio_cloud):
+    c = _connect(DEMO, aio_cloud)
+    yield c
+    c.close()
+
+
+@pytest.fixture
+def keypair(demo, tmp_path):
+    key = tmp_path / "key"
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key)], check=True)
+    kp = demo.compute.create_keypair(name=f"aio-smoke-{tmp_path.name[-12:]}",
+                                     public_key=key.with_suffix(".pub").read_text())
+    yield kp.name, key
+    demo.compute.delete_keypair(kp.name, ignore_missing=True)
+
+
+def _wait_ssh(guest: Ssh, console: str, timeout_s: float) -> float:
+    t0 = time.monotonic()
+    last = ""
+    while time.monotonic() - t0 < timeout_s:
+        done = subprocess.run(guest.argv(["true"]), capture_output=True, text=True, timeout=30,
+                              stdin=subprocess.DEVNULL)
+        if done.returncode == 0:
+            return time.monotonic() - t0
+        last = done.stderr.strip()
+        time.sleep(3)
+    raise AssertionError(f"{guest.address}: no SSH after {timeout_s:g} s ({last});\n"
+                         f"console:\n{console[-2000:]}")
+
+
+def test_pinned_pair_on_the_flat_network_reach_each_other(aio_cloud, demo, keypair, tmp_path):
+    key_name, key = keypair
+    image = demo.image.find_image("vnetbench-guest", ignore_missing=False)
+    flavor = demo.compute.find_flavor("vnetbench-pinned", ignore_missing=False)
+    assert flavor.extra_specs.get("hw:cpu_policy") == "dedicated"
+    net = demo.network.find_network("vnetbench-flat", ignore_missing=False)
+    t0 = time.monotonic()
+    servers = [demo.compute.create_server(name=f"aio-smoke-{i}", image_id=image.id,
+                                          flavor_id=flavor.id, networks=[{"uuid": net.id}],
+                                          key_name=key_name) for i in range(2)]
+    try:
+        servers = [demo.compute.wait_for_server(s, wait=600) for s in servers]
+        active_s = time.monotonic() - t0
+        addrs = [s.addresses["vnetbench-flat"][0]["addr"] for s in servers]
+        assert {s.host_id for s in servers} == {servers[0].host_id}      # the one host
+        mux = Path(f"/tmp/vnbaio-mux-{tmp_path.name[-8:]}")
+        mux.mkdir(mode=0o700, exist_ok=True)
+        guests = [Ssh(a, key, mux, connect_timeout_s=10) for a in addrs]
+        for s, g in zip(servers, guests):
+            ready = _wait_ssh(g, demo.compute.get_server_console_output(s).get("output", ""), 600)
+            print(f"{s.name} {g.address}: ACTIVE after {active_s:.0f} s, SSH after {ready:.0f} s more")
+        for g, other in ((guests[0], addrs[1]), (guests[1], addrs[0])):
+            shown = g.run(["ip", "-4", "-o", "addr", "show"]).stdout
+            assert f" {g.address}/24 " in shown, shown          # the config drive's address
+            rtt = ping.parse(g.run(ping.command(ping.PingParams(other, count=3, interval_s=0.2)),
+                                   timeout_s=60).stdout)
+            assert rtt["received"] == 3, rtt
+        admin = _connect(ADMIN, aio_cloud)
+        try:
+            pins = []
+            for s in servers:
+                s = admin.compute.get_server(s.id)
+                xml = subprocess.run(["virsh", "dumpxml", s.instance_name], capture_output=True,
+                                     text=True, check=True).stdout
+                pins += [line.split("cpuset='")[1].split("'")[0] for line in xml.splitlines()
+                         if "<vcpupin " in line]
+            assert len(pins) == 2 and len(set(pins)) == 2, pins
+        finally:
+            admin.close()
+    finally:
+        for s in servers:
+            demo.compute.delete_server(s, ignore_missing=True)
+        for s in servers:
+            demo.compute.wait_for_delete(s, wait=120)

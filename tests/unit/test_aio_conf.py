@@ -1,0 +1,74 @@
+"""The all-in-one cloud's layout and configuration (pure): everything derives from the
+state dir and run id, the nova/neutron options the issue names are set, and every file
+lands inside the state dir."""
+
+import configparser
+from pathlib import Path
+
+from vnetbench.aio import conf
+from vnetbench.aio.procs import Journal, start_time, alive
+
+LAY = conf.Layout(Path("/var/tmp/vnbaio-x"), "a1b2c3", port_base=20000, cidr="198.19.250.0/24",
+                  host="vm")
+
+
+def _parse(text: str) -> configparser.ConfigParser:
+    p = configparser.ConfigParser(interpolation=None)
+    p.read_string(text)
+    return p
+
+
+def test_every_file_is_inside_the_state_dir_and_parses():
+    files = conf.files(LAY)
+    assert files and all(LAY.state in path.parents for path in files)
+    for text in files.values():
+        _parse(text)
+
+
+def test_ports_are_distinct_and_from_the_base():
+    ports = [LAY.port(n) for n in conf.PORT_NAMES]
+    assert len(set(ports)) == len(ports) and min(ports) == 20000
+
+
+def test_nova_is_qemu_pinned_numa_aware_with_config_drive():
+    n = _parse(conf.nova(LAY))
+    assert n["libvirt"]["virt_type"] == "qemu"
+    assert n["workarounds"]["libvirt_disable_apic"] == "true"
+    assert "NUMATopologyFilter" in n["filter_scheduler"]["enabled_filters"].split(",")
+    assert n["compute"]["cpu_dedicated_set"] == "0-1"
+    assert n["DEFAULT"]["force_config_drive"] == "true"
+    assert n["DEFAULT"]["instance_name_template"].startswith(LAY.instance_prefix)
+    assert n["DEFAULT"]["osapi_compute_workers"] == "1"
+    assert n["os_vif_ovs"]["ovsdb_connection"] == "unix:/var/tmp/vnbaio-x/ovs/db.sock"
+
+
+def test_neutron_ml2_ovs_netdev_on_the_owned_bridges():
+    a = _parse(conf.ovs_agent(LAY))
+    assert a["ovs"]["datapath_type"] == "netdev"
+    assert a["ovs"]["bridge_mappings"] == f"{conf.PHYSNET}:vnba1b2c3-phy"
+    assert a["ovs"]["integration_bridge"] == "vnba1b2c3-int"
+    assert all(len(b) <= 15 for b in (LAY.br_int, LAY.br_tun, LAY.br_phys))   # IFNAMSIZ
+    assert a["ovs"]["of_listen_port"] == str(LAY.port("openflow"))   # not os-ken's 6633/6653
+    m = _parse(conf.ml2(LAY))
+    assert m["ml2"]["mechanism_drivers"] == "openvswitch"
+    assert _parse(conf.neutron(LAY))["DEFAULT"]["api_workers"] == "1"
+
+
+def test_host_address_and_pool_in_the_benchmarking_range():
+    assert LAY.host_cidr == "198.19.250.1/24"
+    assert LAY.pool == ("198.19.250.10", "198.19.250.254")
+
+
+def test_journal_skips_a_torn_last_line(tmp_path):
+    j = Journal(tmp_path / "j.jsonl")
+    j.record("process", name="a", pid=1, start=2)
+    with open(j.path, "a") as f:
+        f.write('{"kind": "proc')
+    assert j.entries() == [{"kind": "process", "name": "a", "pid": 1, "start": 2}]
+
+
+def test_a_recycled_pid_is_not_ours():
+    import os
+    me = {"pid": os.getpid(), "start": start_time(os.getpid())}
+    assert alive(me)
+    assert not alive({**me, "start": me["start"] - 1})
