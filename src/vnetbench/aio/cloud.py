@@ -22,7 +22,8 @@ import yaml
 
 from vnetbench.aio import conf
 from vnetbench.aio.conf import Layout
-from vnetbench.aio.procs import MARKER, Daemons, Journal, alive, port_free, stop, wait_port
+from vnetbench.aio.procs import (MARKER, Daemons, Journal, _tail, alive, port_free, stop,
+                                  wait_port)
 from vnetbench.errors import PrerequisiteError, VnetbenchError
 
 CLOUD, DEMO = "vnetbench-aio", "vnetbench-aio-demo"
@@ -456,8 +457,8 @@ class Aio:
         while time.monotonic() - t0 < timeout_s:
             for entry in self.processes():
                 if not alive(entry):
-                    raise VnetbenchError(f"aio: {entry['name']} exited (log: {self.lay.logs}/"
-                                         f"{entry['name']}.log)")
+                    log = self.lay.logs / f"{entry['name']}.log"
+                    raise VnetbenchError(f"aio: {entry['name']} exited: {_tail(log)} (log: {log})")
             hyps = [h for h in c.compute.hypervisors(details=True)]
             agents = [a for a in c.network.agents() if a.agent_type == "Open vSwitch agent"]
             if not hyps:

@@ -88,7 +88,9 @@ def _tail(path: Path) -> str:
         lines = [ln for ln in path.read_text(errors="replace").splitlines() if ln.strip()]
     except OSError:
         return "no log"
-    return lines[-1][-240:] if lines else "no output"
+    # the last error line says more than a traceback's closing frame
+    errors = [ln for ln in lines[-60:] if " ERROR " in ln or " CRITICAL " in ln]
+    return (errors or lines or ["no output"])[-1][-300:]
 
 
 def wait_port(port: int, name: str, timeout_s: float, entry: dict | None = None,

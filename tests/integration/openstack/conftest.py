@@ -29,18 +29,25 @@ def aio_image(tmp_path_factory) -> Path:
 def aio_cloud(aio_image):
     """Path of the clouds.yaml of a running all-in-one cloud (clouds vnetbench-aio, admin,
     and vnetbench-aio-demo, a project member). Its state dir is outside pytest's private
-    temp tree: QEMU, running as libvirt's user, must reach the instances' disks."""
+    temp tree: QEMU, running as libvirt's user, must reach the instances' disks.
+    VNETBENCH_AIO_CLOUDS=PATH uses a running AIO's clouds.yaml instead (left running)."""
+    if os.environ.get("VNETBENCH_AIO_CLOUDS"):      # a running AIO of the developer's
+        yield Path(os.environ["VNETBENCH_AIO_CLOUDS"])
+        return
     state = Path(tempfile.mkdtemp(prefix="vnbaio-", dir="/var/tmp"))
     argv = [*AIO, "up", "--state", str(state), "--image", str(aio_image)]
     if os.environ.get("VNETBENCH_AIO_PORT_BASE"):
         argv += ["--port-base", os.environ["VNETBENCH_AIO_PORT_BASE"]]
     up = subprocess.run(argv, capture_output=True, text=True, timeout=1200, cwd=REPO)
+    ok = False
     try:
-        assert up.returncode == 0, f"aio up failed:\n{up.stderr[-4000:]}"
+        assert up.returncode == 0, f"aio up failed (logs kept in {state}/logs):\n{up.stderr[-4000:]}"
         print(up.stderr.strip().splitlines()[-1])
         yield Path(up.stdout.strip().splitlines()[-1])
+        ok = True
     finally:
         down = subprocess.run([*AIO, "down", "--state", str(state)], capture_output=True,
                               text=True, timeout=300, cwd=REPO)
         assert down.returncode == 0, f"aio down failed:\n{down.stderr[-2000:]}"
-        shutil.rmtree(state, ignore_errors=True)
+        if ok:          # else keep DIR/logs (all that down leaves) for the failure's story
+            shutil.rmtree(state, ignore_errors=True)
