@@ -4,6 +4,7 @@ per session in a private state dir, torn down at the end (tools/aio/README.md)."
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -14,6 +15,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[3]
 AIO = [sys.executable, "-m", "vnetbench.aio"]
+BUSY = re.compile(r"is in use; another AIO|inside the AIO subnet")
 
 
 @pytest.fixture(scope="session")
@@ -30,15 +32,18 @@ def aio_cloud(aio_image):
     """Path of the clouds.yaml of a running all-in-one cloud (clouds vnetbench-aio, admin,
     and vnetbench-aio-demo, a project member). Its state dir is outside pytest's private
     temp tree: QEMU, running as libvirt's user, must reach the instances' disks.
+    Ports and subnet: the first of 19000+100k / 198.19.(250-k).0/24 that no other AIO holds.
     VNETBENCH_AIO_CLOUDS=PATH uses a running AIO's clouds.yaml instead (left running)."""
     if os.environ.get("VNETBENCH_AIO_CLOUDS"):      # a running AIO of the developer's
         yield Path(os.environ["VNETBENCH_AIO_CLOUDS"])
         return
     state = Path(tempfile.mkdtemp(prefix="vnbaio-", dir="/var/tmp"))
-    argv = [*AIO, "up", "--state", str(state), "--image", str(aio_image)]
-    if os.environ.get("VNETBENCH_AIO_PORT_BASE"):
-        argv += ["--port-base", os.environ["VNETBENCH_AIO_PORT_BASE"]]
-    up = subprocess.run(argv, capture_output=True, text=True, timeout=1200, cwd=REPO)
+    for slot in range(8):       # another session's AIO may hold the first ports and subnet
+        argv = [*AIO, "up", "--state", str(state), "--image", str(aio_image),
+                "--port-base", str(19000 + 100 * slot), "--cidr", f"198.19.{250 - slot}.0/24"]
+        up = subprocess.run(argv, capture_output=True, text=True, timeout=1200, cwd=REPO)
+        if up.returncode != 2 or not BUSY.search(up.stderr):
+            break
     ok = False
     try:
         assert up.returncode == 0, f"aio up failed (logs kept in {state}/logs):\n{up.stderr[-4000:]}"
