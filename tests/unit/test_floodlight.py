@@ -254,3 +254,7 @@ def test_packet_in_path_meters_each_port_then_the_whole_switch(global_rate):
         assert meters == {1: (200, 32), 2: (200, 32)}
         assert not [f for f in flows if f.table_id == floodlight.PACKET_IN_TABLE]
     assert isinstance(sent[-1], ofproto_v1_3_parser.OFPBarrierRequest)
+    clear = sent[0]                      # Floodlight's handshake: clearAllFlowMods first
+    assert isinstance(clear, ofproto_v1_3_parser.OFPFlowMod)
+    assert clear.command == ofproto_v1_3.OFPFC_DELETE and clear.table_id == ofproto_v1_3.OFPTT_ALL
+    assert not list(clear.match.items())

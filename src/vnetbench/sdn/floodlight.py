@@ -183,7 +183,8 @@ class Floodlight(app_manager.OSKenApp):
 
     def _packet_in_path(self, dp, ports: dict, fresh=True):
         """Table miss -> controller; with a limit, per ingress port through its own meter,
-        then (with a global limit) through the bridge's meter in table 1."""
+        then (with a global limit) through the bridge's meter in table 1. ``fresh`` (the
+        master's handshake with the switch): every flow and meter is deleted first."""
         ofp, parser = dp.ofproto, dp.ofproto_parser
         to_ctl = [parser.OFPActionOutput(ofp.OFPP_CONTROLLER, ofp.OFPCML_NO_BUFFER)]
         apply = parser.OFPInstructionActions(ofp.OFPIT_APPLY_ACTIONS, to_ctl)
@@ -191,6 +192,12 @@ class Floodlight(app_manager.OSKenApp):
         grate = self.opts.get("packet_in_global_rate", 0)
         punt = [parser.OFPInstructionGotoTable(PACKET_IN_TABLE)] if grate else [apply]
         if fresh:
+            # Floodlight's handshake deletes every pre-existing flow (Controller.OFChannelHandler
+            # .sendFeatureReplyConfiguration: sw.clearAllFlowMods()), so a restarted controller
+            # starts from an empty table, not from flows pointing where a VM no longer is
+            dp.send_msg(parser.OFPFlowMod(dp, table_id=ofp.OFPTT_ALL, command=ofp.OFPFC_DELETE,
+                                          out_port=ofp.OFPP_ANY, out_group=ofp.OFPG_ANY,
+                                          match=parser.OFPMatch()))
             dp.send_msg(parser.OFPMeterMod(dp, ofp.OFPMC_DELETE, 0, ofp.OFPM_ALL))
             if grate:
                 self._meter(dp, GLOBAL_METER, grate, self.opts["packet_in_global_burst"])
