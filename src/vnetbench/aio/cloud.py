@@ -142,6 +142,11 @@ class Aio:
             if not port_free(self.lay.port(name)):
                 raise VnetbenchError(f"aio: port {self.lay.port(name)} ({name}) is in use; another "
                                      "AIO up? pass --port-base to use other ports")
+        if Path("/sys/class/net/ovs-netdev").exists():
+            # the netdev datapath's own tap has this fixed name: one per network namespace
+            raise VnetbenchError("aio: an OVS userspace datapath already runs in the root namespace "
+                                 "(link ovs-netdev: another AIO?); two cannot share it; take that "
+                                 "one down first ('aio down --state ITS_DIR')")
         net = ipaddress.ip_network(self.lay.cidr)
         addrs = _run(["ip", "-o", "addr", "show"], "ip addr")
         for line in addrs.splitlines():
