@@ -18,7 +18,8 @@ from vnetbench.traffic import ping
 
 from leaks import leftovers
 
-KINDS = ["linuxbridge", "ovs", "ovs-openflow", "ovn"]
+KINDS = ["linuxbridge", "ovs", "ovs-openflow", "ovn", "vrouter"]
+NTYPE = {"vrouter": "gre"}          # MPLS over GRE; the others on vxlan
 
 
 def _ping(dep, src, dst, count=3, interval=0.1):
@@ -46,7 +47,7 @@ def testbeds(caps, state_dir):
 
 @pytest.mark.parametrize("kind", KINDS)
 def test_migration_and_vswitch_restart(testbeds, kind, tmp_path):
-    dep = testbeds(kind)
+    dep = testbeds(kind, NTYPE.get(kind, "vxlan"))
     results = tmp_path / "faults.jsonl"
     f = Faults(dep, results)
     live = f.migrate("cross-b", "h1", live=True, peer="same-a")

@@ -162,7 +162,10 @@ def wait_converged(run_dir: Path, testbed, timeout=READY_TIMEOUT_S, since: float
 
 
 class VRouterHost(OvsHost):
-    """An OVS host whose bridge belongs to its vRouter agent."""
+    """An OVS host whose bridge belongs to its vRouter agent (no flows of its own)."""
+
+    def configure(self, datapath: str) -> None:
+        self.vsctl(*self._transaction(datapath))
 
     def _transaction(self, datapath: str) -> list[str]:
         ctx, host = self.ctx, self.host
@@ -186,7 +189,8 @@ class VRouterHost(OvsHost):
                 tx += ["--", "set", "Interface", gre, "type=gre", "options:packet_type=legacy_l3",
                        f"options:remote_ip={peer.underlay_ip}", f"options:local_ip={host.underlay_ip}"]
         for i, (port, qos) in enumerate(ctx.qos_ports(host.name)):
-            tx += qos_columns(port, i, qos, own)
+            if not qos.egress:     # egress limits are refused (capabilities.EGRESS_NOT)
+                tx += qos_columns(port, i, qos, own)
         tx += _bridge(names.ovs_phy, datapath, own)
         tx += ["--", "set", "Interface", names.ovs_phy, f"mtu_request={tb.network.underlay_mtu}"]
         tx += _port(names.ovs_phy, names.uplink, own)
