@@ -72,3 +72,15 @@ def test_a_recycled_pid_is_not_ours():
     me = {"pid": os.getpid(), "start": start_time(os.getpid())}
     assert alive(me)
     assert not alive({**me, "start": me["start"] - 1})
+
+
+DATA = Path(__file__).parent.parent / "data" / "aio"
+
+
+def test_a_daemons_last_error_line_is_the_exception_not_oslos_closing_line():
+    from vnetbench.aio.procs import _tail, log_lines
+    log = DATA / "nova-compute-domain-race.log"        # recorded: nova-compute died at start
+    assert _tail(log).endswith("libvirt.libvirtError: Domain not found: no domain with matching "
+                               "uuid '85160f9c-f3a6-4421-b14e-dda9e8f793eb' (vnb-aa1da6-same-b)")
+    from vnetbench.aio.cloud import RACE
+    assert any(RACE in ln for ln in log_lines(log, 60))

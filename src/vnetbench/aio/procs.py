@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -84,13 +85,22 @@ class Daemons:
 
 
 def _tail(path: Path) -> str:
-    try:
-        lines = [ln for ln in path.read_text(errors="replace").splitlines() if ln.strip()]
-    except OSError:
+    lines = log_lines(path)
+    if lines is None:
         return "no log"
     # the last error line says more than a traceback's closing frame
     errors = [ln for ln in lines[-60:] if " ERROR " in ln or " CRITICAL " in ln]
     return (errors or lines or ["no output"])[-1][-300:]
+
+
+def log_lines(path: Path, last: int = 200) -> list[str] | None:
+    """The log's last non-blank lines, colour codes and oslo's bare closing lines dropped."""
+    try:
+        text = path.read_text(errors="replace")
+    except OSError:
+        return None
+    lines = [ln.replace("\x1b[00m", "").rstrip() for ln in text.splitlines()[-last:]]
+    return [ln for ln in lines if ln and not re.search(r" (ERROR|WARNING|INFO) \S+ ?(\[[^]]*\])?$", ln)]
 
 
 def wait_port(port: int, name: str, timeout_s: float, entry: dict | None = None,
