@@ -3,7 +3,8 @@ through openstacksdk, two servers of the pinned flavor (hw:cpu_policy=dedicated)
 the one compute host from the project's guest image on the shared flat provider network;
 each takes its address from the config drive (there is no DHCP agent), the runner reaches
 both over SSH with the keypair's key, and each pings the other. As admin, the live domain
-XML shows every vCPU pinned, to distinct host CPUs."""
+XML shows every vCPU pinned, to distinct host CPUs. And Heat (api + engine) makes and
+deletes a member's stack."""
 
 from __future__ import annotations
 
@@ -101,3 +102,33 @@ def test_pinned_pair_on_the_flat_network_reach_each_other(aio_cloud, demo, keypa
             demo.compute.delete_server(s, ignore_missing=True)
         for s in servers:
             demo.compute.wait_for_delete(s, wait=120)
+
+
+HOT = """heat_template_version: 2021-04-16
+resources:
+  net: {type: OS::Neutron::Net, properties: {name: aio-smoke-tenant}}
+  subnet:
+    type: OS::Neutron::Subnet
+    properties: {network: {get_resource: net}, cidr: 198.18.77.0/24, enable_dhcp: false}
+  word: {type: OS::Heat::RandomString, properties: {length: 8}}
+outputs:
+  word: {value: {get_attr: [word, value]}}
+"""
+
+
+def test_heat_stack_of_a_project_member(aio_cloud, demo, tmp_path):
+    """Heat (api + engine) creates and deletes a stack for a non-admin member: a tenant
+    network of the cloud's default type (vxlan) with a subnet, and a random string."""
+    template = tmp_path / "smoke.yaml"
+    template.write_text(HOT)
+    stack = demo.create_stack(f"aio-smoke-{tmp_path.name[-12:]}", template_file=str(template),
+                              wait=True, timeout=300)
+    try:
+        assert stack.status == "CREATE_COMPLETE", stack.status_reason
+        outputs = {o["output_key"]: o["output_value"] for o in stack.outputs}
+        assert len(outputs["word"]) == 8
+        net = demo.network.find_network("aio-smoke-tenant", ignore_missing=False)
+        assert net.project_id == demo.current_project_id
+    finally:
+        assert demo.delete_stack(stack.id, wait=True)
+    assert demo.network.find_network("aio-smoke-tenant") is None
