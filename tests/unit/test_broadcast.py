@@ -34,3 +34,14 @@ def test_icmp_frame_checksums_are_valid():
 
 def test_parse_takes_the_last_json_line():
     assert bc.parse('{"ready": true}\n{"received": 12}\n') == {"received": 12}
+
+
+def test_native_commands_run_the_go_tool_with_the_same_flags():
+    """Guests have no Python: the same arguments go to vnetbench-flowgen's bcast modes."""
+    p = bc.SendParams("eth0", "icmp", "198.19.1.1", "198.19.1.255", 500, 2, 77)
+    py, go = bc.send_command(p), bc.send_command(p, native=True)
+    assert go[0].endswith("vnetbench-flowgen") and go[1] == "bcast-send"
+    assert go[2:] == py[4:]
+    c = bc.CountParams("eth0", "icmp", "198.19.1.1", "198.19.1.255", 3, 77)
+    assert bc.count_command(c, native=True)[1:2] == ["bcast-count"]
+    assert bc.count_command(c, native=True)[2:] == bc.count_command(c)[4:]

@@ -5,6 +5,10 @@
 //	vnetbench-flowgen client -target IP -ports PORTS -rate N -duration S -deadline MS
 //	                         [-sources IP,IP...] [-timeout MS] [-write BYTES] [-max-lag MS] [-json]
 //
+// and the broadcast tool for guests without Python (bcast.go):
+//
+//	vnetbench-flowgen bcast-send|bcast-count -iface IF -kind arp|icmp ...
+//
 // PORTS is a list like 5000-5063 or 5000,5002,6000-6009.
 //
 // The server accepts on every port and never closes first: it reads until the client
@@ -57,7 +61,7 @@ const (
 
 func main() {
 	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: vnetbench-flowgen server|client [flags] (-h for flags)")
+		fmt.Fprintln(os.Stderr, "usage: vnetbench-flowgen server|client|bcast-send|bcast-count [flags] (-h for flags)")
 		os.Exit(2)
 	}
 	raiseFileLimit()
@@ -67,8 +71,12 @@ func main() {
 		err = serverMain(os.Args[2:])
 	case "client":
 		err = clientMain(os.Args[2:])
+	case "bcast-send":
+		err = bcastSendMain(os.Args[2:])
+	case "bcast-count":
+		err = bcastCountMain(os.Args[2:])
 	default:
-		err = fmt.Errorf("unknown mode %q: want server or client", os.Args[1])
+		err = fmt.Errorf("unknown mode %q: want server, client, bcast-send or bcast-count", os.Args[1])
 	}
 	if errors.Is(err, flag.ErrHelp) {
 		os.Exit(0)

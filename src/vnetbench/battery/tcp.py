@@ -42,8 +42,11 @@ def _one(dep, src, dst, used, seconds, verify):
     if not verify:
         with iperf3_server(dep, dst):
             return iperf3.parse(dep.exec(src, client, timeout=seconds + 30).stdout), {}
-    argv = mss.capture_command("eth0", iperf3.DEFAULT_PORT, count=4, syn_only=True)
-    with iperf3_server(dep, dst), capture(dep, src, argv) as captured:
+    # on the host side of the sender's port: the wire as the vSwitch sees it, whatever
+    # the VM is (a namespace, a guest whose capture would run over its command channel)
+    host, port = dep.vm_port(src)
+    argv = mss.capture_command(port, iperf3.DEFAULT_PORT, count=4, syn_only=True)
+    with iperf3_server(dep, dst), capture(dep, src, argv, host=host) as captured:
         res = iperf3.parse(dep.exec(src, client, timeout=seconds + 30).stdout)
         check = mss.wire_check(used, captured())
     return res, {k: check[k] for k in ("syn_mss", "mss_on_wire", "mss_ok")}

@@ -80,15 +80,24 @@ class Ssh:
                                  f"{done.returncode}: {tail[:200]}")
         return done
 
+    def _master(self) -> subprocess.Popen:
+        return subprocess.Popen(self.master_argv(), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                stderr=subprocess.PIPE, text=True, start_new_session=True)
+
     def open(self, timeout_s: float = 60) -> subprocess.Popen:
-        """Start the master and wait until it serves; the caller owns the process."""
-        p = subprocess.Popen(self.master_argv(), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                             stderr=subprocess.PIPE, text=True, start_new_session=True)
+        """Start the master and wait until it serves; the caller owns the process. A
+        master that gives up early (a guest too starved to finish the banner exchange in
+        time) is started again until TIMEOUT_S."""
+        p = self._master()
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             if p.poll() is not None:
                 tail = (p.stderr.read().strip().splitlines() or ["no output"])[-1]
-                raise VnetbenchError(f"guest {self.address}: SSH connection failed: {tail[:200]}")
+                if time.monotonic() + self.connect_timeout_s > deadline:
+                    raise VnetbenchError(f"guest {self.address}: SSH connection failed: {tail[:200]}")
+                time.sleep(1)
+                p = self._master()
+                continue
             if subprocess.run(self.check_argv(), capture_output=True, timeout=10).returncode == 0:
                 return p
             time.sleep(0.2)

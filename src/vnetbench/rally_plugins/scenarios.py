@@ -19,8 +19,6 @@ RTT_KEYS = ("rtt_mean_ms", "rtt_sd_ms", "rtt_p50_ms", "rtt_p99_ms", "loss_pct", 
 class _Base(scenario.Scenario):
     """Attach to the context's testbed; write every Result to the records file."""
 
-    PYTHON_IN_VM = False            # the family's in-VM tool is vnetbench's own Python
-
     def _deployment(self):
         """The context's testbed, or None when this machine cannot build it (N/A)."""
         info = self.context["vnetbench"]
@@ -28,12 +26,7 @@ class _Base(scenario.Scenario):
             return None
         os.environ["VNETBENCH_STATE_DIR"] = info["state_dir"]
         from vnetbench.testbed import deployment
-        dep = deployment.attach(info["run_id"])
-        if self.PYTHON_IN_VM and dep.backend != "netns":
-            info["unsupported"] = (f"{self.TEST} runs vnetbench's own Python tool inside the VMs, "
-                                   f"and the {dep.backend} backend's guest image has no Python")
-            return None
-        return dep
+        return deployment.attach(info["run_id"])
 
     def _not_applicable(self, test):
         """Record and show N/A with the missing feature: a measured outcome, not a skip."""
@@ -181,7 +174,6 @@ class UdpStream(_Base):
 @scenario.configure(name="VnetBench.broadcast", platform="default")
 class Broadcast(_Base):
     TEST = "broadcast"
-    PYTHON_IN_VM = True
 
     def run(self, kinds=("arp", "icmp"), rate_pps=1000, seconds=5, repetitions=3, placements=None):
         """ARP requests / ICMP to the broadcast address at a set rate; loss counted at the peer.

@@ -72,6 +72,10 @@ class Deployment(Protocol):
     def vswitch_pids(self, host: str) -> dict:
         """{program: pid} of the vSwitch daemons this run started on HOST."""
 
+    def vm_pidfiles(self, host: str) -> list[Path]:
+        """Pidfiles of the host-side processes that are HOST's VMs (QEMU), for its
+        collector; none where a VM is no process (a namespace)."""
+
     def controller_pids(self) -> dict:
         """{name: pid} of the run's controller daemons (none for kinds without one)."""
 

@@ -37,6 +37,9 @@ class SshGuests:
         tied = ["sh", "-c", _TIED, "sh", *by_name(argv)]
         p = subprocess.Popen(self.ssh(vm).argv(tied), stdin=subprocess.PIPE, start_new_session=True,
                              **kwargs)
+        # the tie is held, not offered: communicate() would close it and so end the remote
+        # process before its result (a counter's, a capture's) is printed
+        p.tie, p.stdin = p.stdin, None
         self.run.record("process", pid=p.pid, starttime=proc.starttime(p.pid), vm=vm,
                         argv=list(map(str, argv)))
         return p

@@ -3,7 +3,10 @@ at a set rate from one VM, counted where they arrive in another VM.
 
 The executor part (``*_command``, ``parse``) is pure. Running this module is the
 tool itself (``python -m vnetbench.traffic.broadcast send|count ...``): raw
-AF_PACKET frames, paced by a monotonic clock, one JSON line of results.
+AF_PACKET frames, paced by a monotonic clock, one JSON line of results. Guests carry
+no Python: there the same tool in Go runs (``vnetbench-flowgen bcast-send|bcast-count``,
+tools/flowgen/bcast.go: the same frames, flags and JSON lines), chosen with
+``native=True``.
 """
 
 from __future__ import annotations
@@ -44,14 +47,21 @@ class CountParams:
     marker: int
 
 
-def send_command(p: SendParams) -> list[str]:
-    return [sys.executable, "-m", "vnetbench.traffic.broadcast", "send", "--iface", p.iface,
+def _tool(mode: str, native: bool) -> list[str]:
+    if native:
+        from vnetbench.traffic import flowgen
+        return [flowgen.binary(), f"bcast-{mode}"]
+    return [sys.executable, "-m", "vnetbench.traffic.broadcast", mode]
+
+
+def send_command(p: SendParams, native: bool = False) -> list[str]:
+    return [*_tool("send", native), "--iface", p.iface,
             "--kind", p.kind, "--src-ip", p.src_ip, "--target-ip", p.target_ip,
             "--rate", str(p.rate_pps), "--seconds", f"{p.seconds:g}", "--marker", str(p.marker)]
 
 
-def count_command(p: CountParams) -> list[str]:
-    return [sys.executable, "-m", "vnetbench.traffic.broadcast", "count", "--iface", p.iface,
+def count_command(p: CountParams, native: bool = False) -> list[str]:
+    return [*_tool("count", native), "--iface", p.iface,
             "--kind", p.kind, "--src-ip", p.src_ip, "--target-ip", p.target_ip,
             "--seconds", f"{p.seconds:g}", "--marker", str(p.marker)]
 

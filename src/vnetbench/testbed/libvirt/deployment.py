@@ -15,6 +15,7 @@ from vnetbench.testbed.netns.deployment import Deployment as NetnsDeployment
 from vnetbench.testbed.sshguests import SshGuests
 
 URI = "qemu:///system"
+PIDFILES = Path("/run/libvirt/qemu")      # the system libvirtd's <domain>.pid per guest
 
 
 def connect(uri: str = URI):
@@ -51,15 +52,25 @@ class LibvirtDeployment(SshGuests, NetnsDeployment):
         return Ssh(address, self.run.dir / "guest-key", Path(f"/tmp/vnbmux-{self.run_id}"),
                    netns=n.mgmt_ns)
 
+    def vm_pidfiles(self, host: str) -> list[Path]:
+        n = dom.Names(self.run_id)
+        return [PIDFILES / f"{n.domain(v.name)}.pid" for v in self.testbed.vms if v.host == host]
+
+    def uri(self, host: str) -> str:
+        """The libvirt URI of HOST's hypervisor (runs from before URIs were kept: local)."""
+        return self.run.meta().get("libvirt_uris", {}).get(host, URI)
+
     def status(self) -> dict:
         st = super().status()
-        conn = connect()
-        try:
-            names = {d.name(): d.isActive() for d in conn.listAllDomains()}
-        finally:
-            conn.close()
+        names = {}
+        for uri in dict.fromkeys(self.uri(h.name) for h in self.testbed.hosts):
+            conn = connect(uri)
+            try:
+                names.update({d.name(): d.isActive() for d in conn.listAllDomains()})
+            finally:
+                conn.close()
         for vm in st["vms"]:
             name = dom.Names(self.run_id).domain(vm["name"])
-            vm.update(domain=name, present=bool(names.get(name)))
+            vm.update(domain=name, present=bool(names.get(name)), uri=self.uri(vm["host"]))
         st["backend"] = self.backend
         return st

@@ -104,6 +104,9 @@ class Deployment:
                 continue
         return pids
 
+    def vm_pidfiles(self, host: str) -> list[Path]:
+        return []                       # a VM is a namespace, not a process
+
     def controller_pids(self) -> dict:
         """{name: pid} of the run's controller daemons (none for kinds without one),
         from the pidfiles of the controller directory."""
