@@ -41,12 +41,16 @@ def clk_tck() -> int:
 
 def thread_class(comm: str, process: str) -> str:
     """Class of one thread: main/handler/revalidator/pmd/urcu for ovs-vswitchd;
-    vcpu ("CPU 0/KVM"), vhost (the "vhost-PID" workers that kernels >= 6.4 run
-    inside QEMU) or other for qemu; ``"all"`` for the threads of any other process."""
+    for qemu vcpu ("CPU 0/KVM", or "CPU 0/TCG" where QEMU emulates the CPU), vhost (the
+    "vhost-PID" workers that kernels >= 6.4 run inside QEMU), iothread ("IO <id>") or
+    emulator (the main loop, which runs the user-space virtio-net backend without
+    vhost, and its workers); ``"all"`` for the threads of any other process."""
     if process == QEMU:
-        if re.fullmatch(r"CPU \d+/KVM", comm):
+        if re.fullmatch(r"CPU \d+/(KVM|TCG)", comm):
             return "vcpu"
-        return "vhost" if comm.startswith("vhost-") else "other"
+        if comm.startswith("vhost-"):
+            return "vhost"
+        return "iothread" if comm.startswith("IO ") else "emulator"
     if process != "ovs-vswitchd":
         return ALL_THREADS
     for prefix, name in OVS_THREAD_CLASSES:
@@ -189,14 +193,17 @@ def match_name(proc: Path, pid: int, comm: str, names: Iterable[str]) -> str | N
 def process_name(proc: Path, pid: int) -> str | None:
     """A process's name: its comm when that is a known vSwitch process (a Python
     controller names itself, e.g. osken-manager, while its exe is the interpreter),
-    else its exe basename, else its comm; None if gone."""
+    "qemu" for a QEMU executable, else its exe basename, else its comm; None if gone."""
     comm = (_read(proc / str(pid) / "comm") or "").rstrip("\n")
     if comm in VSWITCH_PROCESSES:
         return comm
     for name in VSWITCH_PROCESSES:     # a longer name the kernel cut to COMM_LEN
         if len(comm) == COMM_LEN and name.startswith(comm):
             return name
-    return _exe(proc, pid) or comm or None
+    exe = _exe(proc, pid)
+    if exe in QEMU_PROCESSES:       # a VM given by pid (a libvirt pidfile): component qemu
+        return QEMU
+    return exe or comm or None
 
 
 def qualified(name: str, stem: str | None) -> str:

@@ -323,7 +323,8 @@ def test_qemu_vcpu_vhost_worker_and_vhost_kernel_threads(proc):
     m, lab = "vnetbench_vswitch_cpu_seconds_total", dict(host="cn1", vswitch="ovs", component="qemu")
     assert value(r, m, thread_class="vcpu", **lab) == pytest.approx(5.0)
     assert value(r, m, thread_class="vhost", **lab) == pytest.approx(0.4)
-    assert value(r, m, thread_class="other", **lab) == pytest.approx(0.2)
+    assert value(r, m, thread_class="emulator", **lab) == pytest.approx(0.19)
+    assert value(r, m, thread_class="iothread", **lab) == pytest.approx(0.01)
     assert value(r, m, host="cn1", vswitch="ovs", component="vhost",
                  thread_class="kernel") == pytest.approx(0.7)
     assert value(r, "vnetbench_vswitch_processes", host="cn1", vswitch="ovs", component="qemu") == 2
@@ -466,3 +467,22 @@ def test_full_scan_at_most_every_rescan_s_and_early_when_a_process_is_gone(proc,
     shutil.rmtree(proc / "61")
     now[0] = 11.0
     assert value(r, m, **lab) == 1 and len(scans) == 3        # gone: rescanned at once
+
+
+def test_tcg_guest_given_by_pidfile_is_qemu_and_not_data_plane(proc):
+    """A libvirt guest under TCG, exported by its pidfile (the embedded testbed: no scan by
+    name, which would take other users' VMs): its threads are vcpu/iothread/emulator of
+    component qemu, and none of its time enters the data-plane split."""
+    add_process(proc, 70, "qemu-system-x86_64", [
+        (70, "qemu-system-x86", 30, 10), (71, "CPU 0/TCG", 500, 20), (72, "IO mon_iothread", 2, 0),
+        (73, "call_rcu", 1, 0)])
+    add_process(proc, 80, "qemu-system-x86_64", [(81, "CPU 0/TCG", 900, 0)])    # not ours
+    col = VSwitchCollector("h1", "ovs", proc=proc, hz=HZ, pid_source=lambda: [10, 70], qemu=False)
+    r = scrape(col)
+    m, lab = "vnetbench_vswitch_cpu_seconds_total", dict(host="h1", vswitch="ovs", component="qemu")
+    assert value(r, m, thread_class="vcpu", **lab) == pytest.approx(5.2)
+    assert value(r, m, thread_class="iothread", **lab) == pytest.approx(0.02)
+    assert value(r, m, thread_class="emulator", **lab) == pytest.approx(0.41)
+    assert value(r, "vnetbench_vswitch_processes", host="h1", vswitch="ovs", component="qemu") == 1
+    split = [s for f in r.collect() for s in f.samples if s.name.startswith("vnetbench_dataplane")]
+    assert split and not [s for s in split if s.labels.get("component") == "qemu"]

@@ -177,11 +177,12 @@ def test_exposition_parses_back_to_the_same_values():
 
 # ---------------------------------------------------------------- watch.collector_argv
 
-def fake_dep(tmp_path, kind, pids):
+def fake_dep(tmp_path, kind, pids, guests=()):
     return SimpleNamespace(run=SimpleNamespace(dir=tmp_path / "run"),
                            testbed=SimpleNamespace(vswitch=SimpleNamespace(kind=SimpleNamespace(value=kind))),
                            vswitch_pids=lambda host: dict(pids),
-                           host_file=lambda host, name: tmp_path / "run" / host / name)
+                           host_file=lambda host, name: tmp_path / "run" / host / name,
+                           vm_pidfiles=lambda host: [Path(f"/run/libvirt/qemu/{g}.pid") for g in guests])
 
 
 def parse_collector(argv):
@@ -220,6 +221,17 @@ def test_collector_argv_linux_bridge_host(tmp_path):
     assert args.no_processes and args.no_datapath and args.no_qemu
     assert args.pidfile == [] and args.ovs_target is None
     assert args.cpus == frozenset({1})
+
+
+def test_collector_argv_exports_the_hosts_guests_by_pidfile(tmp_path):
+    """libvirt guests: their QEMU processes by pidfile (never by name: other users' VMs)."""
+    for kind, pids in (("linuxbridge", {}), ("ovs", {"ovs-vswitchd": 101})):
+        dep = fake_dep(tmp_path, kind, pids, guests=["vnb-abc123-same-a", "vnb-abc123-same-b"])
+        args = parse_collector(watch.collector_argv(dep, SimpleNamespace(name="h1", cpus=(0,)),
+                                                    tmp_path / "p"))
+        assert {Path("/run/libvirt/qemu/vnb-abc123-same-a.pid"),
+                Path("/run/libvirt/qemu/vnb-abc123-same-b.pid")} <= set(args.pidfile)
+        assert args.no_qemu
 
 
 # ---------------------------------------------------------------- commands

@@ -103,7 +103,7 @@ def test_collectors_count_ovn_controller_on_its_host_and_northd_dbs_as_controlle
     dep = SimpleNamespace(run=SimpleNamespace(dir=run),
                           testbed=SimpleNamespace(vswitch=SimpleNamespace(kind=VSwitchKind.OVN)),
                           vswitch_pids=lambda h: {"ovs-vswitchd": 1, "ovsdb-server": 2, "ovn-controller": 3},
-                          host_file=lambda h, name: run / h / name)
+                          host_file=lambda h, name: run / h / name, vm_pidfiles=lambda h: [])
     dep.controller_pids = lambda: Deployment.controller_pids(dep)
     assert dep.controller_pids() == {"ovn-northd": 9, "ovsdb-server-nb": 7, "ovsdb-server-sb": 8}
     argv = watch.collector_argv(dep, SimpleNamespace(name="h1", cpus=(0,)), run / "c.port")

@@ -30,7 +30,8 @@ def _argv(host: str, kind: str, port_file: Path, cpus, probe_file: Path | None) 
 
 def collector_argv(dep, host, port_file: Path, probe_file: Path | None = None) -> list[str]:
     """The collector of one emulated host: its own daemons (by pidfile), its CPUs,
-    its ovs-vswitchd for datapath counters, the testbed's interrupt-time probe.
+    its ovs-vswitchd for datapath counters, the testbed's interrupt-time probe, its
+    guests' QEMU processes where VMs are guests.
     A Linux bridge host has no daemons: only its kernel (softirq) metrics are exported."""
     argv = _argv(host.name, dep.testbed.vswitch.kind.value, port_file, host.cpus, probe_file)
     daemons = dep.vswitch_pids(host.name)
@@ -39,7 +40,9 @@ def collector_argv(dep, host, port_file: Path, probe_file: Path | None = None) -
         argv += ["--ovs-target", str(dep.host_file(host.name, "ovs-vswitchd.ctl"))]
     else:
         argv += ["--no-processes", "--no-datapath"]
-    return argv
+    # the host's guests (QEMU) by their pidfiles: vCPU, iothread and emulator threads,
+    # never taken for the data plane; by pid, not by name (other users' VMs stay out)
+    return argv + [f"--pidfile={path}" for path in dep.vm_pidfiles(host.name)]
 
 
 def controller_argv(dep, port_file: Path, probe_file: Path | None = None) -> list[str] | None:
