@@ -85,6 +85,22 @@ def _progress(quiet):
 
 # -- testbed -----------------------------------------------------------------
 
+def libvirt_uris(items):
+    """--libvirt-uri values: none (local), one URI for every host, or HOST=URI each."""
+    if not items:
+        return None
+    named = {}
+    for item in items:
+        host, sep, uri = item.partition("=")
+        if not sep or "://" in host or "://" not in uri:
+            if len(items) > 1:
+                raise VnetbenchError(f"--libvirt-uri {item!r}: with several, write each as "
+                                     "HOST=URI, e.g. h2=qemu+ssh://root@h2/system")
+            return item
+        named[host] = uri
+    return named
+
+
 def cmd_up(args):
     from vnetbench.monitor import server, watch
     from vnetbench.testbed.loader import load
@@ -105,7 +121,8 @@ def cmd_up(args):
 
 def _backend_options(args) -> dict:
     if args.backend == "libvirt":
-        return {"image_dir": Path(args.image or "vm-images/build"), "memory_mib": args.memory}
+        return {"image_dir": Path(args.image or "vm-images/build"), "memory_mib": args.memory,
+                "uris": libvirt_uris(args.libvirt_uri)}
     if args.backend == "openstack":
         if not args.cloud:
             raise VnetbenchError("testbed up --backend openstack: name the cloud with --cloud NAME "
@@ -328,8 +345,20 @@ def cmd_demo(args):
 
 def cmd_compare(args):
     from vnetbench import compare
-    res = compare.run(args.profile, args.vswitch, args.network, Path(args.results),
-                      monitor=not args.no_monitor)
+    image = str(Path(args.image).resolve()) if args.backend == "libvirt" and not args.run else None
+    if image:
+        from vnetbench.image.build import boot_files     # fail now, not once per testbed
+        boot_files(Path(image))
+    vswitches, networks = args.vswitch, args.network
+    if args.run:                # the one column the running testbed is
+        from vnetbench.testbed import deployment
+        dep = deployment.attach(args.run)
+        args.run = dep.run_id
+        vswitches, networks = [dep.testbed.vswitch.kind.value], [dep.testbed.network.type.value]
+    res = compare.run(args.profile, vswitches, networks, Path(args.results),
+                      monitor=not args.no_monitor,
+                      testbed={"backend": args.backend, "image": image, "placements": args.placement,
+                               "run": args.run})
     print(res["table"])
     print(f"wall time: {res['seconds']:.0f} s   Rally task: {res['uuid']}")
     print(f"Rally HTML report:  {res['dir'] / 'rally-report.html'}")
@@ -401,6 +430,9 @@ def _parser():
                    "collectors on the compute nodes (host-side CPU)")
     s.add_argument("--timeout", type=float, default=900,
                    help="openstack: seconds for the stack to complete")
+    s.add_argument("--libvirt-uri", action="append", metavar="[HOST=]URI",
+                   help="libvirt: the hypervisor of every host, or of HOST (repeatable; default "
+                   "qemu:///system), e.g. qemu+ssh://root@localhost/system")
     s.add_argument("--json", action="store_true")
     s.add_argument("-q", "--quiet", action="store_true")
     s.set_defaults(func=cmd_up)
@@ -445,7 +477,9 @@ def _parser():
     image_commands.add_parsers(sub)
 
     s = sub.add_parser("compare", help="the battery over vSwitch x network type through Rally")
-    s.add_argument("--profile", choices=["quick", "full"], default="quick")
+    s.add_argument("--profile", choices=["smoke", "quick", "full"], default="quick",
+                   help="smoke: the path works (slow guests, tests); quick: a smoke comparison "
+                   "in about a quarter of an hour; full: the seed's durations (hours)")
     s.add_argument("--vswitch", action="append", choices=VSWITCH_CHOICES,
                    help="with --network: every vswitch x network combination instead of the "
                    "default columns (linuxbridge/flat, ovs-openflow/vxlan, ovs/vxlan, "
@@ -454,6 +488,14 @@ def _parser():
     s.add_argument("--results", default="results", help="directory for reports and records")
     s.add_argument("--no-monitor", action="store_true",
                    help="run without Prometheus (no collectors, results not pushed)")
+    s.add_argument("--backend", choices=["netns", "libvirt"], default="netns",
+                   help="what a VM is: a namespace, or a QEMU guest from --image (default: %(default)s)")
+    s.add_argument("--image", default="vm-images/build",
+                   help="libvirt: directory with vmlinuz + initrd.img (make image; default: %(default)s)")
+    s.add_argument("--placement", action="append", choices=["same-host", "cross-host"],
+                   help="only these VM pair placements (default: both)")
+    s.add_argument("--run", help="measure this running testbed (id or name; one column, kept up) "
+                   "instead of building one per workload: boot slow guests once")
     s.set_defaults(func=cmd_compare)
 
     from vnetbench.testbed.model import NetType, VSwitchKind

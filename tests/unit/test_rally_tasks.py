@@ -13,7 +13,8 @@ from rally.task import engine, task_cfg
 
 TASKS = sorted((Path(__file__).resolve().parents[2] / "rally-tasks").glob("*.yaml"))
 ARGS = [{}, {"vswitch": "linuxbridge", "network": "flat"}, {"vswitch": "ovs", "network": "geneve"},
-        {"vswitch": "ovs", "network": "vxlan", "backend": "libvirt", "image": "/srv/image"}]
+        {"vswitch": "ovs", "network": "vxlan", "backend": "libvirt", "image": "/srv/image"},
+        {"run": "1ea255", "profile": "smoke"}]
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -42,7 +43,7 @@ def test_there_are_task_files():
 
 
 @pytest.mark.parametrize("path", TASKS, ids=[p.name for p in TASKS])
-@pytest.mark.parametrize("args", ARGS, ids=["defaults", "lb-flat", "ovs-geneve", "libvirt"])
+@pytest.mark.parametrize("args", ARGS, ids=["defaults", "lb-flat", "ovs-geneve", "libvirt", "borrowed-run"])
 def test_task_renders_and_validates(path, args):
     config = validate(render(path, **args))
     names = {w["name"] for s in config.subtasks for w in s["workloads"]}

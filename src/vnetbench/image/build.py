@@ -195,6 +195,15 @@ def build(out: Path, cache: Path, formats=("kernel", "raw", "qcow2"), flowgen: P
                  seconds=round(time.monotonic() - t0, 2))
 
 
+def boot_files(image_dir: Path) -> tuple[Path, Path]:
+    """(kernel, initrd) of a built image directory, or one clear error saying how to build it."""
+    kernel, initrd = image_dir / "vmlinuz", image_dir / "initrd.img"
+    if not (kernel.is_file() and initrd.is_file()):
+        raise PrerequisiteError(f"{image_dir}: no vmlinuz + initrd.img; build the guest image "
+                                f"with 'make image' (or vnetbench image build --out {image_dir})")
+    return kernel.resolve(), initrd.resolve()
+
+
 def default_flowgen() -> Path | None:
     path = Path(sys.executable).parent / "vnetbench-flowgen"
     return path if path.exists() else None

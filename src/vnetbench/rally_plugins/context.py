@@ -29,7 +29,7 @@ def _backend_options(cfg) -> dict:
     from pathlib import Path
     repo = Path(__file__).resolve().parents[3]
     return {"image_dir": Path(cfg.get("image") or repo / "vm-images" / "build"),
-            "memory_mib": cfg.get("memory_mib", 256)}
+            "memory_mib": cfg.get("memory_mib", 256), "uris": cfg.get("libvirt_uri")}
 
 
 # context key -> the openstack backend's option of the same name (stack.Options)
@@ -75,6 +75,13 @@ class VnetbenchTestbed(context.Context):
             "gateway": {"type": "string", "description": "openstack: SSH jump host to the VMs"},
             "prometheus": {"type": "string", "description": "openstack: URL of the Prometheus "
                            "scraping the collectors on the compute nodes"},
+            "libvirt_uri": {"description": "libvirt: the hypervisor URI of every host (a string) "
+                            "or of some ({host: URI}); default qemu:///system",
+                            "oneOf": [{"type": "string"}, {"type": "object",
+                                                           "additionalProperties": {"type": "string"}}]},
+            "run": {"type": "string", "description": "measure the running testbed of this run "
+                    "(id or name, in $VNETBENCH_STATE_DIR) instead of building one; it is left up "
+                    "(slow-booting guests: boot once, run every task file)"},
         },
     }
     DEFAULT_CONFIG = {"vswitch": "ovs", "network": "vxlan", "placements": list(PLACEMENTS),
@@ -87,6 +94,8 @@ class VnetbenchTestbed(context.Context):
         from vnetbench.testbed import capabilities
         from vnetbench.testbed.loader import load, loads
         cfg = self.config
+        if cfg.get("run"):
+            return self._borrow(cfg)
         cpus = sorted(os.sched_getaffinity(0))
         if cfg.get("file"):
             tb = load(cfg["file"], online_cpus=cpus)
@@ -111,9 +120,17 @@ class VnetbenchTestbed(context.Context):
                                      "results": cfg["results"], "testbed": tb.name,
                                      "monitor": mon and mon.id}
 
+    def _borrow(self, cfg):
+        """An existing testbed: measured as it is, never torn down by this context."""
+        from vnetbench.testbed import deployment
+        dep = deployment.attach(cfg["run"])
+        self.context["vnetbench"] = {"run_id": dep.run_id, "state_dir": str(state_root()),
+                                     "results": cfg["results"], "testbed": dep.testbed.name,
+                                     "monitor": dep.run.meta().get("monitor"), "borrowed": True}
+
     def cleanup(self):
         info = self.context.get("vnetbench")
-        if not info or "run_id" not in info:
+        if not info or "run_id" not in info or info.get("borrowed"):
             return
         from vnetbench.testbed import deployment
         errors = deployment.attach(info["run_id"]).down()

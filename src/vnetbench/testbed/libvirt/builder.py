@@ -19,11 +19,12 @@ from pathlib import Path
 
 from pyroute2 import IPRoute, NetNS, netns
 
-from vnetbench.errors import BuildError, PrerequisiteError, VnetbenchError
+from vnetbench.errors import BuildError, VnetbenchError
 from vnetbench.image import recipe
+from vnetbench.image.build import boot_files
 from vnetbench.state import Run
 from vnetbench.testbed.libvirt import domain as dom
-from vnetbench.testbed.libvirt.deployment import LibvirtDeployment, connect
+from vnetbench.testbed.libvirt.deployment import URI, LibvirtDeployment, connect
 from vnetbench.testbed.netns import builder as netns_builder
 from vnetbench.testbed.netns import links, proc
 from vnetbench.testbed.netns.names import Names as NetnsNames
@@ -32,27 +33,49 @@ from vnetbench.testbed.netns.teardown import teardown
 READY_TIMEOUT_S = 180          # TCG boots of several guests at once on 2 CPUs
 
 
-def image_files(image_dir: Path) -> tuple[Path, Path]:
-    kernel, initrd = image_dir / "vmlinuz", image_dir / "initrd.img"
-    if not (kernel.is_file() and initrd.is_file()):
-        raise PrerequisiteError(f"{image_dir}: no vmlinuz + initrd.img; build the guest image "
-                                f"with 'make image' (or vnetbench image build --out {image_dir})")
-    return kernel.resolve(), initrd.resolve()
+def host_uris(testbed, uris) -> dict[str, str]:
+    """{host: libvirt URI}: URIS is None (local qemu:///system), one URI for every host,
+    or {host: URI} (hosts not named stay local). An unknown host is a one-line error."""
+    if uris is None or isinstance(uris, str):
+        return {h.name: uris or URI for h in testbed.hosts}
+    names = [h.name for h in testbed.hosts]
+    bad = sorted(set(uris) - set(names))
+    if bad:
+        raise VnetbenchError(f"libvirt URI for host {bad[0]!r}: the testbed has no such host; "
+                             f"use one of {', '.join(names)}")
+    return {h: uris.get(h, URI) for h in names}
 
 
-def up(testbed, image_dir: Path, memory_mib: int = 256, caps=None,
+def up(testbed, image_dir: Path, memory_mib: int = 256, caps=None, uris=None,
        progress=lambda msg: None) -> LibvirtDeployment:
-    kernel, initrd = image_files(Path(image_dir))
-    conn = connect()
-    domain_type = "kvm" if _kvm_usable(conn) else "qemu"
+    """URIS: the hypervisor of each emulated host (``host_uris``); a ``qemu+ssh://`` one
+    must reach this machine's libvirtd (the guests' taps and the hosts' vSwitches are
+    here), e.g. qemu+ssh://root@localhost/system."""
+    kernel, initrd = boot_files(Path(image_dir))
+    uris = host_uris(testbed, uris)
+    conns = {}
+    try:
+        for uri in dict.fromkeys(uris.values()):
+            conns[uri] = connect(uri)
+    except BaseException:
+        for c in conns.values():
+            c.close()
+        raise
+    domain_type = "kvm" if _kvm_usable() else "qemu"
     if domain_type == "qemu":
         progress("libvirt: no usable KVM here, guests run under TCG (slow but real)")
-    dep = netns_builder.up(testbed, caps=caps, progress=progress)
+    try:
+        dep = netns_builder.up(testbed, caps=caps, progress=progress)
+    except BaseException:
+        for c in conns.values():
+            c.close()
+        raise
     run = dep.run
     run.write_meta(backend="libvirt", image={"kernel": str(kernel), "initrd": str(initrd)},
-                   memory_mib=memory_mib, domain_type=domain_type)
+                   memory_mib=memory_mib, domain_type=domain_type, libvirt_uris=uris)
     try:
-        _Guests(run, testbed, conn, kernel, initrd, memory_mib, domain_type).build(progress)
+        _Guests(run, testbed, {h: conns[u] for h, u in uris.items()}, uris, kernel, initrd,
+                memory_mib, domain_type).build(progress)
     except BaseException as exc:
         errors = teardown(run)
         if isinstance(exc, (KeyboardInterrupt, SystemExit)):
@@ -62,19 +85,20 @@ def up(testbed, image_dir: Path, memory_mib: int = 256, caps=None,
         raise BuildError(f"{testbed.source}: libvirt guests of run {run.run_id} failed and the run "
                          f"was unwound: {detail}{left}") from exc
     finally:
-        conn.close()
+        for c in conns.values():
+            c.close()
     return LibvirtDeployment(run, testbed)
 
 
-def _kvm_usable(conn) -> bool:
+def _kvm_usable() -> bool:
     """KVM only where the host can boot a stock guest: this machine class's /dev/kvm runs
     PVM guests only (REFERENCE §4), so KVM is opt-in through VNETBENCH_LIBVIRT_KVM=1."""
     return os.environ.get("VNETBENCH_LIBVIRT_KVM") == "1" and os.path.exists("/dev/kvm")
 
 
 class _Guests:
-    def __init__(self, run: Run, testbed, conn, kernel, initrd, memory_mib, domain_type):
-        self.run, self.tb, self.conn = run, testbed, conn
+    def __init__(self, run: Run, testbed, conns, uris, kernel, initrd, memory_mib, domain_type):
+        self.run, self.tb, self.conns, self.uris = run, testbed, conns, uris
         self.kernel, self.initrd, self.memory, self.dtype = kernel, initrd, memory_mib, domain_type
         self.n, self.nn = dom.Names(run.run_id), NetnsNames(run.run_id)
 
@@ -92,7 +116,7 @@ class _Guests:
         progress(f"guests ready ({time.monotonic() - t0:.1f} s)")
         dep = LibvirtDeployment(self.run, self.tb)
         for vm in self.tb.vms:          # one master connection per guest, owned by the run
-            master = dep.ssh(vm.name).open(timeout_s=60)
+            master = dep.ssh(vm.name).open(timeout_s=120)   # TCG guests on a busy machine
             self.run.record("process", pid=master.pid, starttime=proc.starttime(master.pid),
                             vm=vm.name, argv=["ssh", "master"])
         self.run.write_meta(guests_ready_s=round(time.monotonic() - t0, 2))
@@ -143,8 +167,8 @@ class _Guests:
                           memory_mib=self.memory, kernel=str(self.kernel), initrd=str(self.initrd),
                           cmdline=recipe.cmdline(nics, key=key, mgmt=len(taps)),
                           nics=(*taps, mgmt), console=str(console), domain_type=self.dtype)
-        self.run.record("domain", name=guest.name)
-        d = self.conn.createXML(dom.domain_xml(guest), 0)
+        self.run.record("domain", name=guest.name, uri=self.uris[vm.host])
+        d = self.conns[vm.host].createXML(dom.domain_xml(guest), 0)
         _check_pinning(d, vm)
         vns = self.nn.vm_ns(vm.name)
         for k, (tap, _) in enumerate(taps):
