@@ -51,3 +51,27 @@ def test_domain_xml_for_every_example(path):
 
 def test_a_foreign_domain_has_no_run():
     assert dom.run_of("<domain type='kvm'><name>prod-db</name></domain>") is None
+
+
+def test_a_libvirt_uri_per_host():
+    from vnetbench.errors import VnetbenchError
+    from vnetbench.testbed.libvirt.builder import host_uris
+    tb = load(EXAMPLES[0], online_cpus=[0, 1])
+    hosts = [h.name for h in tb.hosts]
+    assert host_uris(tb, None) == dict.fromkeys(hosts, "qemu:///system")
+    ssh = "qemu+ssh://root@localhost/system"
+    assert host_uris(tb, ssh) == dict.fromkeys(hosts, ssh)
+    assert host_uris(tb, {hosts[-1]: ssh})[hosts[-1]] == ssh
+    assert host_uris(tb, {hosts[-1]: ssh})[hosts[0]] == "qemu:///system" or len(hosts) == 1
+    with pytest.raises(VnetbenchError, match="host 'nohost': the testbed has no such host"):
+        host_uris(tb, {"nohost": ssh})
+
+
+def test_cli_libvirt_uri_forms():
+    from vnetbench.cli import libvirt_uris
+    from vnetbench.errors import VnetbenchError
+    one = "qemu+ssh://root@localhost:2222/system?keyfile=/k&no_verify=1"
+    assert libvirt_uris(None) is None and libvirt_uris([one]) == one
+    assert libvirt_uris([f"h2={one}", "h1=qemu:///system"]) == {"h2": one, "h1": "qemu:///system"}
+    with pytest.raises(VnetbenchError, match="write each as HOST=URI"):
+        libvirt_uris([one, one])

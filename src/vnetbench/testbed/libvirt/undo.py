@@ -12,9 +12,9 @@ from vnetbench.testbed.libvirt import domain as dom
 
 
 def undo_domain(run, entry) -> None:
-    from vnetbench.testbed.libvirt.deployment import connect
+    from vnetbench.testbed.libvirt.deployment import URI, connect
     import libvirt
-    conn = connect()
+    conn = connect(entry.get("uri", URI))          # the hypervisor the domain was made on
     try:
         try:
             d = conn.lookupByName(entry["name"])
