@@ -76,6 +76,9 @@ class OpenstackDeployment(SshGuests):
     def vswitch_pids(self, host: str) -> dict:
         return {}
 
+    def vm_pidfiles(self, host: str) -> list[Path]:
+        return []       # a compute node's QEMUs are its own collector's (found there by name)
+
     def controller_pids(self) -> dict:
         return {}
 
