@@ -47,6 +47,9 @@ def test_domain_xml_for_every_example(path):
         assert [(i.find("target").get("dev"), i.find("mac").get("address")) for i in ifaces] == list(g.nics)
         assert all(i.get("type") == "ethernet" and i.find("target").get("managed") == "no" for i in ifaces)
         assert root.findtext("./os/cmdline") == "console=ttyS0 a=<b&c>"       # escaped, round-trips
+        # a clock finer than jiffies for the guest (its RTTs): ACPI PM timer and HPET
+        assert root.find("./features/acpi") is not None
+        assert root.find("./clock/timer[@name='hpet']").get("present") == "yes"
 
 
 def test_a_foreign_domain_has_no_run():

@@ -81,6 +81,10 @@ def domain_xml(g: Guest) -> str:
         f"<cputune>{pins}<emulatorpin cpuset='{cpuset}'/></cputune>"
         f"<os><type arch='x86_64' machine='pc'>hvm</type><kernel>{escape(g.kernel)}</kernel>"
         f"<initrd>{escape(g.initrd)}</initrd><cmdline>{escape(g.cmdline)}</cmdline></os>"
+        # ACPI (its PM timer) and an HPET give the guest a clocksource finer than jiffies:
+        # without them a TCG guest falls back to refined-jiffies (4 ms steps), its ping
+        # reports RTTs of 0 or 4 ms and gives up on a reply after 2 x that
+        f"<features><acpi/></features><clock offset='utc'><timer name='hpet' present='yes'/></clock>"
         f"<on_poweroff>destroy</on_poweroff><on_reboot>destroy</on_reboot><on_crash>destroy</on_crash>"
         # QEMU as root, files left as they are: the image and console live in the run's
         # own directories (as every other process of the embedded testbed runs as root)
