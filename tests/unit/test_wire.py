@@ -13,7 +13,8 @@ from vnetbench.traffic.probe import MAGIC
 DATA = Path(__file__).resolve().parents[1] / "data"
 RECORDED = {"encap-linuxbridge-flat": ("none", 0), "encap-linuxbridge-vxlan": ("VXLAN", 50),
             "encap-ovs-vxlan": ("VXLAN", 50), "encap-ovs-gre": ("GRE", 42),
-            "encap-ovn-geneve": ("Geneve", 58), "encap-ovs-vlan": ("VLAN", 0)}
+            "encap-ovn-geneve": ("Geneve", 58), "encap-ovs-vlan": ("VLAN", 0),
+            "encap-vrouter-gre": ("MPLSoGRE", 28)}
 
 
 def needle(marker):
@@ -40,8 +41,8 @@ def test_recorded_frames_classify_as_captured(name):
 
 
 def test_mpls_over_gre_is_named_with_its_28_bytes():
-    """Constructed (no recording until a kind sends it): Ethernet / IPv4 / GRE (0x8847) /
-    one MPLS label, bottom of stack / the inner IPv4 / UDP probe."""
+    """Constructed, beside vrouter's recording: Ethernet / IPv4 / GRE (0x8847) / one MPLS
+    label, bottom of stack / the inner IPv4 / UDP probe."""
     inner_udp = struct.pack("!HHHH", 1000, 2000, 8 + 16, 0) + needle(9) + bytes(8)
     inner = struct.pack("!BBHHHBBH4s4s", 0x45, 0, 20 + len(inner_udp), 0, 0, 64, 17, 0,
                         bytes(4), bytes(4)) + inner_udp
