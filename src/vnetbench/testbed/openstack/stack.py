@@ -40,7 +40,7 @@ class Options:
     prometheus: str = ""                # URL of the Prometheus scraping the collectors
     clouds_yaml: str | None = None
     timeout_s: float = 900              # stack creation deadline
-    ready_timeout_s: float = 300        # SSH into every guest after the stack is complete
+    ready_timeout_s: float = 600        # SSH into every guest after the stack is complete (TCG boots)
 
     def __post_init__(self):
         if not self.cloud:
