@@ -60,5 +60,24 @@ def error(exc, resource: str) -> CloudError:
     code = getattr(exc, "status_code", None)
     fix = FIXES.get(code, "see the service's log; the request was: " + resource)
     what = f"HTTP {code}: " if code else ""
-    detail = (str(getattr(exc, "details", None) or exc).strip().splitlines() or ["no detail"])[0]
+    detail = (_body_message(exc) or str(getattr(exc, "details", None) or exc)).strip()
+    detail = (detail.splitlines() or ["no detail"])[0]
     return CloudError(f"{resource}: {what}{detail[:200]}; {fix}")
+
+
+def _body_message(exc) -> str:
+    """The service's own message from the error reply (Heat: error.message; Nova,
+    Neutron: the first value's message), where the exception carries the response."""
+    try:
+        body = exc.response.json()
+    except Exception:
+        return ""
+    if not isinstance(body, dict):
+        return ""
+    err = body.get("error")
+    if isinstance(err, dict) and err.get("message"):
+        return f"{err.get('type', '')}: {err['message']}".lstrip(": ")
+    for value in body.values():
+        if isinstance(value, dict) and value.get("message"):
+            return str(value["message"])
+    return str(body.get("explanation") or body.get("message") or "")
