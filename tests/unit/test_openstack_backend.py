@@ -453,3 +453,20 @@ def test_shared_dedicated_cpus_unwind_the_stack(fake_cloud):
     with pytest.raises(BuildError, match="host CPU 2 of cmp1 is also same-a's"):
         builder.up(_tb(["same-host"], network="flat"), cloud_name="c", network="n")
     assert fake_cloud.heat.stacks == {}
+
+
+class HeatBadRequest(Exception):
+    status_code = 400
+    details = "Bad Request"
+    response = SimpleNamespace(json=lambda: {
+        "code": 400, "title": "Bad Request", "explanation": "The server could not comply",
+        "error": {"type": "StackValidationFailed", "traceback": None,
+                  "message": "Property error: resources.vm_a.properties.flavor: Error validating "
+                             "value 'nope': The Flavor ID (nope) could not be found."}})
+
+
+def test_api_errors_carry_the_services_own_message():
+    text = str(cloud.error(HeatBadRequest(), "creating stack vnb-0a1b2c"))
+    assert text.startswith("creating stack vnb-0a1b2c: HTTP 400: StackValidationFailed: Property "
+                           "error: resources.vm_a.properties.flavor")
+    assert "\n" not in text
