@@ -384,8 +384,9 @@ class FakeCloud:
     def create_stack(self, name, tags, template_file, environment_files, **params):
         journal = "".join(p.read_text() for p in self.state_dir.glob("*/journal.jsonl"))
         assert f'"name": "{name}"' in journal, "stack created before it was journaled"
+        assert isinstance(tags, str), "Heat's create API takes tags comma-separated"
         self.created = dict(params, template_file=template_file, environment_files=environment_files)
-        stack = _stack(name, tags)
+        stack = _stack(name, tags.split(","))
         stack.outputs = [{"output_key": "pairs", "output_value": [
             {"placement": "same-host",
              "a": {"server": "s-a", "name": "a", "port": "p-a", "ip": "198.19.250.10",

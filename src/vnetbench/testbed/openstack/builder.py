@@ -69,7 +69,8 @@ class _Build:
         progress(f"openstack: creating stack {name} on cloud {self.opts.cloud} "
                  f"({'admin' if self.admin else 'not admin'})")
         try:
-            self.conn.create_stack(name, tags=st.tags(self.run.run_id),
+            # Heat's API takes the tags of a new stack comma-separated (a list is a 400)
+            self.conn.create_stack(name, tags=",".join(st.tags(self.run.run_id)),
                                    template_file=str(st.TEMPLATE),
                                    environment_files=[str(st.environment(self.tb))],
                                    rollback=False, wait=False,
