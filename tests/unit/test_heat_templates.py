@@ -174,13 +174,16 @@ def test_heat_resolves_two_vnets_with_one_cidr_and_a_qos_limit(resolved):
 def test_heat_resolves_a_pair_member(resolved):
     r, free = resolved["member"], resolved["free-member"]
     assert _props(r, "group")["policies"] == ["affinity"]
-    a, b = _props(r, "port_a"), _props(r, "port_b")
-    assert (a["mac_address"], b["mac_address"]) == ("fa:00:00:00:00:03", "fa:00:00:00:00:04")
-    assert a["qos_policy"] is None and b["qos_policy"] == "p"
+    a, b = _props(r, "port_a")["value_specs"], _props(r, "port_b")["value_specs"]
+    assert a == {"mac_address": "fa:00:00:00:00:03"}
+    assert b == {"mac_address": "fa:00:00:00:00:04", "qos_policy_id": "p"}
     assert _props(r, "vm_a")["availability_zone"] == "nova:cmp1"
     assert _props(r, "vm_a")["scheduler_hints"] == {"group": "group"}
     assert "group" not in free["resources"] and _props(free, "vm_a")["scheduler_hints"] is None
-    assert _props(free, "port_a")["mac_address"] is None
+    assert _props(free, "port_a")["value_specs"] == {}
+    # no string property left null: Heat reads null as '' and validates that
+    for name in ("port_a", "port_b"):
+        assert "mac_address" not in _props(free, name) and "qos_policy" not in _props(free, name)
 
 
 def test_heat_rejects_what_create_would_reject(tmp_path):
