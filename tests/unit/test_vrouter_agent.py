@@ -10,7 +10,7 @@ from os_ken.lib.packet import dhcp as osdhcp, packet
 from vnetbench.sdn import dhcp
 from vnetbench.sdn.vrouter import (
     BCAST_LABEL_BASE, COOKIE_LEARNED, LABEL_BASE, T_CLASSIFY, T_FLOOD, T_FLOW, T_ROUTE, VROUTER_MAC,
-    Agent, Delete, Flow, FlowSetup, flow_key,
+    Agent, Delete, Flow, FlowSetup, Meter, flow_key,
 )
 from vnetbench.sdn.vrouter_app import packet_fields
 
@@ -54,6 +54,17 @@ def test_vm_port_gets_proxy_arp_label_and_local_route():
         {"kind": "vm", "vnet": "vnet1", "ip": "198.19.1.3", "label": LABEL_BASE + 4, "nh": "198.18.0.1"},
         {"kind": "bcast", "vnet": "vnet1", "ip": "198.18.0.1", "label": BCAST_LABEL_BASE + 1,
          "nh": "198.18.0.1"}]
+
+
+def test_an_egress_limit_is_a_meter_on_what_the_vm_sends():
+    cfg = config()
+    cfg["ifaces"]["tpx-2-0"]["egress"] = [10000, 8000]
+    a = Agent(cfg)
+    out = a.port_up("tpx-2-0", 4)
+    assert out[0] == Meter(4, 10000, 8000)                  # before the flows that use it
+    ip = [f for f in flows(out, T_CLASSIFY) if dict(f.match) == {"in_port": 4, "eth_type": 0x0800}][0]
+    assert ip.actions[0] == ("meter", 4)
+    assert not any(isinstance(d, Meter) for d in agent().port_up("tpx-2-0", 4))   # no limit, no meter
 
 
 def test_learned_routes_push_the_remote_label_and_replicate_broadcast():

@@ -44,7 +44,8 @@ BROADCAST = "ff:ff:ff:ff:ff:ff"
 class Flow:
     """One OpenFlow entry; actions are tuples ('output', port), ('set_field', name,
     value), ('push_mpls', ethertype), ('pop_mpls', ethertype), ('goto', table),
-    ('metadata', value), ('move', src, dst, bits), ('controller',), ('in_port',)."""
+    ('metadata', value), ('meter', id), ('move', src, dst, bits), ('controller',),
+    ('in_port',)."""
     table: int
     priority: int
     match: tuple
@@ -62,14 +63,25 @@ class Delete:
 
 
 @dataclasses.dataclass(frozen=True)
+class Meter:
+    """An OpenFlow meter (kbit/s, drop band): a VM interface's egress limit; id 0 means
+    delete every meter (a fresh pipeline)."""
+    id: int
+    kbps: int
+    burst_kbits: int
+
+
+@dataclasses.dataclass(frozen=True)
 class Iface:
-    """A VM interface the agent serves (from the builder's config)."""
+    """A VM interface the agent serves (from the builder's config); ``egress``: its
+    [kbit/s, burst kbit] limit on what the VM sends, or None."""
     port: str
     vm: str
     vnet: str
     mac: str
     ip: str
     prefixlen: int
+    egress: tuple | None = None
 
 
 def _m(**kw) -> tuple:
@@ -152,7 +164,8 @@ class Agent:
         self.opts = config["options"]
         self.vrfs = {name: i + 1 for i, name in enumerate(config["vnets"])}
         self.cidrs = dict(config["cidrs"])
-        self.ifaces = {p: Iface(**i) for p, i in config["ifaces"].items()}
+        self.ifaces = {p: Iface(**{**i, "egress": tuple(i["egress"]) if i.get("egress") else None})
+                       for p, i in config["ifaces"].items()}
         self.tunnels = dict(config["tunnels"])       # peer underlay IP -> GRE port name
         self.ofports: dict[str, int] = {}            # port name -> OpenFlow port number
         self.learned: dict[tuple, dict] = {}         # route key -> route from the control node
@@ -178,7 +191,7 @@ class Agent:
 
     def base(self) -> list:
         """The pipeline's skeleton: defaults of every table, the fabric side."""
-        out = [Delete(table=t) for t in (T_CLASSIFY, T_FLOW, T_ROUTE, T_FLOOD)]
+        out = [Delete(table=t) for t in (T_CLASSIFY, T_FLOW, T_ROUTE, T_FLOOD)] + [Meter(0, 0, 0)]
         out += [Flow(T_CLASSIFY, 0, (), ()), Flow(T_ROUTE, 0, (), ()), Flow(T_FLOOD, 0, (), ()),
                 Flow(T_FLOW, 0, (), (("controller",),))]
         return out
@@ -191,6 +204,7 @@ class Agent:
             return []
         vrf, n = self.vrfs[iface.vnet], ofport
         cidr = self.cidrs[iface.vnet]
+        limit = (("meter", n),) if iface.egress else ()     # what the VM sends, metered
         proxy_arp = (("move", "eth_src", "eth_dst", 48), ("set_field", "eth_src", VROUTER_MAC),
                      ("set_field", "arp_op", 2), ("move", "arp_sha", "arp_tha", 48),
                      ("set_field", "arp_sha", VROUTER_MAC), ("move", "arp_tpa", "reg0", 32),
@@ -200,8 +214,9 @@ class Agent:
                Flow(T_CLASSIFY, 290, _m(in_port=n, eth_type=ARP), ()),
                Flow(T_CLASSIFY, 270, _m(in_port=n, eth_type=IP, eth_dst=("01:00:00:00:00:00",
                                                                          "01:00:00:00:00:00")),
-                    (("metadata", vrf), ("goto", T_FLOOD))),
-               Flow(T_CLASSIFY, 260, _m(in_port=n, eth_type=IP), (("metadata", vrf), ("goto", T_FLOW))),
+                    limit + (("metadata", vrf), ("goto", T_FLOOD))),
+               Flow(T_CLASSIFY, 260, _m(in_port=n, eth_type=IP),
+                    limit + (("metadata", vrf), ("goto", T_FLOW))),
                Flow(T_CLASSIFY, 250, _m(in_port=n), ()),
                Flow(T_CLASSIFY, 200, _m(eth_type=MPLS, mpls_label=self.label(port)),
                     (("pop_mpls", IP), ("set_field", "eth_src", VROUTER_MAC),
@@ -209,6 +224,8 @@ class Agent:
                Flow(T_ROUTE, 100, _m(metadata=vrf, eth_type=IP, ipv4_dst=iface.ip),
                     (("set_field", "eth_src", VROUTER_MAC), ("set_field", "eth_dst", iface.mac),
                      ("output", n)))]
+        if iface.egress:
+            out.insert(0, Meter(n, *iface.egress))
         if self.opts["dhcp"]:
             out.append(Flow(T_CLASSIFY, 280, _m(in_port=n, eth_type=IP, ip_proto=17, udp_src=68,
                                                 udp_dst=67), (("controller",),)))

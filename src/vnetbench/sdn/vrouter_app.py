@@ -17,7 +17,7 @@ from os_ken.lib.packet import ipv4, packet, tcp, udp
 from os_ken.ofproto import ofproto_v1_3
 
 from vnetbench.sdn import dhcp
-from vnetbench.sdn.vrouter import T_FLOW, Agent, Delete, Flow, flow_key
+from vnetbench.sdn.vrouter import T_FLOW, Agent, Delete, Flow, Meter, flow_key
 
 LOG = logging.getLogger("vnetbench.vrouter")
 SETTINGS: dict = {}          # set by vnetbench.sdn.vrouter_agent before the app starts
@@ -171,6 +171,11 @@ class VRouterAgent(app_manager.OSKenApp):
     @staticmethod
     def _message(dp, d):
         ofp, parser = dp.ofproto, dp.ofproto_parser
+        if isinstance(d, Meter):
+            if d.id == 0:
+                return parser.OFPMeterMod(dp, ofp.OFPMC_DELETE, 0, ofp.OFPM_ALL)
+            band = parser.OFPMeterBandDrop(rate=d.kbps, burst_size=d.burst_kbits)
+            return parser.OFPMeterMod(dp, ofp.OFPMC_ADD, ofp.OFPMF_KBPS | ofp.OFPMF_BURST, d.id, [band])
         match = parser.OFPMatch(**{k: _value(v) for k, v in d.match})
         if isinstance(d, Delete):
             kw = {"cookie": d.cookie, "cookie_mask": (1 << 64) - 1} if d.cookie is not None else {}
@@ -183,10 +188,13 @@ class VRouterAgent(app_manager.OSKenApp):
                 inst.append(parser.OFPInstructionGotoTable(a[1]))
             elif op == "metadata":
                 inst.append(parser.OFPInstructionWriteMetadata(a[1], (1 << 64) - 1))
+            elif op == "meter":
+                inst.insert(0, parser.OFPInstructionMeter(a[1]))
             else:
                 actions.append(_action(ofp, parser, a))
-        if actions:
-            inst.insert(0, parser.OFPInstructionActions(ofp.OFPIT_APPLY_ACTIONS, actions))
+        if actions:       # after a meter instruction, before metadata/goto
+            at = 1 if inst and isinstance(inst[0], parser.OFPInstructionMeter) else 0
+            inst.insert(at, parser.OFPInstructionActions(ofp.OFPIT_APPLY_ACTIONS, actions))
         assert isinstance(d, Flow)
         return parser.OFPFlowMod(dp, table_id=d.table, priority=d.priority, cookie=d.cookie,
                                  idle_timeout=d.idle_timeout, match=match, instructions=inst)

@@ -65,14 +65,12 @@ LB_NEEDS = {NetType.FLAT: (), NetType.VLAN: ("vlan",), NetType.VXLAN: ("vxlan",)
 LB_NOT_WIRED = (NetType.GRE, NetType.GENEVE)   # point-to-point devices: not built yet
 IMPLEMENTED = (VSwitchKind.LINUXBRIDGE, VSwitchKind.OVS, VSwitchKind.OVS_OPENFLOW, VSwitchKind.OVN,
                VSwitchKind.VROUTER)
-# kinds whose controller or agent owns the flow table: an egress meter would have to be
-# in its flows, and neither model has one
+# kinds whose controller owns the flow table and meters nothing (vrouter's agent puts an
+# egress limit's meter into its own flows)
 EGRESS_NOT = {
     VSwitchKind.OVS_OPENFLOW: "an egress bandwidth limit needs the flows to carry a meter, and the "
                               "reactive controller (Floodlight v0.90 model) owns the flow table and "
                               "meters nothing",
-    VSwitchKind.VROUTER: "an egress bandwidth limit needs the flows to carry a meter, and the "
-                         "vRouter agent owns the flow table and meters nothing",
 }
 OVS_KINDS = (VSwitchKind.OVS, VSwitchKind.OVS_OPENFLOW, VSwitchKind.OVN, VSwitchKind.VROUTER)
 

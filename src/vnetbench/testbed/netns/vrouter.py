@@ -46,9 +46,11 @@ def agent_config(ctx, host) -> dict:
     ifaces = {}
     for vm_i, vm in enumerate(tb.vms):
         for k, nic in enumerate(vm.nics):
+            egress = [nic.qos.max_kbps, nic.qos.max_burst_kbits] if nic.qos and nic.qos.egress else None
             ifaces[n.vm_port(vm_i, k)] = {"port": n.vm_port(vm_i, k), "vm": vm.name, "vnet": nic.vnet,
                                          "mac": nic.mac, "ip": str(nic.ip),
-                                         "prefixlen": tb.vnet(nic.vnet).cidr.prefixlen}
+                                         "prefixlen": tb.vnet(nic.vnet).cidr.prefixlen,
+                                         "egress": egress}
     tunnels = {str(p.underlay_ip): n.gre_port(ctx.host_index(p.name))
                for p in tb.hosts if p.name != host.name}
     return {"host": host.name, "underlay_ip": str(host.underlay_ip),
@@ -189,7 +191,7 @@ class VRouterHost(OvsHost):
                 tx += ["--", "set", "Interface", gre, "type=gre", "options:packet_type=legacy_l3",
                        f"options:remote_ip={peer.underlay_ip}", f"options:local_ip={host.underlay_ip}"]
         for i, (port, qos) in enumerate(ctx.qos_ports(host.name)):
-            if not qos.egress:     # egress limits are refused (capabilities.EGRESS_NOT)
+            if not qos.egress:     # egress: the agent's meter on what the VM sends
                 tx += qos_columns(port, i, qos, own)
         tx += _bridge(names.ovs_phy, datapath, own)
         tx += ["--", "set", "Interface", names.ovs_phy, f"mtu_request={tb.network.underlay_mtu}"]
