@@ -126,3 +126,10 @@ def test_throughput_record_keeps_its_brackets_for_the_spread():
     rec = Result(test="rfc2544_throughput", labels={}, samples={k: [v] for k, v in metrics.items()})
     s = spread.of(rec, "ndr_fps")
     assert s.kind == "search" and (s.lo, s.hi) == (metrics["ndr_fps"], metrics["ndr_upper_fps"])
+
+
+def test_a_top_below_mlrsearchs_default_minimum_load():
+    """A slow path (a TCG guest: a few thousand frames/s) is searched, not refused."""
+    dev = Device(2_000, 3_000)
+    ndr, pdr, trials = mlr.ndr_pdr(dev, 50, 4_670, 1, 2.0, 40)
+    assert ndr.rate <= 2_000 < ndr.upper and pdr.rate <= 3_000 < pdr.upper

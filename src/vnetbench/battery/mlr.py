@@ -82,8 +82,13 @@ def ndr_pdr(trial, lo: float, hi: float, trial_s: float, resolution_pct: float,
         pdr_goal = ndr_goal
     config = Config()
     config.goals = (ndr_goal,) if pdr_goal == ndr_goal else (ndr_goal, pdr_goal)
-    config.max_load = hi               # set before min_load: each must stay on its side
-    config.min_load = lo
+    # each bound must stay on its side of the other (defaults: min 9001, max 1e9 tps), so
+    # a top below the default minimum (a slow path: a TCG guest's few thousand frames/s)
+    # moves the minimum first
+    if hi > config.min_load:
+        config.max_load, config.min_load = hi, lo
+    else:
+        config.min_load, config.max_load = lo, hi
     config.search_duration_max = max_seconds
     config.warmup_duration = None
     search = MultipleLossRatioSearch(config=config)
