@@ -84,3 +84,60 @@ def test_a_daemons_last_error_line_is_the_exception_not_oslos_closing_line():
                                "uuid '85160f9c-f3a6-4421-b14e-dda9e8f793eb' (vnb-aa1da6-same-b)")
     from vnetbench.aio.cloud import RACE
     assert any(RACE in ln for ln in log_lines(log, 60))
+
+
+class _FakeCloud:
+    """Just what Aio._wait_compute reads: a hypervisor, a live OVS agent, PCPU inventory."""
+    class compute:
+        hypervisors = staticmethod(lambda details: [object()])
+
+    class network:
+        agents = staticmethod(lambda: [type("A", (), {"agent_type": "Open vSwitch agent",
+                                                      "is_alive": True})()])
+
+    class placement:
+        resource_providers = staticmethod(lambda: ["rp"])
+        resource_provider_inventories = staticmethod(
+            lambda rp: [type("I", (), {"resource_class": "PCPU"})()])
+
+
+def _dead_pid() -> int:
+    import subprocess
+    p = subprocess.Popen(["true"])
+    p.wait()
+    return p.pid
+
+
+def test_nova_compute_killed_by_the_domain_race_is_started_again(tmp_path, monkeypatch):
+    import os
+    import shutil
+    from vnetbench.aio.cloud import Aio
+    aio = Aio(tmp_path / "aio")
+    aio.lay.logs.mkdir(parents=True)
+    shutil.copy(DATA / "nova-compute-domain-race.log", aio.lay.logs / "nova-compute.log")
+    aio.journal.record("process", name="nova-compute", pid=_dead_pid(), start=1)
+    aio._compute_argv = ["nova-compute", "--config-file", "x"]
+    started = []
+
+    def start(name, argv, env=None):
+        started.append((name, argv))
+        aio.journal.record("process", name=name, pid=os.getpid(), start=start_time(os.getpid()))
+    monkeypatch.setattr(aio.daemons, "start", start)
+    monkeypatch.setattr(aio, "connect", lambda *a: _FakeCloud)
+    aio._wait_compute(timeout_s=10)
+    assert started == [("nova-compute", aio._compute_argv)]
+    assert [e["name"] for e in aio.current()] == ["nova-compute"] and alive(aio.current()[0])
+
+
+def test_any_other_exit_fails_up_with_the_daemons_last_error(tmp_path, monkeypatch):
+    import pytest
+    from vnetbench.aio.cloud import Aio
+    from vnetbench.errors import VnetbenchError
+    aio = Aio(tmp_path / "aio")
+    aio.lay.logs.mkdir(parents=True)
+    (aio.lay.logs / "nova-compute.log").write_text(
+        "2026-11-23 17:57:57.298 1 ERROR nova.cmd Error: no such option cpu_dedicated_set\n")
+    aio.journal.record("process", name="nova-compute", pid=_dead_pid(), start=1)
+    monkeypatch.setattr(aio, "connect", lambda *a: _FakeCloud)
+    with pytest.raises(VnetbenchError, match="nova-compute exited: .*no such option"):
+        aio._wait_compute(timeout_s=10)
