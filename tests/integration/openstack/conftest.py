@@ -9,6 +9,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 import pytest
@@ -32,11 +33,13 @@ def aio_cloud(aio_image):
     """Path of the clouds.yaml of a running all-in-one cloud (clouds vnetbench-aio, admin,
     and vnetbench-aio-demo, a project member). Its state dir is outside pytest's private
     temp tree: QEMU, running as libvirt's user, must reach the instances' disks.
-    Ports and subnet: the first of 19000+100k / 198.19.(250-k).0/24 that no other AIO holds.
+    Ports and subnet: the first of 19000+100k / 198.19.(250-k).0/24 that nothing holds; one
+    AIO per machine, so it first waits up to VNETBENCH_AIO_WAIT_S (300) s for another to go.
     VNETBENCH_AIO_CLOUDS=PATH uses a running AIO's clouds.yaml instead (left running)."""
     if os.environ.get("VNETBENCH_AIO_CLOUDS"):      # a running AIO of the developer's
         yield Path(os.environ["VNETBENCH_AIO_CLOUDS"])
         return
+    _wait_for_other_aio(float(os.environ.get("VNETBENCH_AIO_WAIT_S", "300")))
     state = Path(tempfile.mkdtemp(prefix="vnbaio-", dir="/var/tmp"))
     for slot in range(8):       # another session's AIO may hold the first ports and subnet
         argv = [*AIO, "up", "--state", str(state), "--image", str(aio_image),
@@ -56,3 +59,11 @@ def aio_cloud(aio_image):
         assert down.returncode == 0, f"aio down failed:\n{down.stderr[-2000:]}"
         if ok:          # else keep DIR/logs (all that down leaves) for the failure's story
             shutil.rmtree(state, ignore_errors=True)
+
+
+def _wait_for_other_aio(timeout_s: float) -> None:
+    """One AIO per machine (tools/aio/README.md): give another session's AIO that is being
+    torn down a bounded time to go; `up` then says which is in the way if it is still up."""
+    deadline = time.monotonic() + timeout_s
+    while Path("/sys/class/net/ovs-netdev").exists() and time.monotonic() < deadline:
+        time.sleep(5)
