@@ -23,7 +23,7 @@ READY = "vSwitches ready"        # progress line printed once the build is compl
 
 
 def vnetbench(*args) -> list[str]:
-    return [sys.executable, "-m", "vnetbench.cli", *args]
+    return [sys.executable, "-m", "vnetbench", *args]
 
 
 class _Lines(threading.Thread):

@@ -17,7 +17,7 @@ EXAMPLES = REPO / "examples"
 
 
 def vnetbench(*args, env=None, user=None, check=False):
-    argv = [sys.executable, "-m", "vnetbench.cli", *args]
+    argv = [sys.executable, "-m", "vnetbench", *args]
     if user:
         argv = ["setpriv", f"--reuid={user}", f"--regid={user}", "--clear-groups", *argv]
     done = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=120)

@@ -24,7 +24,7 @@ KILLS = 8
 
 
 def _vnetbench(*args, env):
-    return [sys.executable, "-m", "vnetbench.cli", *args]
+    return [sys.executable, "-m", "vnetbench", *args]
 
 
 @pytest.mark.parametrize("name", sorted(CRASHED))

@@ -92,12 +92,12 @@ def test_second_controller_instance_takes_over(testbeds):
 def test_cli_migrate_live_prints_the_downtime(testbeds, tmp_path):
     dep = testbeds("ovs-openflow")
     results = tmp_path / "r.jsonl"
-    done = subprocess.run([sys.executable, "-m", "vnetbench.cli", "fault", "migrate", "cross-b", "h1",
+    done = subprocess.run([sys.executable, "-m", "vnetbench", "fault", "migrate", "cross-b", "h1",
                            "--json", "--results", str(results)], capture_output=True, text=True,
                           timeout=60, env={**os.environ})
     assert done.returncode == 0, done.stderr
     out = json.loads(done.stdout.splitlines()[0])
     assert out["downtime_ms"] > 0 and results.exists()
-    bad = subprocess.run([sys.executable, "-m", "vnetbench.cli", "fault", "migrate", "cross-b", "h9"],
+    bad = subprocess.run([sys.executable, "-m", "vnetbench", "fault", "migrate", "cross-b", "h9"],
                          capture_output=True, text=True, timeout=60)
     assert bad.returncode == 2 and "no host named 'h9'" in bad.stderr

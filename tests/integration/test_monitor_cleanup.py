@@ -19,7 +19,7 @@ SEED = int(os.environ.get("VNETBENCH_CHAOS_SEED", time.time_ns() % 100000))
 
 
 def vnetbench(*args):
-    return [sys.executable, "-m", "vnetbench.cli", *args]
+    return [sys.executable, "-m", "vnetbench", *args]
 
 
 def test_cleanup_after_sigkill_while_attaching(state_dir, tmp_path, caps):

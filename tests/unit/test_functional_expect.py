@@ -50,7 +50,7 @@ def test_bad_file_is_one_line_naming_file_and_field(tmp_path, text, where):
 
 def test_cli_refuses_a_bad_file_before_running(tmp_path):
     p = write(tmp_path, "expect: {ovs: {isolation.unicast: ok}}\n")
-    done = subprocess.run([sys.executable, "-m", "vnetbench.cli", "functional", "--expect", str(p),
+    done = subprocess.run([sys.executable, "-m", "vnetbench", "functional", "--expect", str(p),
                            "--out", str(tmp_path / "out")], capture_output=True, text=True, timeout=60)
     assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
     assert "is not a verdict" in done.stderr and not (tmp_path / "out").exists()
