@@ -482,8 +482,8 @@ def _parser():
                    "in about a quarter of an hour; full: the seed's durations (hours)")
     s.add_argument("--vswitch", action="append", choices=VSWITCH_CHOICES,
                    help="with --network: every vswitch x network combination instead of the "
-                   "default columns (linuxbridge/flat, ovs-openflow/vxlan, ovs/vxlan, "
-                   "ovn/geneve)")
+                   "default columns (linuxbridge/flat, ovs-openflow/vxlan, vrouter/gre, "
+                   "ovs/vxlan, ovn/geneve)")
     s.add_argument("--network", action="append", choices=NETWORK_CHOICES)
     s.add_argument("--results", default="results", help="directory for reports and records")
     s.add_argument("--no-monitor", action="store_true",
