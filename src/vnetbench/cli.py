@@ -198,7 +198,9 @@ def cmd_down(args):
         errors = deployment.teardown(run)
         print(f"run {run.run_id} ({problem}): " + ("removed" if not errors else "; ".join(errors)))
         return 1 if errors else 0
+    from vnetbench.monitor import watch
     dep = deployment.of(run)
+    watch.settle(dep)
     errors = dep.down()
     if errors:
         for err in errors:

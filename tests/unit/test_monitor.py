@@ -243,6 +243,32 @@ def monitor_parser():
     return p
 
 
+class _CountingPrometheus:
+    """A monitor whose Prometheus scrapes one more target per query, and records them."""
+
+    def __init__(self, scraped=0, step=1):
+        self.scraped, self.step, self.queries, self.id = scraped, step, [], "m1"
+
+    def query(self, expr, at=None):
+        self.queries.append(expr)
+        self.scraped += self.step
+        return [{"value": [0, str(self.scraped)]}] if self.scraped else []
+
+
+def test_wait_scraped_until_every_target_of_the_run_has_a_fresh_scrape():
+    mon = _CountingPrometheus()
+    watch.wait_scraped(mon, "ab12cd", 3, after=1700000000.5, timeout=5)
+    assert len(mon.queries) == 3
+    assert mon.queries[0] == 'count(timestamp(up{run_id="ab12cd"} == 1) >= 1700000000.500)'
+
+
+def test_wait_scraped_names_the_run_and_the_count_when_prometheus_never_scrapes():
+    mon = _CountingPrometheus(scraped=1, step=0)
+    with pytest.raises(watch.BuildError, match=r"run ab12cd: Prometheus scraped 1 of its 2 "
+                                               r"collectors within 0 s \(monitor m1"):
+        watch.wait_scraped(mon, "ab12cd", 2, after=0, timeout=0.3)
+
+
 def test_monitor_up_parses(monitor_parser):
     args = monitor_parser.parse_args(["monitor", "up", "--data", "X"])
     assert (args.monitor_cmd, args.data, args.func) == ("up", "X", commands.cmd_up)

@@ -14,7 +14,7 @@ import sys
 import time
 from pathlib import Path
 
-from vnetbench.errors import BuildError
+from vnetbench.errors import BuildError, VnetbenchError
 from vnetbench.monitor.server import Monitor
 from vnetbench.testbed.deployment import CONTROLLER_DIR
 
@@ -59,8 +59,10 @@ def controller_argv(dep, port_file: Path, probe_file: Path | None = None) -> lis
             + ["--no-datapath", "--controller"])
 
 
-def watch(dep, mon: Monitor, timeout: float = 10.0) -> list[str]:
-    """Start the collectors and publish their targets; returns the targets."""
+def watch(dep, mon: Monitor, timeout: float = 10.0, scraped_within: float = 30.0) -> list[str]:
+    """Start the collectors, publish their targets and wait until Prometheus has
+    scraped every one (else a short-lived testbed's CPU may never reach the
+    dashboards); returns the targets."""
     started = []
     probe_file = dep.cpu_probe(wait=False)     # collectors use /proc/stat until it is up
     jobs = [(h.name, lambda pf, h=h: collector_argv(dep, h, pf, probe_file))
@@ -87,7 +89,43 @@ def watch(dep, mon: Monitor, timeout: float = 10.0) -> list[str]:
         "run_id": dep.run_id, "testbed": dep.testbed.name}}]))
     tmp.replace(path)
     dep.run.write_meta(monitor=mon.id)
+    wait_scraped(mon, dep.run_id, len(targets), after=0.0, timeout=scraped_within)
     return targets
+
+
+def _scraped(mon: Monitor, run_id: str, after: float) -> int:
+    """How many of the run's targets Prometheus last scraped successfully at or after AFTER."""
+    got = mon.query(f'count(timestamp(up{{run_id="{run_id}"}} == 1) >= {after:.3f})')
+    return int(float(got[0]["value"][1])) if got else 0
+
+
+def wait_scraped(mon: Monitor, run_id: str, n: int, after: float, timeout: float) -> None:
+    """Until each of the run's N targets has a successful scrape at or after AFTER
+    (a Unix time); BuildError naming the run and the count after TIMEOUT."""
+    deadline, seen = time.monotonic() + timeout, 0
+    while True:
+        seen = _scraped(mon, run_id, after)
+        if seen >= n:
+            return
+        if time.monotonic() > deadline:
+            raise BuildError(f"run {run_id}: Prometheus scraped {seen} of its {n} collectors "
+                             f"within {timeout:.0f} s (monitor {mon.id}: see its prometheus.log)")
+        time.sleep(0.2)
+
+
+def settle(dep, timeout: float = 5.0) -> None:
+    """Before a monitored testbed goes down: wait for one more scrape of its collectors,
+    so the counters' last values (the end of the last test) reach Prometheus. Best
+    effort: a gone monitor or a slow scrape never stops the teardown."""
+    from vnetbench.monitor import server
+    mon_id = dep.run.meta().get("monitor")
+    if not mon_id:
+        return
+    n = len(list(dep.run.dir.glob("collector-*.port")))
+    try:
+        wait_scraped(server.attach(mon_id), dep.run_id, n, time.time(), timeout)
+    except (VnetbenchError, OSError, ValueError, KeyError):     # teardown goes on regardless
+        pass
 
 
 def _port(port_file: Path, p: subprocess.Popen, timeout: float) -> int:

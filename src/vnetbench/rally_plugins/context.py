@@ -132,8 +132,11 @@ class VnetbenchTestbed(context.Context):
         info = self.context.get("vnetbench")
         if not info or "run_id" not in info or info.get("borrowed"):
             return
+        from vnetbench.monitor import watch
         from vnetbench.testbed import deployment
-        errors = deployment.attach(info["run_id"]).down()
+        dep = deployment.attach(info["run_id"])
+        watch.settle(dep)
+        errors = dep.down()
         if errors:
             raise RuntimeError(f"teardown of run {info['run_id']} incomplete: {errors}; "
                                f"run 'vnetbench cleanup --run {info['run_id']}'")
