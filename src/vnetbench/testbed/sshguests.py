@@ -22,15 +22,12 @@ def by_name(argv) -> list[str]:
 
 
 class SshGuests:
-    """vm_argv, exec and popen of the Deployment interface through ``self.ssh(vm)``."""
+    """vm_argv and popen of the Deployment interface through ``self.ssh(vm)`` (exec is
+    RunDeployment's, through vm_argv)."""
 
     def vm_argv(self, vm: str, argv) -> list[str]:
         """argv run in the guest (its vCPUs pinned by the hypervisor)."""
         return self.ssh(self.testbed.vm(vm).name).argv(by_name(argv))
-
-    def exec(self, vm: str, argv, timeout: float | None = 60) -> subprocess.CompletedProcess:
-        return subprocess.run(self.vm_argv(vm, argv), capture_output=True, text=True,
-                              timeout=timeout, stdin=subprocess.DEVNULL)
 
     def popen(self, vm: str, argv, **kwargs) -> subprocess.Popen:
         kwargs.pop("stdin", None)       # the session's stdin ties the guest process to it

@@ -7,56 +7,26 @@ from pathlib import Path
 
 from pyroute2 import netns
 
-from vnetbench.errors import VnetbenchError
-from vnetbench.inputs import excerpt
-from vnetbench.state import Run, find_run
-from vnetbench.testbed.codec import from_dict
+from vnetbench.state import Run
+from vnetbench.testbed.base import RunDeployment
 from vnetbench.testbed.deployment import CONTROLLER_DIR
 from vnetbench.testbed.model import Testbed, VSwitchKind
 from vnetbench.testbed.netns import proc
 from vnetbench.testbed.netns.names import Names
-from vnetbench.testbed.netns.teardown import teardown
 
 # Per-host daemons of a vSwitch (pidfiles <run>/<host>/<prog>.pid); a kind starts a subset.
 VSWITCH_DAEMONS = ("ovs-vswitchd", "ovsdb-server", "ovn-controller", "contrail-vrouter-agent")
 
 
-class Deployment:
+class Deployment(RunDeployment):
     """What the netns backend built; everything it needs is in the run's state.
     Implements vnetbench.testbed.deployment.Deployment."""
 
     backend = "netns"
-    run: Run
-    testbed: Testbed
 
     def __init__(self, run: Run, testbed: Testbed):
-        self.run, self.testbed = run, testbed
+        super().__init__(run, testbed)
         self.names = Names(run.run_id)
-
-    @classmethod
-    def attach(cls, ref: str | None = None) -> "Deployment":
-        return cls.of(find_run(ref))
-
-    @classmethod
-    def of(cls, run: Run) -> "Deployment":
-        """The deployment of a run; a damaged run directory is a one-line error that
-        points at cleanup (which needs only the journal)."""
-        problem = run.describe()
-        if not problem:
-            try:
-                return cls(run, from_dict(run.meta()["testbed"]))
-            except (KeyError, TypeError, ValueError) as exc:
-                problem = f"meta.json holds no usable testbed ({excerpt(str(exc))})"
-        raise VnetbenchError(f"run {run.run_id}: {problem}; remove what it made with "
-                             f"'vnetbench cleanup --run {run.run_id}'")
-
-    @property
-    def run_id(self) -> str:
-        return self.run.run_id
-
-    def ip(self, vm: str, vnet: str | None = None) -> str:
-        v = self.testbed.vm(vm)
-        return str(v.nic(vnet).ip if vnet else v.nics[0].ip)
 
     def vm_argv(self, vm: str, argv) -> list[str]:
         """argv run inside the VM, pinned to the VM's CPUs (as a pinned guest would be)."""
@@ -66,10 +36,6 @@ class Deployment:
     def host_argv(self, host: str, argv) -> list[str]:
         h = self.testbed.host(host)
         return proc.in_netns(self.names.host_ns(h.name), argv, h.cpus)
-
-    def exec(self, vm: str, argv, timeout: float | None = 60) -> subprocess.CompletedProcess:
-        return subprocess.run(self.vm_argv(vm, argv), capture_output=True, text=True,
-                              timeout=timeout, stdin=subprocess.DEVNULL)
 
     def popen(self, vm: str, argv, **kwargs) -> subprocess.Popen:
         """A background process in a VM, journaled so teardown stops it."""
@@ -190,6 +156,3 @@ class Deployment:
         running = {n: pid for n, pid in self.controller_pids().items() if proc.cmdline(pid)}
         return {"netns": ns, "present": ns in present,
                 "daemons": {n: running.get(n) for n in dict.fromkeys(names)}}
-
-    def down(self) -> list[str]:
-        return teardown(self.run)

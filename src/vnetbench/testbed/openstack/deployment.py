@@ -7,13 +7,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from vnetbench.errors import UnsupportedError, VnetbenchError
+from vnetbench.errors import UnsupportedError
 from vnetbench.image.channel import Ssh
-from vnetbench.inputs import excerpt
-from vnetbench.state import Run, find_run
-from vnetbench.testbed.codec import from_dict
-from vnetbench.testbed.model import Testbed
-from vnetbench.testbed.netns.teardown import teardown
+from vnetbench.testbed.base import RunDeployment
 from vnetbench.testbed.sshguests import SshGuests
 
 NOT_OURS = "the cloud's compute nodes are not vnetbench's"
@@ -23,34 +19,8 @@ def mux_dir(run_id: str) -> Path:
     return Path(f"/tmp/vnbmux-{run_id}")
 
 
-class OpenstackDeployment(SshGuests):
+class OpenstackDeployment(SshGuests, RunDeployment):
     backend = "openstack"
-    run: Run
-    testbed: Testbed
-
-    def __init__(self, run: Run, testbed: Testbed):
-        self.run, self.testbed = run, testbed
-
-    @classmethod
-    def attach(cls, ref: str | None = None) -> "OpenstackDeployment":
-        return cls.of(find_run(ref))
-
-    @classmethod
-    def of(cls, run: Run) -> "OpenstackDeployment":
-        try:
-            return cls(run, from_dict(run.meta()["testbed"]))
-        except (KeyError, TypeError, ValueError) as exc:
-            raise VnetbenchError(f"run {run.run_id}: meta.json holds no usable testbed "
-                                 f"({excerpt(str(exc))}); remove what it made with "
-                                 f"'vnetbench cleanup --run {run.run_id}'") from None
-
-    @property
-    def run_id(self) -> str:
-        return self.run.run_id
-
-    def ip(self, vm: str, vnet: str | None = None) -> str:
-        v = self.testbed.vm(vm)
-        return str(v.nic(vnet).ip if vnet else v.nics[0].ip)
 
     # -- the command channel -------------------------------------------------------
 
@@ -125,6 +95,3 @@ class OpenstackDeployment(SshGuests):
                     for v in tb.vms],
             "removed_vnets": [], "controller": None, "errors": meta.get("errors", []),
         }
-
-    def down(self) -> list[str]:
-        return teardown(self.run)

@@ -1,0 +1,55 @@
+"""What every backend's Deployment does alike: it is a run plus the Testbed its meta
+holds, re-attached from the state alone, and torn down by the one journal unwinder."""
+
+from __future__ import annotations
+
+import subprocess
+
+from vnetbench.errors import VnetbenchError
+from vnetbench.inputs import excerpt
+from vnetbench.state import Run, find_run
+from vnetbench.testbed import deployment
+from vnetbench.testbed.codec import from_dict
+from vnetbench.testbed.model import Testbed
+
+
+class RunDeployment:
+    """The backend-independent members of vnetbench.testbed.deployment.Deployment."""
+
+    run: Run
+    testbed: Testbed
+
+    def __init__(self, run: Run, testbed: Testbed):
+        self.run, self.testbed = run, testbed
+
+    @classmethod
+    def attach(cls, ref: str | None = None):
+        return cls.of(find_run(ref))
+
+    @classmethod
+    def of(cls, run: Run):
+        """The deployment of a run; a damaged run directory is a one-line error that
+        points at cleanup (which needs only the journal)."""
+        problem = run.describe()
+        if not problem:
+            try:
+                return cls(run, from_dict(run.meta()["testbed"]))
+            except (KeyError, TypeError, ValueError) as exc:
+                problem = f"meta.json holds no usable testbed ({excerpt(str(exc))})"
+        raise VnetbenchError(f"run {run.run_id}: {problem}; remove what it made with "
+                             f"'vnetbench cleanup --run {run.run_id}'")
+
+    @property
+    def run_id(self) -> str:
+        return self.run.run_id
+
+    def ip(self, vm: str, vnet: str | None = None) -> str:
+        v = self.testbed.vm(vm)
+        return str(v.nic(vnet).ip if vnet else v.nics[0].ip)
+
+    def exec(self, vm: str, argv, timeout: float | None = 60) -> subprocess.CompletedProcess:
+        return subprocess.run(self.vm_argv(vm, argv), capture_output=True, text=True,
+                              timeout=timeout, stdin=subprocess.DEVNULL)
+
+    def down(self) -> list[str]:
+        return deployment.teardown(self.run)
