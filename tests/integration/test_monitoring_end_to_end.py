@@ -123,6 +123,7 @@ def _fault(monitor, state):
             faults.vswitch_restart("h1")
             return faults.log.records[-1]
         finally:
+            watch.settle(dep)
             assert dep.down() == []
 
 

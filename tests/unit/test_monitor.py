@@ -259,7 +259,8 @@ def test_wait_scraped_until_every_target_of_the_run_has_a_fresh_scrape():
     mon = _CountingPrometheus()
     watch.wait_scraped(mon, "ab12cd", 3, after=1700000000.5, timeout=5)
     assert len(mon.queries) == 3
-    assert mon.queries[0] == 'count(timestamp(up{run_id="ab12cd"} == 1) >= 1700000000.500)'
+    assert mon.queries[0] == ('count(timestamp(up{run_id="ab12cd"}) >= 1700000000.500 '
+                              'and on(instance) up{run_id="ab12cd"} == 1)')
 
 
 def test_wait_scraped_names_the_run_and_the_count_when_prometheus_never_scrapes():

@@ -95,7 +95,8 @@ def watch(dep, mon: Monitor, timeout: float = 10.0, scraped_within: float = 30.0
 
 def _scraped(mon: Monitor, run_id: str, after: float) -> int:
     """How many of the run's targets Prometheus last scraped successfully at or after AFTER."""
-    got = mon.query(f'count(timestamp(up{{run_id="{run_id}"}} == 1) >= {after:.3f})')
+    up = f'up{{run_id="{run_id}"}}'        # timestamp() of a selector: the scrape's own time
+    got = mon.query(f"count(timestamp({up}) >= {after:.3f} and on(instance) {up} == 1)")
     return int(float(got[0]["value"][1])) if got else 0
 
 
