@@ -10,6 +10,8 @@ import time
 
 import pytest
 
+from vnetbench.functional import measure, verdict
+from vnetbench.functional.verdict import Status
 from vnetbench.testbed.loader import loads
 from vnetbench.testbed.netns import builder, ovn
 from vnetbench.traffic import ping
@@ -132,3 +134,20 @@ def test_ovn_geneve_costs_58_bytes(dep):
         return ping.parse(dep.exec("a", argv).stdout)["received"]
     assert crosses(mtu) > 0, f"a {mtu}-byte packet did not cross"
     assert crosses(mtu + 1) == 0, f"a {mtu + 1}-byte packet crossed: OVN adds less than 58 bytes"
+
+
+def test_ovn_native_dhcp_is_answered_by_ovn_controller(dep):
+    """A VM's DHCP client is answered from the vnet's DHCP_Options (server_id and
+    server_mac as neutron's OVN driver sets them), by ovn-controller: the request never
+    reaches the control server in the other VM. Without the port's dhcpv4_options the
+    same probe hears only that control (N/A): the row measures OVN, not the probe."""
+    server_id, server_mac = ovn.dhcp_servers(dep.testbed)["vnet1"]
+    m = measure.dhcp_answers(dep, "a", "b")
+    assert verdict.dhcp(m).status is Status.PASS, m
+    assert {(r["src_mac"], r["src"]) for r in m["replies"]} == {(server_mac, server_id)}, m
+    central = ovn.Central(dep)
+    central.nbctl("clear", "Logical_Switch_Port", ovn.port_name("a", 0), "dhcpv4_options")
+    central.nbctl("--wait=hv", "sync")
+    m = measure.dhcp_answers(dep, "a", "b")
+    v = verdict.dhcp(m)
+    assert v.status is Status.NA and "only the control server" in v.detail, m

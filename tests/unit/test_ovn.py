@@ -51,7 +51,37 @@ def test_nb_transaction_one_switch_per_vnet_one_port_per_nic_with_port_security(
         assert tx[i - 2:i] == ["lsp-add", nic.vnet]
         assert ["lsp-set-addresses", lsp, f"{nic.mac} {nic.ip}"] == tx[i + 2:i + 5]
         assert ["lsp-set-port-security", lsp, f"{nic.mac} {nic.ip}"] == tx[i + 6:i + 9]
-    assert text.count("external_ids:vnetbench-run=abc123") == 2 + len(tb.vms)
+    assert text.count("external_ids:vnetbench-run=abc123") == 2 + 2 + len(tb.vms)   # + DHCP_Options
+
+
+def test_native_dhcp_as_neutron_sets_it_one_options_row_per_vnet_on_every_vm_port():
+    tb = make_testbed()
+    tx = ovn.nb_transaction(tb, "abc123")
+    servers = ovn.dhcp_servers(tb)
+    for vi, vnet in enumerate(tb.vnets):
+        server_id, server_mac = servers[vnet.name]
+        assert server_id == "198.19.1.254" and server_mac.startswith("fa:16:3e:")
+        i = tx.index(f"--id=@dhcp{vi}")
+        assert tx[i + 1:i + 4] == ["create", "DHCP_Options", 'cidr="198.19.1.0/24"']
+        assert tx[i + 4] == (f'options={{server_id="{server_id}",server_mac="{server_mac}",'
+                             f'lease_time="43200",mtu="{tb.network.tenant_mtu}"}}')
+    assert len({mac for _, mac in servers.values()}) == 2
+    assert not {mac for _, mac in servers.values()} & {n.mac for vm in tb.vms for n in vm.nics}
+    for vm in tb.vms:
+        lsp, vi = ovn.port_name(vm.name, 0), [v.name for v in tb.vnets].index(vm.nics[0].vnet)
+        sets = [i for i in range(len(tx) - 3) if tx[i:i + 2] == ["Logical_Switch_Port", lsp]]
+        assert tx[sets[0] + 3] == f"dhcpv4_options=@dhcp{vi}"
+
+
+def test_dhcp_server_takes_the_highest_free_address_and_none_when_full():
+    tb = loads("vswitch: ovn\nnetwork: {type: geneve}\nvnets: [{name: v, cidr: 198.19.1.0/30}]\n"
+               "vms: [{name: a, host: h1, vnets: [{name: v, ip: 198.19.1.2}]}]\n",
+               source="<ovn>", online_cpus=[0, 1])
+    assert ovn.dhcp_servers(tb)["v"][0] == "198.19.1.1"
+    full = loads("vswitch: ovn\nnetwork: {type: geneve}\nvnets: [{name: v, cidr: 198.19.1.0/30}]\n"
+                 "vms: [{name: a, host: h1}, {name: b, host: h2}]\n", source="<ovn>", online_cpus=[0, 1])
+    assert ovn.dhcp_servers(full) == {}
+    assert not any(a.startswith("dhcpv4_options") for a in ovn.nb_transaction(full, "abc123"))
 
 
 def test_vxlan_mode_requests_no_tunnel_key_beyond_12_bits():

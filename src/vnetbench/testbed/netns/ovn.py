@@ -6,7 +6,8 @@ their files in ``<run>/controller/``. On every emulated host: its own OVS
 management network (``mgmt``) and programs the host's integration bridge.
 One logical switch per vnet (CIDRs may overlap: they are separate datapaths),
 one logical switch port per VM NIC with ``addresses`` and ``port_security``
-"MAC IP"; the OVS interface carries ``external_ids:iface-id`` = the port's name.
+"MAC IP" and the vnet's native DHCP (``DHCP_Options``, as neutron sets it); the OVS
+interface carries ``external_ids:iface-id`` = the port's name.
 Userspace tunnels (geneve, vxlan) leave through the OVS bridge that holds the
 underlay address (native tunnelling), as for the ``ovs`` kind; flat and VLAN
 vnets leave through a localnet port and a provider bridge (``ovn-bridge-mappings``).
@@ -131,6 +132,8 @@ def nb_transaction(testbed, run_id: str) -> list[str]:
             tx += ["--", "set", "Logical_Switch", vnet.name, f"other_config:requested-tnl-key={key}"]
     if not testbed.network.type.is_tunnel:
         tx += _localnet_ports(testbed, own)
+    servers, vnet_i = dhcp_servers(testbed), {v.name: i for i, v in enumerate(testbed.vnets)}
+    tx += _dhcp_options(testbed, servers, own)
     for vm in testbed.vms:
         for k, nic in enumerate(vm.nics):
             lsp, addr = port_name(vm.name, k), f"{nic.mac} {nic.ip}"
@@ -138,11 +141,57 @@ def nb_transaction(testbed, run_id: str) -> list[str]:
                    "--", "lsp-set-addresses", lsp, addr,
                    "--", "lsp-set-port-security", lsp, addr,
                    "--", "set", "Logical_Switch_Port", lsp, own]
+            if nic.vnet in servers:
+                tx.append(f"dhcpv4_options={_dhcp_ref(vnet_i[nic.vnet])}")
             if nic.qos:     # OVN's logical port QoS: a meter on what the port gets or sends
                 way, field = ("from-lport", "inport") if nic.qos.egress else ("to-lport", "outport")
                 tx += ["--", "qos-add", nic.vnet, way, "1000", f'{field} == "{lsp}"',
                        f"rate={nic.qos.max_kbps}", f"burst={nic.qos.max_burst_kbits}"]
     return tx[1:]
+
+
+DHCP_LEASE_S = 43200     # neutron's [ovn] dhcp_default_lease_time
+
+
+def dhcp_servers(testbed) -> dict[str, tuple[str, str]]:
+    """vnet -> (server_id, server_mac) of its OVN DHCP server; a vnet with no address left
+    for it has none. Neutron takes the subnet's gateway; our vnets have none, so the
+    highest host address no VM holds (as a DHCP port's). The MAC is in Neutron's
+    base_mac fa:16:3e (no VM's: theirs are 02:76:6e)."""
+    used = {v.name: set() for v in testbed.vnets}
+    for vm in testbed.vms:
+        for nic in vm.nics:
+            used[nic.vnet].add(nic.ip)
+    out = {}
+    for vi, vnet in enumerate(testbed.vnets):
+        top, taken = vnet.cidr.broadcast_address, used[vnet.name]
+        ip = next((top - k for k in range(1, len(taken) + 2)
+                   if top - k > vnet.cidr.network_address and top - k not in taken), None)
+        if ip:
+            out[vnet.name] = (str(ip), "fa:16:3e:ff:{:02x}:{:02x}".format(vi >> 8 & 0xff, vi & 0xff))
+    return out
+
+
+def _dhcp_ref(vnet_i: int) -> str:
+    return f"@dhcp{vnet_i}"
+
+
+def _dhcp_options(testbed, servers, own) -> list[str]:
+    """OVN native DHCP as neutron's OVN driver sets it (ovn_client._get_ovn_dhcpv4_opts):
+    one DHCP_Options row per subnet with server_id, server_mac, lease_time and mtu, and
+    every VM port's dhcpv4_options pointing at it (``_dhcp_ref``); ovn-controller then
+    answers a VM's DHCPDISCOVER/REQUEST itself (put_dhcp_opts). No ``router``: our vnets
+    have no gateway."""
+    tx = []
+    for vi, vnet in enumerate(testbed.vnets):
+        if vnet.name not in servers:
+            continue
+        server_id, server_mac = servers[vnet.name]
+        opts = (f'{{server_id="{server_id}",server_mac="{server_mac}",'
+                f'lease_time="{DHCP_LEASE_S}",mtu="{testbed.network.tenant_mtu}"}}')
+        tx += ["--", f"--id={_dhcp_ref(vi)}", "create", "DHCP_Options", f'cidr="{vnet.cidr}"',
+               f"options={opts}", own]
+    return tx
 
 
 def physnet(testbed, vnet_i: int) -> str:
