@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import ipaddress
 import json
 import os
@@ -155,6 +156,25 @@ def deployed(testbed, caps=None):
         errors = dep.down()
         if errors:
             print(f"warning: teardown of run {dep.run_id} failed: {errors}", file=sys.stderr)
+
+
+def capacity_args(doc: str, rates: list[int]) -> argparse.Namespace:
+    """The command line of a capacity sweep: the offered --rates (one step each) of
+    --seconds each; DOC's first line is the description."""
+    ap = argparse.ArgumentParser(description=doc.splitlines()[0])
+    ap.add_argument("--rates", type=int, nargs="+", default=rates)
+    ap.add_argument("--seconds", type=float, default=3.0)
+    return ap.parse_args()
+
+
+def sweep(dep, rates, step):
+    """(rate, step(rate), the testbed's CPU metrics over that step) for each offered rate:
+    every step runs inside its own vnetbench.cpu.Window."""
+    from vnetbench import cpu
+    for rate in rates:
+        with cpu.Window(dep) as w:
+            got = step(rate)
+        yield rate, got, w.metrics()
 
 
 def vm_pairs(testbed):

@@ -15,14 +15,12 @@ read over each step from its pidfile.
 
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import deployed, load_testbed, show, write_json  # noqa: E402
+from _common import capacity_args, deployed, load_testbed, show, sweep, write_json  # noqa: E402
 
-from vnetbench import cpu  # noqa: E402
 from vnetbench.battery.broadcast import _one as broadcast_once  # noqa: E402
 
 TESTBED = ("name: controller-capacity\nvswitch: {kind: ovs-openflow, openflow: {packet_in_rate: 0, packet_in_global_rate: 0}}\n"
@@ -30,17 +28,13 @@ TESTBED = ("name: controller-capacity\nvswitch: {kind: ovs-openflow, openflow: {
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--rates", type=int, nargs="+", default=[500, 1000, 2000, 4000, 8000])
-    ap.add_argument("--seconds", type=float, default=3.0)
-    a = ap.parse_args()
+    a = capacity_args(__doc__, [500, 1000, 2000, 4000, 8000])
     rows, steps = [], []
     with deployed(load_testbed(TESTBED)) as dep:
         pair = dep.testbed.pair("same")
-        for rate in a.rates:
-            with cpu.Window(dep) as w:
-                got, _ = broadcast_once(dep, pair, "icmp", rate, a.seconds)
-            ctl = w.metrics()["cpu_controller_pct"]
+        for rate, (got, _), m in sweep(dep, a.rates,
+                                       lambda rate: broadcast_once(dep, pair, "icmp", rate, a.seconds)):
+            ctl = m["cpu_controller_pct"]
             delivered = got["received"] / a.seconds
             steps.append({"offered_pps": rate, "achieved_pps": got["achieved_pps"],
                           "delivered_pps": delivered, "loss_pct": got["loss_pct"],

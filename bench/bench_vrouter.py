@@ -12,15 +12,13 @@ flow and sends the held SYN on. Set-ups/s = the agent's own counter over the ste
 
 from __future__ import annotations
 
-import argparse
 import subprocess
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import deployed, load_testbed, show, write_json  # noqa: E402
+from _common import capacity_args, deployed, load_testbed, show, sweep, write_json  # noqa: E402
 
-from vnetbench import cpu  # noqa: E402
 from vnetbench.battery.common import static_arp  # noqa: E402
 from vnetbench.battery.session import stop  # noqa: E402
 from vnetbench.testbed.netns import vrouter  # noqa: E402
@@ -31,10 +29,7 @@ TESTBED = ("name: vrouter-capacity\nvswitch: {kind: vrouter, vrouter: {flow_setu
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--rates", type=int, nargs="+", default=[100, 200, 400, 800, 1600])
-    ap.add_argument("--seconds", type=float, default=3.0)
-    a = ap.parse_args()
+    a = capacity_args(__doc__, [100, 200, 400, 800, 1600])
     rows, steps = [], []
     with deployed(load_testbed(TESTBED)) as dep:
         src, dst = dep.testbed.pair("same").vms
@@ -42,16 +37,17 @@ def main() -> int:
         static_arp(dep, src, dst)
         server = dep.popen(dst, flowgen.server_command(flowgen.ServerParams(listen=dep.ip(dst))),
                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+
+        def step(rate):
+            """(flowgen's result, the agent's set-ups per second) over one step."""
+            before = vrouter.agent_status(dep.run.dir, host)["flows_set_up"]
+            argv = flowgen.client_command(flowgen.ClientParams(
+                target=dep.ip(dst), rate=rate, duration_s=a.seconds, deadline_ms=1000))
+            res = flowgen.parse(dep.exec(src, argv, timeout=a.seconds + 30).stdout)
+            return res, (vrouter.agent_status(dep.run.dir, host)["flows_set_up"] - before) / a.seconds
         try:
             assert "listening" in server.stdout.readline()
-            for rate in a.rates:
-                before = vrouter.agent_status(dep.run.dir, host)["flows_set_up"]
-                argv = flowgen.client_command(flowgen.ClientParams(
-                    target=dep.ip(dst), rate=rate, duration_s=a.seconds, deadline_ms=1000))
-                with cpu.Window(dep) as w:
-                    res = flowgen.parse(dep.exec(src, argv, timeout=a.seconds + 30).stdout)
-                setups = (vrouter.agent_status(dep.run.dir, host)["flows_set_up"] - before) / a.seconds
-                m = w.metrics()
+            for rate, (res, setups), m in sweep(dep, a.rates, step):
                 vs, agent = m["cpu_pct"], m["cpu_controller_pct"]
                 steps.append({"offered_per_s": rate, "achieved_per_s": res["achieved_rate"],
                               "setups_per_s": setups, "loss_pct": res["loss_pct"],
