@@ -10,7 +10,9 @@ import secrets
 import pytest
 from pyroute2 import IPRoute, NetNS, netns
 
+from leaks import leftovers
 from vnetbench.testbed import capabilities
+from vnetbench.testbed.netns import builder
 
 
 def pytest_collection_modifyitems(config, items):
@@ -31,6 +33,28 @@ def state_dir(tmp_path, monkeypatch):
     root = tmp_path / "state"
     monkeypatch.setenv("VNETBENCH_STATE_DIR", str(root))
     return root
+
+
+@pytest.fixture
+def netns_up(caps, state_dir):
+    """``netns_up(testbed)``: TESTBED built on the netns backend, or the test skipped naming
+    what this kernel lacks for its kind and network type. After the test every testbed
+    built is torn down and must leave no namespace, process or state."""
+    built = []
+
+    def make(tb):
+        reason = caps.why_not(tb.vswitch.kind, tb.network.type)
+        if reason:
+            pytest.skip(f"{tb.vswitch.kind.value}/{tb.network.type.value} unsupported here: {reason}")
+        built.append(builder.up(tb, caps=caps))
+        return built[-1]
+    yield make
+    problems = {}
+    for dep in built:
+        errors, left = dep.down(), leftovers(dep.run_id, dep.run.dir)
+        if errors or left:
+            problems[dep.run_id] = {"teardown errors": errors, "left": left}
+    assert problems == {}
 
 
 @pytest.fixture(scope="module")

@@ -13,10 +13,7 @@ import pytest
 from vnetbench.faults import Faults
 from vnetbench.results.record import ResultStore
 from vnetbench.testbed.loader import loads
-from vnetbench.testbed.netns import builder
 from vnetbench.traffic import ping
-
-from leaks import leftovers
 
 KINDS = ["linuxbridge", "ovs", "ovs-openflow", "ovn", "vrouter"]
 NTYPE = {"vrouter": "gre"}          # MPLS over GRE; the others on vxlan
@@ -27,22 +24,14 @@ def _ping(dep, src, dst, count=3, interval=0.1):
     return ping.parse(dep.exec(src, argv, timeout=count * interval + 20).stdout)["received"]
 
 
-def _build(caps, vswitch, ntype="vxlan"):
-    tb = loads(f"vswitch: {vswitch}\nnetwork: {{type: {ntype}}}\n", source="<test_faults>",
-               online_cpus=[0, 1])
-    if caps.why_not(tb.vswitch.kind, tb.network.type):
-        pytest.skip(caps.why_not(tb.vswitch.kind, tb.network.type))
-    return builder.up(tb, caps=caps)
+def _testbed(vswitch, ntype="vxlan"):
+    return loads(f"vswitch: {vswitch}\nnetwork: {{type: {ntype}}}\n", source="<test_faults>",
+                 online_cpus=[0, 1])
 
 
 @pytest.fixture
-def testbeds(caps, state_dir):
-    built = []
-    yield lambda *a: built.append(_build(caps, *a)) or built[-1]
-    for dep in built:
-        run_dir = dep.run.dir
-        assert dep.down() == []
-        assert leftovers(dep.run_id, run_dir) == {}
+def testbeds(netns_up):
+    return lambda *args: netns_up(_testbed(*args))
 
 
 @pytest.mark.parametrize("kind", KINDS)

@@ -6,10 +6,7 @@ import pytest
 from vnetbench.sdn.vrouter import VROUTER_MAC
 from vnetbench.testbed.loader import loads
 from vnetbench.testbed.model import NetType, VSwitchKind
-from vnetbench.testbed.netns import builder
 from vnetbench.traffic import ping
-
-from leaks import leftovers
 
 SPY_IP = "198.19.1.200"   # exists only in vnet blue
 
@@ -52,19 +49,10 @@ def _neighbour_mac(dep, vm, ip):
 
 
 @pytest.fixture
-def deployment(request, caps, state_dir):
+def deployment(request, netns_up):
     kind, ntype = request.param
-    reason = caps.why_not(kind, ntype)
-    if reason:
-        pytest.skip(f"{kind}/{ntype} unsupported here: {reason}")
-    tb = loads(TESTBED.format(vswitch=VSWITCH.get(kind, kind), ntype=ntype, spy=SPY_IP),
-               source=f"<{kind}-{ntype}>",
-               online_cpus=[0, 1])
-    dep = builder.up(tb, caps=caps)
-    yield dep
-    run_dir = dep.run.dir
-    assert dep.down() == []
-    assert leftovers(dep.run_id, run_dir) == {}
+    return netns_up(loads(TESTBED.format(vswitch=VSWITCH.get(kind, kind), ntype=ntype, spy=SPY_IP),
+                          source=f"<{kind}-{ntype}>", online_cpus=[0, 1]))
 
 
 @pytest.mark.parametrize("deployment", COMBOS, indirect=True,

@@ -12,11 +12,7 @@ import pytest
 from vnetbench.battery.broadcast import _one as broadcast_once
 from vnetbench.faults import Faults
 from vnetbench.testbed.loader import loads
-from vnetbench.testbed.model import NetType, VSwitchKind
-from vnetbench.testbed.netns import builder
 from vnetbench.traffic import ping
-
-from leaks import leftovers
 
 
 def _testbed(openflow: str, extra: str = "", ntype="vxlan"):
@@ -26,20 +22,8 @@ def _testbed(openflow: str, extra: str = "", ntype="vxlan"):
 
 
 @pytest.fixture
-def up(caps, state_dir):
-    if caps.why_not(VSwitchKind.OVS_OPENFLOW, NetType.VXLAN):
-        pytest.skip(caps.why_not(VSwitchKind.OVS_OPENFLOW, NetType.VXLAN))
-    built = []
-
-    def make(*args, **kw):
-        dep = builder.up(_testbed(*args, **kw), caps=caps)
-        built.append(dep)
-        return dep
-    yield make
-    for dep in built:
-        run_dir = dep.run.dir
-        assert dep.down() == []
-        assert leftovers(dep.run_id, run_dir) == {}
+def up(netns_up):
+    return lambda *args, **kw: netns_up(_testbed(*args, **kw))
 
 
 def _ping(dep, src, dst, count, interval):

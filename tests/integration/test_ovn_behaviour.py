@@ -13,10 +13,8 @@ import pytest
 from vnetbench.functional import measure, verdict
 from vnetbench.functional.verdict import Status
 from vnetbench.testbed.loader import loads
-from vnetbench.testbed.netns import builder, ovn
+from vnetbench.testbed.netns import ovn
 from vnetbench.traffic import ping
-
-from leaks import leftovers
 
 TESTBED = """
 vswitch: ovn
@@ -30,16 +28,8 @@ INTERVAL = 0.02
 
 
 @pytest.fixture
-def dep(caps, state_dir):
-    tb = loads(TESTBED, source="<ovn-faults>", online_cpus=[0, 1])
-    reason = caps.why_not(tb.vswitch.kind, tb.network.type)
-    if reason:
-        pytest.skip(f"ovn/geneve unsupported here: {reason}")
-    d = builder.up(tb, caps=caps)
-    yield d
-    run_dir = d.run.dir
-    assert d.down() == []
-    assert leftovers(d.run_id, run_dir) == {}
+def dep(netns_up):
+    return netns_up(loads(TESTBED, source="<ovn-faults>", online_cpus=[0, 1]))
 
 
 def _reaches(dep, src, dst, count=5):

@@ -12,11 +12,8 @@ from vnetbench.faults import Faults
 from vnetbench.functional import measure
 from vnetbench.sdn.vrouter import LABEL_BASE, VROUTER_MAC
 from vnetbench.testbed.loader import loads
-from vnetbench.testbed.model import NetType, VSwitchKind
-from vnetbench.testbed.netns import builder, vrouter
+from vnetbench.testbed.netns import vrouter
 from vnetbench.traffic import flowgen, ping
-
-from leaks import leftovers
 
 
 def _testbed(options: str = ""):
@@ -25,20 +22,8 @@ def _testbed(options: str = ""):
 
 
 @pytest.fixture
-def up(caps, state_dir):
-    if caps.why_not(VSwitchKind.VROUTER, NetType.GRE):
-        pytest.skip(caps.why_not(VSwitchKind.VROUTER, NetType.GRE))
-    built = []
-
-    def make(options=""):
-        dep = builder.up(_testbed(options), caps=caps)
-        built.append(dep)
-        return dep
-    yield make
-    for dep in built:
-        run_dir = dep.run.dir
-        assert dep.down() == []
-        assert leftovers(dep.run_id, run_dir) == {}
+def up(netns_up):
+    return lambda *args, **kw: netns_up(_testbed(*args, **kw))
 
 
 def _ping(dep, src, dst, count=3, payload=56, df=False, interval=0.05):
