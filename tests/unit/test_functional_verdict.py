@@ -107,6 +107,25 @@ def test_rate_compliance_bounds_and_short_runs():
     assert v.rate_compliance({**base, "samples_mbps": [10, 10]}).status is Status.ERROR
 
 
+def test_egress_limit_after_a_restart_recorded_with_and_without_the_agent():
+    """ovs/vxlan, 0.2 s samples after an ovs-vswitchd restart: the agent re-provisions
+    the meter (Pass, the time unlimited); with the agent stopped it never comes back."""
+    ok = v.rate_restored(rec("egress-restart-ovs"))
+    assert ok.status is Status.PASS and 0.2 <= ok.value <= 4 and "burst alone is 0.8 s" in ok.detail
+    lost = v.rate_restored(rec("egress-restart-ovs-no-agent"))
+    assert lost.status is Status.FAIL and lost.value > 15 and "not restored" in lost.detail
+
+
+def test_egress_limit_after_a_restart_bounds():
+    base = {"limit_mbps": 10.0, "interval_s": 0.5, "steady_s": 1, "restart_ms": 100}
+    held = v.rate_restored({**base, "samples_mbps": [9, 10, 10, 10]})
+    assert held.status is Status.PASS and held.value == 0 and "held from the first" in held.detail
+    late = v.rate_restored({**base, "samples_mbps": [0, 20, 20, 12, 10, 10]})
+    assert late.status is Status.PASS and late.value == 2.0
+    assert v.rate_restored({**base, "samples_mbps": [0, 0, 0]}).status is Status.ERROR
+    assert v.rate_restored({**base, "samples_mbps": [10]}).status is Status.ERROR
+
+
 def test_unaffected_recorded():
     assert v.unaffected(rec("rate-unlimited")).status is Status.PASS
     held = v.unaffected({"limit_mbps": 10.0, "mbps": rec("rate-limited")["mbps"]})

@@ -49,6 +49,13 @@ def test_client_command_udp_rate_and_length():
     assert argv[7:] == ["-u", "-b", "500000000", "-l", "64", "-J"]
 
 
+def test_client_command_interval():
+    argv = iperf3.client_command(ClientParams("198.18.99.2", seconds=2, interval_s=0.2))
+    assert argv[-3:] == ["-i", "0.2", "-J"]
+    with pytest.raises(ValueError, match="interval_s"):
+        ClientParams("198.18.99.2", interval_s=0.05)
+
+
 def test_client_command_without_json():
     assert "-J" not in iperf3.client_command(ClientParams("198.18.99.2", json=False))
 

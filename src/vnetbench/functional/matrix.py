@@ -67,6 +67,9 @@ ROWS = (
         "Several controller instances: one killed, traffic and new pairs go on"),
     Row("fault.vswitch-restart", "Fault tolerance",
         "Restart the virtual switch: traffic flows again (outage)"),
+    Row("fault.egress-restart", "Fault tolerance",
+        "Egress limit after a vSwitch restart: the 10 Mbit/s limit holds again (time "
+        "unlimited after the restart)"),
     Row("migration.cold", "VM migration",
         "Cold: shut down, move to another host, boot: ping works (time to move)"),
     Row("migration.live", "VM migration",

@@ -188,6 +188,36 @@ def rate_compliance(m: dict) -> Verdict:
                    facts if ok else f"{facts}: outside {limit:g} Mbit/s ±{TOLERANCE:.0%}", extra)
 
 
+def rate_restored(m: dict) -> Verdict:
+    """After a vSwitch restart the limit holds again: the receiver's rate over the last
+    ``steady_s`` seconds is within ±10% of the limit; the figure is the time from the
+    vSwitch's return until the last sample above the limit's tolerance ended (the
+    re-provisioning delay plus the fresh bucket's burst, at ``interval_s`` resolution).
+
+    ``m``: limit_mbps, interval_s, steady_s, restart_ms, samples_mbps (receiver side);
+    optional burst_s (how long the bucket's burst lasts at the offered rate)."""
+    limit, step, samples = m["limit_mbps"], m["interval_s"], m["samples_mbps"]
+    n_steady = round(m["steady_s"] / step)
+    if len(samples) <= n_steady or not any(samples):
+        return error(f"{len(samples)} samples of {step:g} s, {max(samples, default=0):.1f} Mbit/s "
+                     f"at most: no traffic to judge after the restart")
+    over = [i for i, x in enumerate(samples) if x > (1 + TOLERANCE) * limit]
+    restored_s = (over[-1] + 1) * step if over else 0.0
+    steady = statistics.fmean(samples[-n_steady:])
+    peak = max(samples[:over[-1] + 1]) if over else None
+    ok = abs(steady - limit) <= TOLERANCE * limit
+    burst = (f" of which the refilled bucket's burst alone is {m['burst_s']:.1f} s"
+             if m.get("burst_s") and ok else "")
+    facts = (f"vSwitch back after {m['restart_ms']:.0f} ms; "
+             + (f"unlimited for {restored_s:.1f} s (up to {peak:.1f} Mbit/s){burst}, " if over
+                else "the limit held from the first sample, ")
+             + f"then {steady:.2f} Mbit/s over the last {m['steady_s']:g} s")
+    if ok:
+        return Verdict(Status.PASS, restored_s, "s", facts, {"steady_mbps": steady})
+    return Verdict(Status.FAIL, steady, "Mbit/s", f"{facts}: the {limit:g} Mbit/s limit was not "
+                   f"restored (nothing re-provisioned it)", {"steady_mbps": steady})
+
+
 UNAFFECTED_FACTOR = 3.0   # a port the limit does not apply to carries well above it
 
 

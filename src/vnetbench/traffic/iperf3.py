@@ -40,6 +40,7 @@ class ClientParams:
     omit_s: int = 0                 # -O: warm-up seconds left out of the results
     json: bool = True               # -J; parse() needs it (False only for a human look)
     reverse: bool = False           # -R: the server sends, the client receives
+    interval_s: float | None = None  # -i: seconds per sample (iperf3: 0.1 .. 60; default 1)
 
     def __post_init__(self):
         if self.protocol not in ("tcp", "udp"):
@@ -60,6 +61,8 @@ class ClientParams:
             raise ValueError(f"bitrate_bps must be >= 0, not {self.bitrate_bps}")
         if self.length is not None and self.length < 1:
             raise ValueError(f"length must be >= 1, not {self.length}")
+        if self.interval_s is not None and not 0.1 <= self.interval_s <= 60:
+            raise ValueError(f"interval_s must be within 0.1 .. 60, not {self.interval_s}")
 
 
 def server_command(p: ServerParams) -> list[str]:
@@ -82,6 +85,8 @@ def client_command(p: ClientParams) -> list[str]:
         argv += ["-O", str(p.omit_s)]
     if p.reverse:
         argv.append("-R")
+    if p.interval_s is not None:
+        argv += ["-i", f"{p.interval_s:g}"]
     if p.json:
         argv.append("-J")
     return argv

@@ -247,7 +247,9 @@ class OvnHost(OvsHost):
         self.central = central
 
     def configure(self, datapath: str) -> None:
-        super().configure(datapath)
+        """The OVS side in one transaction (limits are OVN's logical port QoS, not the
+        ``ovs`` kind's meters), then ovn-controller."""
+        self.vsctl(*self._transaction(datapath))
         # ovn-controller 23.03 takes no --unixctl: its socket goes to $OVN_RUNDIR
         self._daemon("ovn-controller", [self.db], netns=self.ctx.names.host_ns(self.host.name),
                      unixctl=False)

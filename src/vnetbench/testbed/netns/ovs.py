@@ -8,16 +8,20 @@ with the vnet's local VLAN; tunnel ports carry the segmentation id as their key
 and are ``protected`` so a full mesh of tunnels never floods back (split horizon).
 A VM port's bandwidth limit is a linux-htb QoS on the port (this kernel has no tc
 ``police``, so OVS ingress policing cannot work; HTB shapes what OVS sends to the VM).
+An egress limit is an OpenFlow meter, which an ovs-vswitchd restart loses: the host's
+agent (``vnetbench.sdn.ovs_agent``) re-provisions it, as neutron's OVS agent does.
 """
 
 from __future__ import annotations
 
+import json
 import os
 
-
+from vnetbench.sdn import ovs_agent
 from vnetbench.testbed.model import NetType
 from vnetbench.testbed.netns import links, nsops, proc
 
+AGENT = "neutron-openvswitch-agent"
 TUNNEL_TYPE = {NetType.VXLAN: "vxlan", NetType.GRE: "gre", NetType.GENEVE: "geneve"}
 
 
@@ -56,21 +60,43 @@ class OvsHost:
                     env=self.env, owner=self.host.name, **kw)
 
     def configure(self, datapath: str) -> None:
-        """The whole host in one ovs-vsctl transaction; then egress limits as meters."""
+        """The whole host in one ovs-vsctl transaction; then egress limits as meters,
+        kept by the host's agent (``start_agent``)."""
         self.vsctl(*self._transaction(datapath))
-        self.egress_meters()
+        commands = self.egress_commands()
+        for args in commands:
+            self.ofctl(*args)
+        if commands:
+            self.start_agent(commands)
 
-    def egress_meters(self) -> None:
-        """Egress limits (what a VM sends): an OpenFlow meter (kbps, drop band) and a flow
-        ``in_port=<port> -> meter, NORMAL`` above the bridge's NORMAL flow. Flows do not
-        survive an ovs-vswitchd restart (an agent would re-add them)."""
-        br = self.ctx.names.ovs_int
-        sock = f"unix:{self.rundir / f'{br}.mgmt'}"
-        for i, (port, qos) in enumerate(self.ctx.qos_ports(self.host.name), start=1):
-            if qos.egress:
-                self.ofctl("add-meter", sock, f"meter={i},kbps,burst,band=type=drop,"
-                           f"rate={qos.max_kbps},burst_size={qos.max_burst_kbits}")
-                self.ofctl("add-flow", sock, f"priority=100,in_port={port},actions=meter:{i},NORMAL")
+    def egress_commands(self) -> list[list[str]]:
+        """Egress limits (what a VM sends), as ovs-ofctl arguments: an OpenFlow meter
+        (kbps, drop band) and a flow ``in_port=<port> -> meter, NORMAL`` above the
+        bridge's NORMAL flow; last neutron's canary flow (``ovs_agent``). None without an
+        egress limit. The meters go first (a replay after a restart starts clean)."""
+        sock = self.bridge_target()
+        limits = [(port, qos) for port, qos in self.ctx.qos_ports(self.host.name) if qos.egress]
+        if not limits:
+            return []
+        cmds = [["del-meters", sock]]
+        for i, (port, qos) in enumerate(limits, start=1):
+            cmds += [["add-meter", sock, f"meter={i},kbps,burst,band=type=drop,"
+                      f"rate={qos.max_kbps},burst_size={qos.max_burst_kbits}"],
+                     ["add-flow", sock, f"priority=100,in_port={port},actions=meter:{i},NORMAL"]]
+        return cmds + [["add-flow", sock, ovs_agent.canary_flow()]]
+
+    def bridge_target(self) -> str:
+        """ovs-ofctl's way to the integration bridge: its management socket."""
+        return f"unix:{self.rundir / f'{self.ctx.names.ovs_int}.mgmt'}"
+
+    def start_agent(self, commands) -> None:
+        """The host's OVS agent (``vnetbench.sdn.ovs_agent``): replays ``commands`` when
+        ovs-vswitchd restarted, as neutron's agent re-provisions its ports."""
+        cfg = self.rundir / f"{AGENT}.config.json"
+        cfg.write_text(json.dumps({"bridge": self.bridge_target(), "commands": commands}))
+        proc.python_daemon(self.ctx.run, self.ctx.names.host_ns(self.host.name), self.rundir,
+                           AGENT, self.host.name, ["vnetbench.sdn.ovs_agent", f"--config={cfg}"],
+                           cpus=self.host.cpus)
 
     def ofctl(self, *args) -> str:
         return proc.run(["ovs-ofctl", "-O", "OpenFlow13", *args], env=self.env, timeout=15,

@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -58,6 +59,19 @@ def daemon(journal, rundir, prog: str, args, netns=None, cpus=None, env=None, ow
             f"--log-file={rundir / (name + '.log')}", "--detach", "--no-chdir"]
     argv = in_netns(netns, argv, cpus) if netns else pinned(argv, cpus)
     run(argv, env=env, timeout=30, what=f"{prog} on {owner}")
+
+
+def python_daemon(journal, ns: str, rundir, name: str, owner: str, argv_tail: list,
+                  cpus=None) -> None:
+    """Start ``python -m <argv_tail>`` in namespace ``ns``, journaled first by its
+    run-unique ``--pidfile=`` argument (it writes the pidfile itself); its pidfile and
+    log are ``rundir/<name>.*``. Not waited for."""
+    pf, log = rundir / f"{name}.pid", rundir / f"{name}.log"
+    journal.record("daemon", name=name, host=owner, pidfile=str(pf), argmark=f"--pidfile={pf}")
+    with open(log, "ab") as out:
+        subprocess.Popen(in_netns(ns, [sys.executable, "-m", *argv_tail, f"--pidfile={pf}"], cpus),
+                         stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                         start_new_session=True)
 
 
 def argv(pid: int) -> list[str]:

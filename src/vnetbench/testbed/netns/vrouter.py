@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -68,14 +67,7 @@ def expected_routes(testbed, host: str) -> int:
 
 
 def _spawn(run, ns: str, d: Path, name: str, owner: str, argv_tail: list) -> None:
-    """Journal by the run-unique pidfile argument, then start in namespace ``ns``; its
-    pidfile and log are ``d/<name>.*``."""
-    pf, log = d / f"{name}.pid", d / f"{name}.log"
-    run.record("daemon", name=name, host=owner, pidfile=str(pf), argmark=f"--pidfile={pf}")
-    with open(log, "ab") as out:
-        subprocess.Popen(proc.in_netns(ns, [sys.executable, "-m", *argv_tail, f"--pidfile={pf}"]),
-                         stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                         start_new_session=True)
+    proc.python_daemon(run, ns, d, name, owner, argv_tail)
 
 
 def start_control_node(run, names, testbed) -> None:
