@@ -102,34 +102,26 @@ vms:
 """
 
 
-def test_ovs_egress_meter_comes_back_only_through_the_agent(caps, state_dir):
+def test_ovs_egress_meter_comes_back_only_through_the_agent(netns_up):
     """ovs: an ovs-vswitchd restart loses the egress meter; the host's agent notices the
     missing canary flow and re-provisions it (a log line each time). With the agent
     stopped, the same restart leaves the VM unlimited: the functional row measures it."""
     from vnetbench.functional import measure, verdict
     from vnetbench.functional.verdict import Status
     from vnetbench.testbed.netns import ovs, proc
-    tb = loads(EGRESS, source="<egress restart>", online_cpus=[0, 1])
-    if caps.why_not(tb.vswitch.kind, tb.network.type):
-        pytest.skip(caps.why_not(tb.vswitch.kind, tb.network.type))
-    dep = builder.up(tb, caps=caps)
-    try:
-        f, agent = Faults(dep), dep.run.dir / "h1" / f"{ovs.AGENT}"
+    dep = netns_up(loads(EGRESS, source="<egress restart>", online_cpus=[0, 1]))
+    f, agent = Faults(dep), dep.run.dir / "h1" / ovs.AGENT
 
-        def after_restart():
-            f.vswitch_restart("h1")
-            m = {"limit_mbps": 10.0, "interval_s": 0.2, "steady_s": 3, "restart_ms": 0,
-                 **measure.receiver_rate(dep, "receiver", "limited", 7, udp_bps=20_000_000,
-                                         interval_s=0.2)}
-            return verdict.rate_restored(m)
-        v = after_restart()
-        assert v.status is Status.PASS and 0 < v.value < 5, v
-        assert '"reprovisioned"' in agent.with_suffix(".log").read_text()
-        pid, mark = int(agent.with_suffix(".pid").read_text()), f"--pidfile={agent}.pid"
-        assert proc.stop(pid, lambda p: mark in proc.argv(p), grace=1.0)
-        v = after_restart()
-        assert v.status is Status.FAIL and v.value > 15, v
-    finally:
-        run_dir = dep.run.dir
-        assert dep.down() == []
-        assert leftovers(dep.run_id, run_dir) == {}
+    def after_restart():
+        f.vswitch_restart("h1")
+        m = {"limit_mbps": 10.0, "interval_s": 0.2, "steady_s": 3, "restart_ms": 0,
+             **measure.receiver_rate(dep, "receiver", "limited", 7, udp_bps=20_000_000,
+                                     interval_s=0.2)}
+        return verdict.rate_restored(m)
+    v = after_restart()
+    assert v.status is Status.PASS and 0 < v.value < 5, v
+    assert '"reprovisioned"' in agent.with_suffix(".log").read_text()
+    pid, mark = int(agent.with_suffix(".pid").read_text()), f"--pidfile={agent}.pid"
+    assert proc.stop(pid, lambda p: mark in proc.argv(p), grace=1.0)
+    v = after_restart()
+    assert v.status is Status.FAIL and v.value > 15, v
