@@ -130,7 +130,8 @@ def _backend_options(args) -> dict:
         return {"cloud_name": args.cloud, "image": args.image or "vnetbench-guest",
                 "memory_mib": args.memory, "network": args.existing_network or "",
                 "flavor": args.flavor or "", "gateway": args.gateway or "",
-                "prometheus": args.prometheus or "", "timeout_s": args.timeout}
+                "prometheus": args.prometheus or "", "timeout_s": args.timeout,
+                "no_server_groups": args.no_server_groups}
     return {}
 
 
@@ -430,6 +431,10 @@ def _parser():
     s.add_argument("--gateway", help="openstack: SSH jump host [user@]host[:port] to the VMs")
     s.add_argument("--prometheus", help="openstack: URL of the Prometheus that scrapes the "
                    "collectors on the compute nodes (host-side CPU)")
+    s.add_argument("--no-server-groups", action="store_true",
+                   help="openstack: cross-host pairs without anti-affinity server groups: boot, "
+                   "then pair VMs of distinct hostIds (Shaker's fallback for clouds whose policy "
+                   "refuses server groups)")
     s.add_argument("--timeout", type=float, default=900,
                    help="openstack: seconds for the stack to complete")
     s.add_argument("--libvirt-uri", action="append", metavar="[HOST=]URI",

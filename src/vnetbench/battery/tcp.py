@@ -9,6 +9,7 @@ beside the nominal and requested ones.
 from __future__ import annotations
 
 from vnetbench.battery.common import repeat, result
+from vnetbench.errors import UnsupportedError
 from vnetbench.battery.session import capture, iperf3_server
 from vnetbench.results.record import now
 from vnetbench.traffic import iperf3, mss
@@ -42,11 +43,21 @@ def _one(dep, src, dst, used, seconds, verify):
     if not verify:
         with iperf3_server(dep, dst):
             return iperf3.parse(dep.exec(src, client, timeout=seconds + 30).stdout), {}
-    # on the host side of the sender's port: the wire as the vSwitch sees it, whatever
-    # the VM is (a namespace, a guest whose capture would run over its command channel)
-    host, port = dep.vm_port(src)
+    host, port, where = _capture_point(dep, src)
     argv = mss.capture_command(port, iperf3.DEFAULT_PORT, count=4, syn_only=True)
     with iperf3_server(dep, dst), capture(dep, src, argv, host=host) as captured:
         res = iperf3.parse(dep.exec(src, client, timeout=seconds + 30).stdout)
         check = mss.wire_check(used, captured())
-    return res, {k: check[k] for k in ("syn_mss", "mss_on_wire", "mss_ok")}
+    return res, {**{k: check[k] for k in ("syn_mss", "mss_on_wire", "mss_ok")}, "captured_at": where}
+
+
+def _capture_point(dep, src) -> tuple[str | None, str, str]:
+    """(host, interface, where): the host side of the sender's port, the wire as the
+    vSwitch sees it, whatever the VM is (a namespace, a guest whose capture would run over
+    its command channel); where the hosts are not ours (a cloud's compute nodes), the
+    sender's own NIC inside the VM, the last point the tenant can see."""
+    try:
+        host, port = dep.vm_port(src)
+        return host, port, "host port"
+    except UnsupportedError:
+        return None, "eth0", "guest eth0"

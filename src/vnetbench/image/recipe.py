@@ -201,8 +201,10 @@ END {
 """
 
 FILES = {
-    "etc/passwd": "root:x:0:0:root:/root:/usr/bin/dash\n",
-    "etc/group": "root:x:0:\n",
+    # tcpdump drops root for its own user, and refuses to run without it
+    "etc/passwd": "root:x:0:0:root:/root:/usr/bin/dash\n"
+                  "tcpdump:x:101:101:tcpdump:/nonexistent:/usr/sbin/nologin\n",
+    "etc/group": "root:x:0:\ntcpdump:x:101:\n",
     "etc/shells": "/usr/bin/dash\n/bin/sh\n",
     "etc/profile": "export PATH=/usr/sbin:/usr/bin:/sbin:/bin\n",
     "etc/hostname": "vnetbench-guest\n",

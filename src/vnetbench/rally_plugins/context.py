@@ -33,7 +33,7 @@ def _backend_options(cfg) -> dict:
 
 
 # context key -> the openstack backend's option of the same name (stack.Options)
-OPENSTACK_KEYS = ("flavor", "gateway", "prometheus", "cpu_thread_policy")
+OPENSTACK_KEYS = ("flavor", "gateway", "prometheus", "cpu_thread_policy", "no_server_groups")
 
 
 @context.configure(name="vnetbench_testbed", platform="default", order=100)
@@ -73,6 +73,8 @@ class VnetbenchTestbed(context.Context):
             "cpu_thread_policy": {"enum": ["prefer", "isolate"],
                                   "description": "openstack: of the pinned flavor the stack makes"},
             "gateway": {"type": "string", "description": "openstack: SSH jump host to the VMs"},
+            "no_server_groups": {"type": "boolean", "description": "openstack: cross-host pairs "
+                                 "by Shaker's hostId fallback instead of anti-affinity groups"},
             "prometheus": {"type": "string", "description": "openstack: URL of the Prometheus "
                            "scraping the collectors on the compute nodes"},
             "libvirt_uri": {"description": "libvirt: the hypervisor URI of every host (a string) "

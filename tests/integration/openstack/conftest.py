@@ -67,3 +67,70 @@ def _wait_for_other_aio(timeout_s: float) -> None:
     deadline = time.monotonic() + timeout_s
     while Path("/sys/class/net/ovs-netdev").exists() and time.monotonic() < deadline:
         time.sleep(5)
+
+
+def free_port() -> int:
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_http(url: str, timeout_s: float = 30) -> None:
+    import urllib.request
+    deadline, last = time.monotonic() + timeout_s, ""
+    while time.monotonic() < deadline:
+        try:
+            with urllib.request.urlopen(url, timeout=2) as r:
+                if r.status == 200:
+                    return
+        except OSError as exc:
+            last = str(exc)
+        time.sleep(0.2)
+    raise AssertionError(f"{url} not ready after {timeout_s:g} s ({last})")
+
+
+@pytest.fixture(scope="session")
+def aio_prometheus(aio_cloud, tmp_path_factory):
+    """URL of a Prometheus (1 s scrapes) of a vnetbench-collector labelled with the AIO's
+    compute host name as Nova reports it, exporting the AIO's own ovs-vswitchd and
+    ovsdb-server (by their pidfiles: no other OVS of this machine) and its datapath: the
+    compute node's side of a cloud, as a real deployment runs it. Both processes are the
+    fixture's, stopped by their pids."""
+    from vnetbench.testbed.openstack import cloud
+    ovs = aio_cloud.parent / "ovs"
+    conn = cloud.connect("vnetbench-aio", str(aio_cloud))
+    try:
+        host = next(s.host for s in conn.compute.services() if s.binary == "nova-compute")
+    finally:
+        conn.close()
+    d = tmp_path_factory.mktemp("aio-prometheus")
+    cport, pport = free_port(), free_port()
+    collector = [str(Path(sys.executable).parent / "vnetbench-collector"), "--host", host,
+                 "--listen", f"127.0.0.1:{cport}", "--no-qemu", "--ovs-target",
+                 str(ovs / "ovs-vswitchd.ctl"),
+                 *(a for f in ("ovs-vswitchd.pid", "ovsdb-server.pid") for a in ("--pidfile", str(ovs / f)))]
+    (d / "prometheus.yml").write_text(
+        "global: {scrape_interval: 1s, evaluation_interval: 1s}\n"
+        f"scrape_configs:\n  - job_name: vnetbench\n    static_configs: [{{targets: ['127.0.0.1:{cport}']}}]\n")
+    procs = []
+    try:
+        for argv, log in ((collector, "collector.log"),
+                          (["prometheus", f"--config.file={d / 'prometheus.yml'}",
+                            f"--storage.tsdb.path={d / 'tsdb'}",
+                            f"--web.listen-address=127.0.0.1:{pport}"], "prometheus.log")):
+            with open(d / log, "wb") as out:
+                procs.append(subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT,
+                                              stdin=subprocess.DEVNULL, start_new_session=True))
+        wait_http(f"http://127.0.0.1:{cport}/metrics")
+        wait_http(f"http://127.0.0.1:{pport}/-/ready")
+        yield f"http://127.0.0.1:{pport}"
+    finally:
+        for p in procs:                 # our own processes, by their pids
+            p.terminate()
+        for p in procs:
+            try:
+                p.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
