@@ -57,23 +57,38 @@ def netns_up(caps, state_dir):
     assert problems == {}
 
 
-@pytest.fixture(scope="module")
-def rally(tmp_path_factory):
-    """``rally(*args, check=True)`` with a private Rally database and env ('vnetbench'),
-    and a private vnetbench state dir (``rally.state``) for the testbeds it builds."""
-    home = tmp_path_factory.mktemp("rally")
+RALLY = str(Path(sys.executable).parent / "rally")
+
+
+def _rally(conf: Path, home: Path, env: dict, *args, check=True) -> subprocess.CompletedProcess:
+    done = subprocess.run([RALLY, "--config-file", str(conf), *args], cwd=home,
+                          capture_output=True, text=True, timeout=900, env=env)
+    assert not check or done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    return done
+
+
+@pytest.fixture(scope="session")
+def rally_db(tmp_path_factory) -> Path:
+    """The config file of a private Rally database with the env 'vnetbench': made once a
+    session (each rally start costs seconds), shared by the modules' ``rally``."""
+    home = tmp_path_factory.mktemp("rally-db")
     conf = home / "rally.conf"
     conf.write_text(f"[database]\nconnection = sqlite:///{home / 'rally.sqlite'}\n")
+    _rally(conf, home, dict(os.environ), "db", "create")
+    _rally(conf, home, dict(os.environ), "env", "create", "--name", "vnetbench", "--no-use")
+    return conf
+
+
+@pytest.fixture(scope="module")
+def rally(rally_db, tmp_path_factory):
+    """``rally(*args, check=True)`` with the session's private Rally database and env
+    ('vnetbench'), and this module's private vnetbench state dir (``rally.state``) for
+    the testbeds it builds."""
+    home = tmp_path_factory.mktemp("rally")
     env = {**os.environ, "VNETBENCH_STATE_DIR": str(home / "state")}
-    exe = str(Path(sys.executable).parent / "rally")
 
     def run(*args, check=True):
-        done = subprocess.run([exe, "--config-file", str(conf), *args], cwd=home,
-                              capture_output=True, text=True, timeout=900, env=env)
-        assert not check or done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-        return done
-    run("db", "create")
-    run("env", "create", "--name", "vnetbench", "--no-use")
+        return _rally(rally_db, home, env, *args, check=check)
     run.state = home / "state"
     return run
 
