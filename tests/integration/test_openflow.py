@@ -170,3 +170,35 @@ def test_deleting_a_vnet_in_the_controller_alone_stops_its_ongoing_traffic(up):
     m["other_vnet_ping"] = measure.ping_once(dep, "red-a", dep.ip("red-b"))
     v = verdict.deprovision(m)
     assert v.status is verdict.Status.PASS and v.value < 1000, v
+
+
+def test_new_session_after_a_graceful_stop_rides_the_pairs_flows_unless_a_guest_must_arp(up):
+    """The fault rows' mechanism (docs/functional.md): with the controller stopped while a
+    ping keeps the host-pair flows alive, a new TCP session between the pair uses them
+    (v0.90 matches no ports): Pass. A guest that must resolve its peer again meanwhile
+    (its neighbour entry gone; or a stale one re-probed 5 s after use) sends ARP that only
+    the controller could forward: the same session fails (No route to host). Earlier
+    tests' leftovers decided which happened; measure.resolved_pair makes it the first."""
+    from vnetbench.functional import measure
+    dep = up("")
+    a, b = "cross-a", "cross-b"
+    f = Faults(dep)
+
+    def new_session(drop_entry):
+        measure.resolved_pair(dep, a, b)
+        pinger = dep.popen(a, ["ping", "-n", "-i", "0.2", dep.ip(b)],
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            time.sleep(1.0)
+            f.controller_stop()
+            if drop_entry:
+                dep.exec(b, ["ip", "neigh", "del", dep.ip(a), "dev", "eth0"])
+            return measure.receiver_rate(dep, b, a, 2)["mbps"]
+        except (ValueError, RuntimeError) as exc:     # iperf3 could not connect
+            return str(exc)
+        finally:
+            pinger.terminate()
+            pinger.wait()
+            f.controller_start()
+    assert isinstance(new_session(False), float)
+    assert "No route to host" in new_session(True)

@@ -37,6 +37,21 @@ def ping_once(dep, src: str, dst_ip: str, count: int = 5) -> dict:
     return {"sent": res["transmitted"], "received": res["received"]}
 
 
+def resolved_pair(dep, a: str, b: str) -> dict:
+    """Both VMs' neighbour entries for each other freshly REACHABLE (an echo each way,
+    then an arping each way: the ARP reply confirms the entry), as when a ping has just
+    started (seed 003). A guest re-validates a stale entry with a unicast ARP probe 5 s
+    after using it (``delay_first_probe_time``); a reactive network cannot answer it
+    with the controller down, so an entry left stale by earlier tests made the fault
+    rows depend on their history. REACHABLE lasts 15-45 s. Returns each VM's entry."""
+    for src, dst in ((a, b), (b, a)):
+        ping_once(dep, src, dep.ip(dst), count=1)
+    for src, dst in ((a, b), (b, a)):
+        dep.exec(src, ["arping", "-c", "1", "-i", "eth0", dep.ip(dst)], timeout=15)
+    return {src: dep.exec(src, ["ip", "neigh", "show", dep.ip(dst)]).stdout.strip()
+            for src, dst in ((a, b), (b, a))}
+
+
 # Kinds that route (L3): every peer's MAC is the vRouter's, so the MAC tells nothing.
 L3_KINDS = ("vrouter",)
 
