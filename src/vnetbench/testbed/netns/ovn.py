@@ -343,11 +343,16 @@ def stop(dep, which: str, graceful: bool = True) -> None:
 
 def start(dep, which: str) -> None:
     """Start it again on its own files (journaled again: teardown stops it); a
-    component that is running is left alone."""
+    component that is running is left alone. Once all three run, return when every
+    chassis has caught up (``--wait=hv sync``), as the other kinds' controller starts
+    return once their switches or agents are programmed again: ovn-controller
+    reconnects to the SB with a back-off of up to 8 s."""
     component = _target(dep, which)
     central = Central(dep)
     if central.pid(component) is None:
         central.start_component(component)
+    if all(central.pid(c) for c in COMPONENTS):
+        central.nbctl("--wait=hv", "sync", timeout=30)
 
 
 def flow_count(dep, host: str) -> int:
