@@ -4,6 +4,7 @@ same CIDR stay apart, and teardown leaves nothing of the run behind."""
 import pytest
 
 from vnetbench.sdn.vrouter import VROUTER_MAC
+from vnetbench.testbed.capabilities import LB_NOT_WIRED   # not built yet: no cell to test
 from vnetbench.testbed.loader import loads
 from vnetbench.testbed.model import NetType, VSwitchKind
 from vnetbench.traffic import ping
@@ -31,7 +32,8 @@ pairs:
 # the leak). Reachability within vnets that share a CIDR needs broadcast isolation.
 VSWITCH = {VSwitchKind.OVS_OPENFLOW: "{kind: ovs-openflow, openflow: {broadcast_isolation: true}}"}
 
-COMBOS = [(k, t) for k in (VSwitchKind.LINUXBRIDGE, VSwitchKind.OVS) for t in NetType] + [
+COMBOS = [(VSwitchKind.LINUXBRIDGE, t) for t in NetType if t not in LB_NOT_WIRED] + [
+    (VSwitchKind.OVS, t) for t in NetType] + [
     (VSwitchKind.OVN, t) for t in NetType if t is not NetType.GRE] + [   # OVN has no GRE
     (VSwitchKind.OVS_OPENFLOW, t) for t in NetType] + [
     (VSwitchKind.VROUTER, NetType.GRE)]                                   # MPLS over GRE
