@@ -6,6 +6,8 @@ tests/integration/test_interrupt_stress.py and bench/bench_interrupts.py."""
 
 from __future__ import annotations
 
+import contextlib
+import io
 import os
 import re
 import signal
@@ -13,6 +15,7 @@ import subprocess
 import sys
 import threading
 import time
+import traceback
 from pathlib import Path
 
 from leaks import processes_mentioning
@@ -61,7 +64,11 @@ def trial(mode: str, delay: float, testbed: Path, env: dict, timeout: float = 90
                                start_new_session=True, preexec_fn=_interactive)
     out, err = _Lines(builder.stdout), _Lines(builder.stderr)
     out.start(), err.start()
-    time.sleep(delay)
+    try:        # a builder that ends before the signal point is signalled at once: there is
+        builder.wait(timeout=delay)     # nothing left of it to interrupt, sooner or later
+        exited = True
+    except subprocess.TimeoutExpired:
+        exited = False
     sent = time.monotonic()
     racer = None
     if mode == "sigint-group":
@@ -88,7 +95,7 @@ def trial(mode: str, delay: float, testbed: Path, env: dict, timeout: float = 90
     if "Traceback" in text:
         problems.append(f"traceback: {text[text.index('Traceback'):][:400]}")
     ready = err.first(READY)
-    done_before = ready is not None and ready <= sent
+    done_before = (exited and rc == 0) or (ready is not None and ready <= sent)
     started = err.first("run ") is not None
     finished = err.first("vnetbench: interrupted") or err.first("vnetbench: error")
     if mode in ("sigint-group", "sigterm", "double-sigterm"):
@@ -111,6 +118,20 @@ def trial(mode: str, delay: float, testbed: Path, env: dict, timeout: float = 90
     return problems
 
 
+def bring_up_seconds(testbed: Path, env: dict, timeout: float = 90.0) -> tuple[float, list[str]]:
+    """One bring-up left alone: seconds from its start until it exits, and the problems
+    found after it (it must succeed; cleanup must leave nothing). Where the trials'
+    signal points fall: a signal after the exit interrupts nothing."""
+    t0 = time.monotonic()
+    done = subprocess.run(vnetbench("testbed", "up", str(testbed)), env=env, capture_output=True,
+                          text=True, timeout=timeout, preexec_fn=_interactive)
+    seconds = time.monotonic() - t0
+    problems = [] if done.returncode == 0 else [f"uninterrupted bring-up: exit {done.returncode}: "
+                                                f"{done.stderr[-300:]}"]
+    rids = set(re.findall(r"\brun ([0-9a-f]{6})\b", done.stderr + done.stdout))
+    return seconds, problems + after_cleanup(env, rids)
+
+
 def _signal(send) -> None:
     try:
         send()
@@ -121,14 +142,35 @@ def _signal(send) -> None:
 def after_cleanup(env: dict, rids=()) -> list[str]:
     """``vnetbench cleanup``, then anything of this state dir left on the machine."""
     state_dir = Path(env["VNETBENCH_STATE_DIR"])
-    done = subprocess.run(vnetbench("cleanup"), env=env, capture_output=True, text=True, timeout=120)
+    rc, said = cleanup_here(state_dir)
     problems = []
-    if done.returncode != 0:
-        problems.append(f"cleanup exit {done.returncode}: {(done.stdout + done.stderr)[-400:]}")
+    if rc != 0:
+        problems.append(f"cleanup exit {rc}: {said[-400:]}")
     left = leftovers(state_dir, set(rids))
     if left:
         problems.append(f"left after cleanup: {left}")
     return problems
+
+
+def cleanup_here(state_dir: Path) -> tuple[int, str]:
+    """``vnetbench cleanup`` of STATE_DIR through the command line's own entry, in this
+    process (no Python start and imports per trial): its exit code and what it printed;
+    an exception is exit 1 with its traceback. The racing cleanup stays a process."""
+    from vnetbench.cli import main
+    said, before = io.StringIO(), os.environ.get("VNETBENCH_STATE_DIR")
+    os.environ["VNETBENCH_STATE_DIR"] = str(state_dir)
+    try:
+        with contextlib.redirect_stdout(said), contextlib.redirect_stderr(said):
+            rc = main(["cleanup"])
+    except Exception:        # noqa: BLE001 -- reported as the trial's problem
+        rc = 1
+        said.write(traceback.format_exc())
+    finally:
+        if before is None:
+            os.environ.pop("VNETBENCH_STATE_DIR")
+        else:
+            os.environ["VNETBENCH_STATE_DIR"] = before
+    return rc, said.getvalue()
 
 
 def leftovers(state_dir: Path, rids: set) -> dict:
