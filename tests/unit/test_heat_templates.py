@@ -125,6 +125,8 @@ CASES = {
     "member": (hot.TEMPLATES / "pair.yaml", None, MEMBER),
     "free-member": (hot.TEMPLATES / "pair.yaml", None, {**MEMBER, "placement": "unplaced",
                                                         "macs_a": [], "macs_b": [], "host_a": ""}),
+    # a member on a network it does not own: Neutron refuses both MACs and port security
+    "guest-member": (hot.TEMPLATES / "pair.yaml", None, {**MEMBER, "port_overrides": False}),
 }
 
 
@@ -175,12 +177,17 @@ def test_heat_resolves_a_pair_member(resolved):
     r, free = resolved["member"], resolved["free-member"]
     assert _props(r, "group")["policies"] == ["affinity"]
     a, b = _props(r, "port_a")["value_specs"], _props(r, "port_b")["value_specs"]
-    assert a == {"mac_address": "fa:00:00:00:00:03"}
-    assert b == {"mac_address": "fa:00:00:00:00:04", "qos_policy_id": "p"}
+    assert a == {"mac_address": "fa:00:00:00:00:03", "port_security_enabled": False}
+    assert b == {"mac_address": "fa:00:00:00:00:04", "port_security_enabled": False,
+                 "qos_policy_id": "p"}
     assert _props(r, "vm_a")["availability_zone"] == "nova:cmp1"
     assert _props(r, "vm_a")["scheduler_hints"] == {"group": "group"}
     assert "group" not in free["resources"] and _props(free, "vm_a")["scheduler_hints"] is None
-    assert _props(free, "port_a")["value_specs"] == {}
+    assert _props(free, "port_a")["value_specs"] == {"port_security_enabled": False}
+    guest = resolved["guest-member"]
+    assert _props(guest, "port_a")["value_specs"] == {}
+    assert _props(guest, "port_b")["value_specs"] == {"qos_policy_id": "p"}
+    assert all(_props(guest, n).get("port_security_enabled") is None for n in ("port_a", "port_b"))
     # no string property left null: Heat reads null as '' and validates that
     for name in ("port_a", "port_b"):
         assert "mac_address" not in _props(free, name) and "qos_policy" not in _props(free, name)

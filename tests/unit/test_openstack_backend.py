@@ -61,6 +61,15 @@ def test_existing_network_and_the_no_server_group_fallback():
     assert (p["cross_host_pairs"], p["unplaced_pairs"]) == (0, 1)
 
 
+def test_port_overrides_only_where_neutron_allows_them():
+    """Fixed MACs and port security off: admin, or the project's own networks."""
+    member = _opts(flavor="f", network="shared-net")
+    assert st.parameters(_tb(), RID, _opts(network="n"), True, "k", owner=False)["port_overrides"]
+    assert st.parameters(_tb(), RID, member, False, "k", owner=True)["port_overrides"]
+    assert not st.parameters(_tb(), RID, member, False, "k", owner=False)["port_overrides"]
+    assert st.parameters(_tb(), RID, _opts(flavor="f"), False, "k", owner=False)["port_overrides"]
+
+
 def test_require_thread_policy_is_refused_with_the_reason():
     with pytest.raises(VnetbenchError, match="'require' cannot schedule on hosts without SMT"):
         _opts(cpu_thread_policy="require")

@@ -58,11 +58,13 @@ def is_admin(conn) -> bool:
 class _Build:
     def __init__(self, run, testbed, conn, opts: st.Options, admin: bool):
         self.run, self.tb, self.conn, self.opts, self.admin = run, testbed, conn, opts, admin
+        self.notes: list[str] = []          # warnings found before the verification
 
     def build(self, progress) -> "st.Testbed":
         t0 = time.monotonic()
         key = self._key()
-        params = st.parameters(self.tb, self.run.run_id, self.opts, self.admin, key)
+        params = st.parameters(self.tb, self.run.run_id, self.opts, self.admin, key,
+                               owner=self._owns_network())
         name = st.stack_name(self.run.run_id)
         self.run.record("stack", name=name, cloud=self.opts.cloud, clouds_yaml=self.opts.clouds_yaml)
         self.run.write_meta(stack=name)
@@ -97,6 +99,22 @@ class _Build:
         subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C",
                         f"vnetbench-{self.run.run_id}", "-f", str(path)], check=True, capture_output=True)
         return path.with_suffix(".pub").read_text().strip()
+
+    def _owns_network(self) -> bool:
+        """Whether the project owns the existing network (without admin, Neutron lets only
+        the owner fix MACs or turn port security off on it); else a warning says so."""
+        if self.admin or not self.opts.network:
+            return True
+        try:
+            net = self.conn.network.find_network(self.opts.network, ignore_missing=False)
+        except Exception as exc:
+            raise cloud.error(exc, f"network {self.opts.network}") from None
+        if net.project_id == self.conn.current_project_id:
+            return True
+        self.notes.append(f"network {self.opts.network} is not the project's: its ports keep "
+                          "Neutron's MACs and port security (the project's security groups "
+                          "must admit SSH and the tests' traffic)")
+        return False
 
     def _servers(self, vms) -> dict[str, dict]:
         out = {}
@@ -143,7 +161,7 @@ class _Build:
         topo = {vm: topology(self.conn, s["id"]) for vm, s in servers.items()}
         hosts = {vm: s["host"] or s["host_id"] for vm, s in servers.items()}
         pins = verify.pinning(topo, {v.name: len(v.cpus) for v in tb.vms}, hosts, self.admin)
-        warnings = place.warnings + pins.warnings
+        warnings = self.notes + place.warnings + pins.warnings
         self.run.write_meta(placement=place.facts, pinning=pins.facts, warnings=warnings)
         for w in warnings:
             print(f"vnetbench: warning: {w}", file=sys.stderr, flush=True)

@@ -87,8 +87,9 @@ def grouped(testbed: Testbed, options: Options) -> dict[str, list]:
 
 
 def parameters(testbed: Testbed, run_id: str, options: Options, admin: bool,
-               public_key: str) -> dict:
-    """testbed.yaml's parameters for TESTBED."""
+               public_key: str, owner: bool = True) -> dict:
+    """testbed.yaml's parameters for TESTBED. OWNER: the project owns the existing
+    network (else, not admin, Neutron refuses fixed MACs and port security off on it)."""
     if len(testbed.vnets) > 2:
         raise VnetbenchError(f"{testbed.source}: the openstack backend builds at most 2 vnets "
                              f"(the template's A and B); this testbed has {len(testbed.vnets)}")
@@ -111,7 +112,7 @@ def parameters(testbed: Testbed, run_id: str, options: Options, admin: bool,
         "host_a": options.host_a, "host_b": options.host_b,
         "same_host_pairs": len(groups["same_host"]), "cross_host_pairs": len(groups["cross_host"]),
         "unplaced_pairs": len(groups["unplaced"]), "vnet_b_pairs": len(groups["vnet_b"]),
-        "macs": macs,
+        "macs": macs, "port_overrides": admin or owner or mode != "existing",
     }
     seg = testbed.vnets[0].segmentation_id
     if mode == "provider" and seg:
