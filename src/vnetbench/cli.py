@@ -14,7 +14,9 @@ from pathlib import Path
 from vnetbench import signals
 from vnetbench.errors import VnetbenchError
 from vnetbench.inputs import excerpt, one_line
+from vnetbench.testbed import options
 from vnetbench.testbed.model import NetType, VSwitchKind
+from vnetbench.testbed.options import build_options, libvirt_uris  # noqa: F401  (libvirt_uris: API)
 
 VSWITCH_CHOICES = [k.value for k in VSwitchKind]
 NETWORK_CHOICES = [t.value for t in NetType]
@@ -85,22 +87,6 @@ def _progress(quiet):
 
 # -- testbed -----------------------------------------------------------------
 
-def libvirt_uris(items):
-    """--libvirt-uri values: none (local), one URI for every host, or HOST=URI each."""
-    if not items:
-        return None
-    named = {}
-    for item in items:
-        host, sep, uri = item.partition("=")
-        if not sep or "://" in host or "://" not in uri:
-            if len(items) > 1:
-                raise VnetbenchError(f"--libvirt-uri {item!r}: with several, write each as "
-                                     "HOST=URI, e.g. h2=qemu+ssh://root@h2/system")
-            return item
-        named[host] = uri
-    return named
-
-
 def cmd_up(args):
     from vnetbench.monitor import server, watch
     from vnetbench.testbed.loader import load
@@ -120,19 +106,7 @@ def cmd_up(args):
 
 
 def _backend_options(args) -> dict:
-    if args.backend == "libvirt":
-        return {"image_dir": Path(args.image or "vm-images/build"), "memory_mib": args.memory,
-                "uris": libvirt_uris(args.libvirt_uri)}
-    if args.backend == "openstack":
-        if not args.cloud:
-            raise VnetbenchError("testbed up --backend openstack: name the cloud with --cloud NAME "
-                                 "(an entry of your clouds.yaml; OS_CLIENT_CONFIG_FILE points at it)")
-        return {"cloud_name": args.cloud, "image": args.image or "vnetbench-guest",
-                "memory_mib": args.memory, "network": args.existing_network or "",
-                "flavor": args.flavor or "", "gateway": args.gateway or "",
-                "prometheus": args.prometheus or "", "timeout_s": args.timeout,
-                "no_server_groups": args.no_server_groups}
-    return {}
+    return build_options(args)
 
 
 def _print_vms(st):
@@ -379,8 +353,9 @@ def cmd_compare(args):
 def cmd_functional(args):
     from vnetbench.functional import runner
     extra = args.pytest_args[1:] if args.pytest_args[:1] == ["--"] else args.pytest_args
-    return runner.run(args.out, args.vswitch or (), args.network or (), args.strict, extra,
-                      quick=args.quick, expect=args.expect)
+    build_options(args, command="functional")     # a missing --cloud is refused here
+    return runner.run(args.out, args.vswitch or (), args.network or (), args.strict,
+                      options.forward(args) + list(extra), quick=args.quick, expect=args.expect)
 
 
 def cmd_report(args):
@@ -416,30 +391,7 @@ def _parser():
     s.add_argument("file")
     s.add_argument("--monitor", default=os.environ.get("VNETBENCH_MONITOR"),
                    help="monitor id to attach collectors to (default: $VNETBENCH_MONITOR)")
-    s.add_argument("--backend", choices=["netns", "libvirt", "openstack"], default="netns",
-                   help="VMs as namespaces (default), as QEMU guests through libvirt, or as "
-                        "Nova servers of a Heat stack (heat-templates/)")
-    s.add_argument("--image", help="libvirt: directory with vmlinuz and initrd.img (default "
-                   "vm-images/build, make image); openstack: Glance image (default vnetbench-guest)")
-    s.add_argument("--memory", type=int, default=256, help="libvirt, openstack: MiB per guest")
-    s.add_argument("--cloud", help="openstack: the cloud's name in clouds.yaml")
-    s.add_argument("--existing-network", help="openstack: put the VMs on this existing network "
-                   "(default: the stack makes its vnets: provider networks as admin, tenant ones "
-                   "otherwise)")
-    s.add_argument("--flavor", help="openstack: an existing (pinned) flavor (default: the stack "
-                   "makes a pinned one, admin only)")
-    s.add_argument("--gateway", help="openstack: SSH jump host [user@]host[:port] to the VMs")
-    s.add_argument("--prometheus", help="openstack: URL of the Prometheus that scrapes the "
-                   "collectors on the compute nodes (host-side CPU)")
-    s.add_argument("--no-server-groups", action="store_true",
-                   help="openstack: cross-host pairs without anti-affinity server groups: boot, "
-                   "then pair VMs of distinct hostIds (Shaker's fallback for clouds whose policy "
-                   "refuses server groups)")
-    s.add_argument("--timeout", type=float, default=900,
-                   help="openstack: seconds for the stack to complete")
-    s.add_argument("--libvirt-uri", action="append", metavar="[HOST=]URI",
-                   help="libvirt: the hypervisor of every host, or of HOST (repeatable; default "
-                   "qemu:///system), e.g. qemu+ssh://root@localhost/system")
+    options.add_arguments(s.add_argument)
     s.add_argument("--json", action="store_true")
     s.add_argument("-q", "--quiet", action="store_true")
     s.set_defaults(func=cmd_up)
@@ -507,7 +459,9 @@ def _parser():
 
     from vnetbench.testbed.model import NetType, VSwitchKind
     s = sub.add_parser("functional", help="the functional matrix (isolation, rate limiting, "
-                                          "faults, migration) on the embedded testbed")
+                                          "faults, migration) on the embedded testbed, or on "
+                                          "libvirt guests / an OpenStack cloud (--backend)")
+    options.add_arguments(s.add_argument)
     s.add_argument("--vswitch", action="append", choices=[k.value for k in VSwitchKind])
     s.add_argument("--network", action="append", choices=[t.value for t in NetType])
     s.add_argument("--strict", action="store_true",

@@ -141,10 +141,10 @@ def test_matrix_markdown_footnotes_every_non_pass_and_expectation_gap():
     m.add("linuxbridge", "vxlan", "isolation.broadcast", v.no_leak(rec("broadcast-pass")))
     m.add("linuxbridge", "gre", "isolation.broadcast", v.na("kernel lacks gretap", built=False))
     text = m.markdown()
-    assert "| linuxbridge/vxlan | ovs/vxlan |" in text and "linuxbridge/gre |" not in text
+    assert "| netns linuxbridge/vxlan | netns ovs/vxlan |" in text and "linuxbridge/gre |" not in text
     assert "Fail 200 frames (expected Pass) [1]" in text
-    assert "[1] ovs/vxlan, Vnet A does not see vnet B broadcast" in text and "red-2 200" in text
-    assert "- linuxbridge/gre: kernel lacks gretap" in text
+    assert "[1] netns ovs/vxlan, Vnet A does not see vnet B broadcast" in text and "red-2 200" in text
+    assert "- netns linuxbridge/gre: kernel lacks gretap" in text
     assert "| — |" in text                       # unicast not measured on linuxbridge
     assert "Not measured in this run:" in text and "Deprovisioning" in text
     assert [c for c in m.to_dict()["cells"] if c["status"] == "Fail"][0]["expected"] == "Pass"

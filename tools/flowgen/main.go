@@ -9,6 +9,10 @@
 //
 //	vnetbench-flowgen bcast-send|bcast-count -iface IF -kind arp|icmp ...
 //
+// and the one-way probe tool for guests (probe.go):
+//
+//	vnetbench-flowgen probe-send|probe-recv|probe-clock ...
+//
 // PORTS is a list like 5000-5063 or 5000,5002,6000-6009.
 //
 // The server accepts on every port and never closes first: it reads until the client
@@ -61,7 +65,7 @@ const (
 
 func main() {
 	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: vnetbench-flowgen server|client|bcast-send|bcast-count [flags] (-h for flags)")
+		fmt.Fprintln(os.Stderr, "usage: vnetbench-flowgen server|client|bcast-send|bcast-count|probe-send|probe-recv|probe-clock [flags] (-h for flags)")
 		os.Exit(2)
 	}
 	raiseFileLimit()
@@ -75,8 +79,15 @@ func main() {
 		err = bcastSendMain(os.Args[2:])
 	case "bcast-count":
 		err = bcastCountMain(os.Args[2:])
+	case "probe-send":
+		err = probeSendMain(os.Args[2:])
+	case "probe-recv":
+		err = probeRecvMain(os.Args[2:])
+	case "probe-clock":
+		err = probeClockMain(os.Args[2:])
 	default:
-		err = fmt.Errorf("unknown mode %q: want server, client, bcast-send or bcast-count", os.Args[1])
+		err = fmt.Errorf("unknown mode %q: want server, client, bcast-send, bcast-count, "+
+			"probe-send, probe-recv or probe-clock", os.Args[1])
 	}
 	if errors.Is(err, flag.ErrHelp) {
 		os.Exit(0)

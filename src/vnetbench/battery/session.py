@@ -49,10 +49,10 @@ def iperf3_server(dep, vm: str, port: int = iperf3.DEFAULT_PORT):
 
 
 @contextmanager
-def captures(dep, specs: dict, ready_timeout=5.0):
+def captures(dep, specs: dict, ready_timeout=30.0):
     """tcpdumps started together: ``specs`` {key: (vm, argv)} or {key: (None, argv, host)}
     (host side). Each is armed (its "listening on" line) before the body runs; the
-    waits overlap. Yields ``outputs(grace)``: each capture may end on its own (``-c``)
+    waits overlap (up to ``ready_timeout``: a starved guest's channel can take seconds). Yields ``outputs(grace)``: each capture may end on its own (``-c``)
     within ``grace`` seconds (frames in flight), then the rest are stopped; {key: output}."""
     procs, box = {}, {}
     try:
@@ -84,7 +84,7 @@ def captures(dep, specs: dict, ready_timeout=5.0):
 
 
 @contextmanager
-def capture(dep, vm: str, argv, ready_timeout=5.0, host: str | None = None):
+def capture(dep, vm: str, argv, ready_timeout=30.0, host: str | None = None):
     """One tcpdump in ``vm`` (or on ``host``'s side); yields ``output(timeout)``: its
     output once it ended by itself or ``timeout`` passed (``captures``)."""
     with captures(dep, {0: (vm, argv, host)}, ready_timeout) as outs:

@@ -13,8 +13,26 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+from vnetbench.errors import UnsupportedError
 from vnetbench.faults import control, migrate, vswitch
 from vnetbench.faults.record import FaultLog
+
+# backends whose vSwitches and controllers are processes of this machine's embedded
+# testbed (libvirt guests plug into them); a cloud's are its own
+LOCAL_HOSTS = ("netns", "libvirt")
+# backends whose VMs the migration can move (a namespace's NIC changes host)
+MIGRATABLE = ("netns",)
+
+
+def unsupported(dep, what: str, backends) -> None:
+    """UnsupportedError naming the backend and why, before anything changes."""
+    if dep.backend in backends:
+        return
+    why = {"openstack": "the cloud's controllers, vSwitches and hypervisors are not vnetbench's",
+           "libvirt": "the libvirt backend does not migrate domains (virDomainMigrate between "
+                      "two hypervisors is not implemented; one local libvirtd cannot migrate "
+                      "to itself)"}.get(dep.backend, "not implemented")
+    raise UnsupportedError(f"{dep.backend}: no {what}: {why}")
 
 
 class Faults:
@@ -23,6 +41,8 @@ class Faults:
         self.log = FaultLog(dep, Path(results) if results else None)
 
     def _logged(self, fault, target, action, params=None, values=None):
+        unsupported(self.dep, "VM migration" if fault.startswith("migrate") else f"{fault} fault",
+                    MIGRATABLE if fault.startswith("migrate") else LOCAL_HOSTS)
         t0 = time.time()
         out = action()
         vals = values(out) if values else {}

@@ -112,10 +112,15 @@ class Matrix:
     ``expect``: the documented behaviour per kind; ``user``: the user's expectations
     (``expect.Expectations``, ``--expect``), which win where they say something."""
 
-    def __init__(self, expect: dict | None = None, user=None):
+    def __init__(self, expect: dict | None = None, user=None, backend: str = "netns"):
         self.cells: dict = {}
         self.expect = expected() if expect is None else expect
         self.user = user
+        self.backend = backend      # one deployment per run: every column is measured on it
+
+    def header(self, kind: str, network: str) -> str:
+        """A column's name: where it was measured (backend) and on what (kind/network)."""
+        return f"{self.backend} {kind}/{network}"
 
     def add(self, kind: str, network: str, row: str, verdict: Verdict,
             measurement: dict | None = None) -> None:
@@ -161,7 +166,8 @@ class Matrix:
             cells.append({"vswitch": k, "network": n, "row": r, **v.to_dict(),
                           "expected": exp.value if exp else None, "expected_by": by,
                           "measurement": m})
-        out = {"rows": [{"id": r.id, "category": r.category, "text": r.text} for r in ROWS],
+        out = {"backend": self.backend,
+               "rows": [{"id": r.id, "category": r.category, "text": r.text} for r in ROWS],
                "cells": cells}
         if self.user and self.user.source:
             out["expectations"] = self.user.to_dict()
@@ -174,7 +180,7 @@ class Matrix:
     def markdown(self) -> str:
         cols = self.columns()
         notes: list[str] = []
-        lines = ["| Category | Test | " + " | ".join(f"{k}/{n}" for k, n in cols) + " |",
+        lines = ["| Category | Test | " + " | ".join(self.header(k, n) for k, n in cols) + " |",
                  "|---|---|" + "---|" * len(cols)]
         for row in ROWS:
             if not any((k, n, row.id) in self.cells for k, n in cols):
@@ -187,7 +193,7 @@ class Matrix:
             out += "\n\n" + "\n".join(f"[{i}] {t}" for i, t in enumerate(notes, 1))
         if self.not_run():
             out += "\n\nNot run here:\n" + "\n".join(
-                f"- {k}/{n}: {why}" for (k, n), why in self.not_run().items())
+                f"- {self.header(k, n)}: {why}" for (k, n), why in self.not_run().items())
         if " — |" in out:
             out += ("\n\n—: not measured on this configuration (fault and migration rows run on "
                     "one network type per kind unless --every-network)")
@@ -215,7 +221,7 @@ class Matrix:
         if exp is not None and exp is not v.status:
             text += f" (expected {exp.value})"
         if v.status is not Status.PASS or (exp is not None and exp is not v.status):
-            notes.append(f"{kind}/{net}, {ROW[row].text}: {v.detail}")
+            notes.append(f"{self.header(kind, net)}, {ROW[row].text}: {v.detail}")
             text += f" [{len(notes)}]"
         return text
 
@@ -223,7 +229,8 @@ class Matrix:
     def from_dict(cls, d: dict) -> "Matrix":
         """A matrix back from its matrix.json (for reports); expectations as recorded."""
         from vnetbench.functional.expect import Expectations
-        m = cls(expect={}, user=Expectations({}, (d.get("expectations") or {}).get("source", "")))
+        m = cls(expect={}, user=Expectations({}, (d.get("expectations") or {}).get("source", "")),
+                backend=d.get("backend", "netns"))     # matrices from before the key: netns
         for c in d["cells"]:
             v = Verdict(Status(c["status"]), c["value"], c["unit"], c["detail"], c.get("extra") or {},
                         c.get("label", ""))
@@ -237,7 +244,7 @@ class Matrix:
     def html(self) -> str:
         """The table and its footnotes as an HTML fragment (the comparison report embeds it)."""
         cols, notes = self.columns(), []
-        head = "".join(f"<th>{escape(k)}/{escape(n)}</th>" for k, n in cols)
+        head = "".join(f"<th>{escape(self.header(k, n))}</th>" for k, n in cols)
         rows = []
         for row in ROWS:
             if not any((k, n, row.id) in self.cells for k, n in cols):
@@ -245,7 +252,7 @@ class Matrix:
             cells = "".join(self._html_cell(k, n, row.id, notes) for k, n in cols)
             rows.append(f"<tr><th>{escape(row.category)}</th><td>{escape(row.text)}</td>{cells}</tr>")
         foot = "".join(f"<li>[{i}] {escape(t)}</li>" for i, t in enumerate(notes, 1))
-        not_run = "".join(f"<li>{escape(k)}/{escape(n)}: {escape(why)}</li>"
+        not_run = "".join(f"<li>{escape(self.header(k, n))}: {escape(why)}</li>"
                           for (k, n), why in self.not_run().items())
         return (f"<style>{STATUS_CSS}</style><table class='functional'><tr><th>Category</th><th>Test</th>{head}</tr>"
                 + "".join(rows) + "</table>" + (f"<ol class='notes'>{foot}</ol>" if foot else "")

@@ -16,6 +16,48 @@ from vnetbench.battery import session
 from vnetbench.traffic import capture, dhcp, iperf3, ping, probe, wire
 
 
+def native(dep) -> bool:
+    """Guests carry no Python: the probe tool is the Go build (vnetbench-flowgen probe-*)."""
+    return dep.backend != "netns"
+
+
+def clock_offset(dep, vm: str, samples: int = 2) -> dict:
+    """The VM's CLOCK_MONOTONIC minus the runner's (ns) and how well it is known. Namespaces
+    share the runner's kernel (0, exact); a guest's clock is read over its command channel,
+    so the offset is known to half the quickest round trip (uncertainty_ns)."""
+    if not native(dep):
+        return {"offset_ns": 0, "uncertainty_ns": 0}
+    best = None
+    for _ in range(samples):
+        t0 = time.monotonic_ns()
+        vm_ns = probe.parse_clock(dep.exec(vm, probe.clock_command(), timeout=30).stdout)
+        t1 = time.monotonic_ns()
+        got = (t1 - t0, vm_ns - (t0 + t1) // 2)
+        best = got if best is None else min(best, got)
+    return {"offset_ns": best[1], "uncertainty_ns": best[0] // 2}
+
+
+def sender_clock(first_ns: int, t_popen: int, t_ready: int, est: dict) -> dict:
+    """The sender's clock offset narrowed by causality: its first probe (``first_ns``, its
+    clock) went out after we started it (``t_popen``) and before we read its ready line
+    (``t_ready``), and within ``est`` (``clock_offset``). A shared clock stays exact."""
+    if not est["uncertainty_ns"]:
+        return est
+    lo = max(t_popen, first_ns - est["offset_ns"] - est["uncertainty_ns"])
+    hi = min(t_ready, first_ns - est["offset_ns"] + est["uncertainty_ns"])
+    if lo > hi:                 # a first probe that failed: only the estimate is left
+        return est
+    return {"offset_ns": first_ns - (lo + hi) // 2, "uncertainty_ns": (hi - lo) // 2}
+
+
+def _on_our_clock(sender: dict, probes: list, src: dict, dst: dict) -> tuple[dict, list]:
+    """The probe tools' times (each VM's own clock) on the runner's clock."""
+    so, do = src["offset_ns"], dst["offset_ns"]
+    sender = {**sender, **{k: sender[k] - so for k in ("first_ns", "last_ns")
+                           if sender.get(k) is not None}}
+    return sender, [[seq, sent - so, got - do] for seq, sent, got in probes]
+
+
 def _marker() -> int:
     return random.randrange(1, 2**31)
 
@@ -105,7 +147,7 @@ def captured_while_sending(dep, sender: str, dests, capture_vms, *, seconds: flo
                                 for vm in capture_vms}) as outputs:
         for ip, broadcast in dests:
             sent[ip] = probe.parse(dep.exec(sender, probe.send_command(probe.SendParams(
-                ip, port, interval_ms, seconds, _marker(), broadcast)),
+                ip, port, interval_ms, seconds, _marker(), broadcast), native(dep)),
                 timeout=seconds + 30).stdout)["sent"]
         frames = {vm: capture.parse(out) for vm, out in outputs(0.5).items()}
     return {"sent": sent,
@@ -117,19 +159,26 @@ def captured_while_sending(dep, sender: str, dests, capture_vms, *, seconds: flo
 def probes_around(dep, src: str, dst: str, change, *, before_s=1.0, after_s=2.5,
                   interval_ms=5.0) -> dict:
     """Sequence-numbered UDP probes ``src`` -> ``dst`` every ``interval_ms`` while
-    ``change()`` runs ``before_s`` into the stream; the change's start and end on the
-    shared monotonic clock, the sender's report and every probe that arrived."""
+    ``change()`` runs ``before_s`` into the stream; the change's start and end, the
+    sender's report and every probe that arrived, all on the runner's monotonic clock
+    (a guest's times mapped onto it: ``clock_uncertainty_ms``, 0 for namespaces)."""
     port, marker = _port(), _marker()
     total = before_s + after_s
-    recv = dep.popen(dst, probe.recv_command(probe.RecvParams(port, total + 1.0, marker)),
+    clocks = {vm: clock_offset(dep, vm) for vm in (src, dst)}
+    recv = dep.popen(dst, probe.recv_command(probe.RecvParams(port, total + 1.0, marker), native(dep)),
                      stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     try:
-        if not select.select([recv.stdout], [], [], 10)[0]:
+        if not select.select([recv.stdout], [], [], 30)[0]:
             raise RuntimeError(f"probe receiver in {dst} did not start")
         recv.stdout.readline()
+        t_popen = time.monotonic_ns()
         send = dep.popen(src, probe.send_command(probe.SendParams(
-            dep.ip(dst), port, interval_ms, total, marker)),
+            dep.ip(dst), port, interval_ms, total, marker), native(dep)),
             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        if not select.select([send.stdout], [], [], 30)[0]:      # a guest starts it slowly
+            raise RuntimeError(f"probe sender in {src} did not start")
+        send.stdout.readline()          # its first probe is out
+        t_ready = time.monotonic_ns()
         time.sleep(before_s)
         t_start = time.monotonic_ns()
         change()
@@ -140,8 +189,11 @@ def probes_around(dep, src: str, dst: str, change, *, before_s=1.0, after_s=2.5,
         for p in (recv, locals().get("send")):
             if p is not None and p.poll() is None:
                 session.stop(p)
-    return {"t_start_ns": t_start, "t_done_ns": t_done, "sender": sender,
-            "probes": got["probes"]}
+    if sender.get("first_ns") is not None:
+        clocks[src] = sender_clock(sender["first_ns"], t_popen, t_ready, clocks[src])
+    sender, probes = _on_our_clock(sender, got["probes"], clocks[src], clocks[dst])
+    return {"t_start_ns": t_start, "t_done_ns": t_done, "sender": sender, "probes": probes,
+            "clock_uncertainty_ms": max(c["uncertainty_ns"] for c in clocks.values()) / 1e6}
 
 
 def receiver_rate(dep, receiver: str, sender: str, seconds: int,
@@ -151,10 +203,11 @@ def receiver_rate(dep, receiver: str, sender: str, seconds: int,
     UDP offered at ``udp_bps`` in datagrams that fit the tenant MTU (no IP fragments)."""
     udp = udp_bps is not None
     length = dep.testbed.network.tenant_mtu - 28 if udp else None     # IPv4 + UDP headers
-    with session.iperf3_server(dep, sender):
+    port = _port()          # not the last test's: a guest's server may still be going away
+    with session.iperf3_server(dep, sender, port):
         argv = iperf3.client_command(iperf3.ClientParams(
             dest=dep.ip(sender), seconds=seconds, reverse=True, protocol="udp" if udp else "tcp",
-            bitrate_bps=udp_bps, length=length, interval_s=interval_s))
+            bitrate_bps=udp_bps, length=length, interval_s=interval_s, port=port))
         done = dep.exec(receiver, argv, timeout=seconds + 30)
     res = iperf3.parse(done.stdout)
     if res["samples_side"] != "receiver":
@@ -162,7 +215,8 @@ def receiver_rate(dep, receiver: str, sender: str, seconds: int,
     out = {"protocol": res["protocol"], "samples_mbps": [g * 1000 for g in res["samples_gbps"]],
            "mbps": res["bits_per_second"] / 1e6}
     if udp:
-        out.update(offered_mbps=udp_bps / 1e6, lost_percent=res["lost_percent"], length=length)
+        out.update(offered_mbps=udp_bps / 1e6, sent_mbps=res["sent_bits_per_second"] / 1e6,
+                   lost_percent=res["lost_percent"], length=length)
     else:
         out["retransmits"] = res.get("retransmits")
     return out
@@ -215,7 +269,7 @@ def encapsulation(dep, src: str, dst: str, seconds: float = 0.3) -> dict:
     with session.captures(dep, {link: (None, wire.command(link), host)
                                 for link in underlay_links(dep, host)}) as outs:
         sent = probe.parse(dep.exec(src, probe.send_command(probe.SendParams(
-            dep.ip(dst), port, 10.0, seconds, marker)), timeout=seconds + 30).stdout)["sent"]
+            dep.ip(dst), port, 10.0, seconds, marker), native(dep)), timeout=seconds + 30).stdout)["sent"]
         texts = outs(0.3)
     return {"host": host, "sent": sent, "marker": marker, "links": sorted(texts),
             **wire_summary(texts, probe.MAGIC + marker.to_bytes(4, "big"))}

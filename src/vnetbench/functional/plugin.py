@@ -14,17 +14,19 @@ import os
 import time
 from contextlib import contextmanager
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
-from vnetbench.errors import UnsupportedError
+from vnetbench.errors import UnsupportedError, VnetbenchError
 from vnetbench.functional.matrix import Matrix
 from vnetbench.functional.verdict import FAILURES, Status, error, na
-from vnetbench.testbed import capabilities
+from vnetbench.testbed import capabilities, options
 from vnetbench.testbed.loader import loads
 from vnetbench.testbed.model import NetType, VSwitchKind
 
 MATRIX = pytest.StashKey[Matrix]()
+TARGET = pytest.StashKey[tuple]()
 WRITTEN = pytest.StashKey[list]()
 RECORDED = pytest.StashKey[bool]()
 
@@ -48,6 +50,7 @@ def pytest_addoption(parser):
                      "differs fails its test and the run (vnetbench.functional.expect)")
     g.addoption("--matrix-out", default=None,
                 help="directory for matrix.json and matrix.md (default: results/functional-<time>)")
+    options.add_arguments(g.addoption)
 
 
 def pytest_configure(config):
@@ -56,13 +59,24 @@ def pytest_configure(config):
                             "(the first selected, linuxbridge by default)")
     user = None
     if config.getoption("expect"):
-        from vnetbench.errors import VnetbenchError
         from vnetbench.functional import expect
         try:
             user = expect.load(config.getoption("expect"))
         except VnetbenchError as exc:
             raise pytest.UsageError(str(exc)) from None
-    config.stash[MATRIX] = Matrix(user=user)
+    try:
+        config.stash[TARGET] = deployment_target(config)
+    except VnetbenchError as exc:
+        raise pytest.UsageError(str(exc)) from None
+    config.stash[MATRIX] = Matrix(user=user, backend=config.getoption("backend"))
+
+
+def deployment_target(config) -> tuple[str, dict]:
+    """(backend, build keywords) of the deployment every testbed is built on: the embedded
+    testbed by default, a libvirt hypervisor or an OpenStack cloud when one is configured."""
+    ns = SimpleNamespace(**{options.dest(f): config.getoption(options.dest(f))
+                            for f, _ in options.ARGUMENTS})
+    return ns.backend, options.build_options(ns, command="functional")
 
 
 def combos(config) -> list[tuple[VSwitchKind, NetType]]:
@@ -113,6 +127,11 @@ def caps():
 
 
 @pytest.fixture(scope="session")
+def target(request) -> tuple[str, dict]:
+    return request.config.stash[TARGET]
+
+
+@pytest.fixture(scope="session")
 def matrix(request) -> Matrix:
     return request.config.stash[MATRIX]
 
@@ -121,23 +140,35 @@ class NotBuilt(pytest.skip.Exception):
     """This machine cannot build the configuration: its cells are N/A, its column hidden."""
 
 
+# backends whose hosts and vSwitches are the embedded testbed's (this machine's kernel)
+EMULATED_HOSTS = ("netns", "libvirt")
+
+
 @contextmanager
-def deployment(combo, caps, text: str, name: str):
-    """Build ``text`` (a testbed with {kind} and {ntype} fields) for ``combo``; skip
-    (an N/A cell) when this machine cannot build it; tear it down after."""
+def deployment(combo, caps, text: str, name: str, target=("netns", {})):
+    """Build ``text`` (a testbed with {kind} and {ntype} fields) for ``combo`` on
+    ``target`` (backend, build keywords); skip (an N/A cell) when it cannot be built
+    there; tear it down after."""
     from vnetbench.testbed import deployment as backends
     kind, ntype = combo
-    if not caps.root:
-        raise NotBuilt("needs root (CAP_NET_ADMIN, CAP_SYS_ADMIN) to build the embedded testbed")
-    reason = caps.why_not(kind, ntype)
-    if reason:
-        raise NotBuilt(reason)
+    backend, opts = target
+    if backend in EMULATED_HOSTS:
+        if not caps.root:
+            raise NotBuilt("needs root (CAP_NET_ADMIN, CAP_SYS_ADMIN) to build the embedded testbed")
+        reason = caps.why_not(kind, ntype)
+        if reason:
+            raise NotBuilt(reason)
+        opts = {**opts, "caps": caps}
     tb = loads(text.format(kind=kind.value, ntype=ntype.value),
                source=f"<{name} {kind.value}-{ntype.value}>", online_cpus=sorted(os.sched_getaffinity(0)))
     try:
-        dep = backends.build("netns", tb, caps=caps)
+        dep = backends.build(backend, tb, **opts)
     except UnsupportedError as exc:       # e.g. a kind that cannot realise a declared qos
         raise NotBuilt(str(exc)) from None
+    except VnetbenchError as exc:         # a cloud that cannot realise this testbed's shape
+        if backend in EMULATED_HOSTS:
+            raise
+        raise NotBuilt(f"{backend}: {exc}") from None
     try:
         yield dep
     finally:
@@ -157,8 +188,8 @@ def one_vnet(vms: int) -> str:
 def deployment_fixture(text: str, name: str):
     """A module-scoped ``dep`` fixture: ``text`` built for each combo (``deployment``)."""
     @pytest.fixture(scope="module")
-    def dep(combo, caps):
-        with deployment(combo, caps, text, name) as d:
+    def dep(combo, caps, target):
+        with deployment(combo, caps, text, name, target) as d:
             yield d
     return dep
 
@@ -216,6 +247,10 @@ def pytest_runtest_makereport(item, call):
     row, combo = _row(item), _combo(item)
     if row is None or combo is None or item.stash.get(RECORDED, False):
         return
+    if rep.failed and call.excinfo and call.excinfo.errisinstance(UnsupportedError):
+        # the deployment cannot do what the row needs (a host-side capture on a cloud's
+        # compute node, a fault, a migration): N/A with the backend's reason
+        rep.outcome, rep.longrepr = "skipped", (str(item.path), 0, f"Skipped: {call.excinfo.value}")
     if rep.skipped:
         reason = rep.longrepr[2] if isinstance(rep.longrepr, tuple) else str(rep.longrepr)
         built = not (call.excinfo and call.excinfo.errisinstance(NotBuilt))

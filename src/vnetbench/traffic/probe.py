@@ -12,7 +12,7 @@ CLOCK_MONOTONIC, which every network namespace of the machine shares.
 
 The executor part (``*_command``, ``parse``, ``summarize``) is pure. Running this module
 is the tool (``python -m vnetbench.traffic.probe send|recv|rtt|echo ...``): one JSON
-line of results (``recv`` and ``rtt`` print a ``ready`` line first).
+line of results (every mode but ``echo`` prints a ``ready`` line first).
 """
 
 from __future__ import annotations
@@ -64,16 +64,34 @@ class RoundTripParams:
                              f"{MAX_RTT_INTERVAL_MS:g}")
 
 
-def send_command(p: SendParams) -> list[str]:
-    return [sys.executable, "-m", "vnetbench.traffic.probe", "send", "--dest", p.dest,
+def _tool(mode: str, native: bool) -> list[str]:
+    """This module run by Python, or (``native``: guests carry no Python) its Go build in
+    vnetbench-flowgen (tools/flowgen/probe.go: the same datagrams, flags and JSON lines)."""
+    if native:
+        from vnetbench.traffic import flowgen
+        return [flowgen.binary(), f"probe-{mode}"]
+    return [sys.executable, "-m", "vnetbench.traffic.probe", mode]
+
+
+def send_command(p: SendParams, native: bool = False) -> list[str]:
+    return [*_tool("send", native), "--dest", p.dest,
             "--port", str(p.port), "--interval-ms", f"{p.interval_ms:g}",
             "--seconds", f"{p.seconds:g}", "--marker", str(p.marker),
             *(["--broadcast"] if p.broadcast else [])]
 
 
-def recv_command(p: RecvParams) -> list[str]:
-    return [sys.executable, "-m", "vnetbench.traffic.probe", "recv", "--port", str(p.port),
+def recv_command(p: RecvParams, native: bool = False) -> list[str]:
+    return [*_tool("recv", native), "--port", str(p.port),
             "--seconds", f"{p.seconds:g}", "--marker", str(p.marker)]
+
+
+def clock_command() -> list[str]:
+    """The guest's CLOCK_MONOTONIC (Go tool only: where Python runs, the clock is ours)."""
+    return [*_tool("clock", True)]
+
+
+def parse_clock(text: str) -> int:
+    return int(json.loads(text.strip().splitlines()[-1])["monotonic_ns"])
 
 
 def roundtrip_command(p: RoundTripParams) -> list[str]:
@@ -137,6 +155,8 @@ def send(a) -> dict:
             last = now
         except OSError:          # e.g. ENETUNREACH, or ENOBUFS on a full queue
             errors += 1
+        if seq == 0:             # the first probe is out: a caller may time its change by it
+            print(json.dumps({"ready": True}), flush=True)
     return {"sent": sent, "errors": errors, "first_ns": first, "last_ns": last,
             "interval_ns": interval}
 

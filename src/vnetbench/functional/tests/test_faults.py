@@ -144,7 +144,7 @@ MULTI = TESTBED.replace("vswitch: {kind}",
 
 
 @pytest.mark.row("fault.multi-controller")
-def test_one_of_two_controller_instances_killed(combo, caps, dep, record):
+def test_one_of_two_controller_instances_killed(combo, caps, target, dep, record):
     """Two instances every bridge connects to; one is killed under a probe stream, then
     two VMs that never talked must reach each other (new flows need a live instance).
     (``dep``: an unbuildable configuration stays out of the columns.)"""
@@ -152,7 +152,7 @@ def test_one_of_two_controller_instances_killed(combo, caps, dep, record):
     if kind is not VSwitchKind.OVS_OPENFLOW:
         pytest.skip(f"{kind}: the testbed declares no controller instances "
                     "(only ovs-openflow has openflow.controllers)")
-    with deployment(combo, caps, MULTI, "multi-controller") as d:
+    with deployment(combo, caps, MULTI, "multi-controller", target) as d:
         f = Faults(d)
         first = control.components(d)[0]
         measure.ping_once(d, "red-1", d.ip("red-2"))

@@ -93,6 +93,12 @@ def parameters(testbed: Testbed, run_id: str, options: Options, admin: bool,
     if len(testbed.vnets) > 2:
         raise VnetbenchError(f"{testbed.source}: the openstack backend builds at most 2 vnets "
                              f"(the template's A and B); this testbed has {len(testbed.vnets)}")
+    paired = {vm for p in testbed.pairs for vm in p.vms}
+    loose = [v.name for v in testbed.vms if v.name not in paired]
+    if loose:
+        raise VnetbenchError(f"{testbed.source}: the openstack backend builds VMs as the Heat "
+                             f"template's pairs; VM {loose[0]!r} is in no pair ({len(loose)} of "
+                             f"{len(testbed.vms)} VMs are not); declare them under 'pairs:'")
     if not options.flavor and not admin:
         raise VnetbenchError(f"cloud {options.cloud!r}: not admin, so no pinned flavor can be "
                              "created; name an existing pinned flavor (--flavor / 'flavor:')")

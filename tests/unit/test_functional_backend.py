@@ -1,0 +1,168 @@
+"""The functional matrix on a configured deployment (libvirt guests, an OpenStack cloud):
+the backend options, the column names, and rows a backend cannot measure becoming N/A
+cells with its reason -- never a crash, never a silent gap."""
+
+import json
+import subprocess
+import sys
+from types import SimpleNamespace
+
+import pytest
+
+from vnetbench.errors import PrerequisiteError, UnsupportedError, VnetbenchError
+from vnetbench.faults import Faults
+from vnetbench.functional import plugin
+from vnetbench.functional.matrix import Matrix
+from vnetbench.functional.verdict import Status, Verdict
+from vnetbench.testbed import options
+
+
+def ns(**kw):
+    base = {options.dest(f): k.get("default") for f, k in options.ARGUMENTS}
+    return SimpleNamespace(**{**base, **kw})
+
+
+def test_libvirt_options_need_a_built_image(tmp_path):
+    with pytest.raises(PrerequisiteError, match=f"{tmp_path}: no vmlinuz"):
+        options.build_options(ns(backend="libvirt", image=str(tmp_path)))
+    (tmp_path / "vmlinuz").write_text("k")
+    (tmp_path / "initrd.img").write_text("i")
+    got = options.build_options(ns(backend="libvirt", image=str(tmp_path),
+                                   libvirt_uri=["h2=qemu+ssh://root@b/system"]))
+    assert got == {"image_dir": tmp_path, "memory_mib": 256,
+                   "uris": {"h2": "qemu+ssh://root@b/system"}}
+
+
+def test_openstack_options_need_a_cloud():
+    with pytest.raises(VnetbenchError, match="functional --backend openstack: name the cloud"):
+        options.build_options(ns(backend="openstack"), command="functional")
+    got = options.build_options(ns(backend="openstack", cloud="aio", gateway="root@gw"))
+    assert got["cloud_name"] == "aio" and got["image"] == "vnetbench-guest"
+    assert got["gateway"] == "root@gw"
+
+
+def test_forward_hands_only_what_the_user_set_to_pytest():
+    got = options.forward(ns(backend="libvirt", image="/img", memory=512,
+                             libvirt_uri=["h1=qemu:///system", "h2=qemu+ssh://x/system"]))
+    assert got == ["--backend=libvirt", "--image=/img", "--memory=512",
+                   "--libvirt-uri=h1=qemu:///system", "--libvirt-uri=h2=qemu+ssh://x/system"]
+    assert options.forward(ns(backend="netns")) == []
+
+
+def test_column_names_the_backend_and_survives_json():
+    m = Matrix(expect={}, backend="libvirt")
+    m.add("ovs", "vxlan", "rate.compliance", Verdict(Status.PASS, 9.6, "Mbit/s", "ok"))
+    m.add("ovs", "vxlan", "migration.live", plugin.na("libvirt: no VM migration: why"))
+    md = m.markdown()
+    assert "| Category | Test | libvirt ovs/vxlan |" in md
+    assert "[1] libvirt ovs/vxlan, Live: ping continues" in md and "no VM migration: why" in md
+    back = Matrix.from_dict(json.loads(json.dumps(m.to_dict())))
+    assert back.backend == "libvirt" and "<th>libvirt ovs/vxlan</th>" in back.html()
+    assert Matrix.from_dict({"cells": []}).backend == "netns"     # matrices from before
+
+
+class Tb:
+    name = "t"
+    vswitch = SimpleNamespace(kind=SimpleNamespace(value="ovn"))
+    network = SimpleNamespace(type=SimpleNamespace(value="geneve"))
+
+    def vm(self, name):
+        return SimpleNamespace(name=name, host="h1")
+
+
+@pytest.mark.parametrize("backend, call, what", [
+    ("libvirt", lambda f: f.migrate("red-1", "h2", live=True), "no VM migration"),
+    ("libvirt", lambda f: f.migrate("red-1", "h2", live=False), "no VM migration"),
+    ("openstack", lambda f: f.migrate("red-1", "h2"), "no VM migration"),
+    ("openstack", lambda f: f.controller_stop(), "no controller-stop fault"),
+    ("openstack", lambda f: f.vswitch_restart("h1"), "no vswitch-restart fault"),
+])
+def test_faults_a_backend_cannot_inject_are_refused_before_acting(backend, call, what):
+    dep = SimpleNamespace(backend=backend, testbed=Tb(), run_id="r")
+    with pytest.raises(UnsupportedError, match=f"^{backend}: {what}: "):
+        call(Faults(dep))
+
+
+def test_a_cloud_that_cannot_realise_the_testbed_is_not_built(monkeypatch):
+    """openstack: the stack's shape refused (one line) -> the configuration's cells N/A;
+    on an emulated-host backend the same error is a bug of the suite and propagates."""
+    from vnetbench.testbed import deployment as backends
+    from vnetbench.testbed.model import NetType, VSwitchKind
+
+    def refuse(backend, tb, **opts):
+        raise VnetbenchError("the openstack backend builds at most 2 vnets")
+    monkeypatch.setattr(backends, "build", refuse)
+    combo = (VSwitchKind.OVS, NetType.VXLAN)
+    text = plugin.one_vnet(2)
+    with pytest.raises(plugin.NotBuilt, match="openstack: the openstack backend builds at most"):
+        with plugin.deployment(combo, None, text, "t", ("openstack", {})):
+            pass
+    caps = SimpleNamespace(root=True, why_not=lambda k, t: None)
+    with pytest.raises(VnetbenchError) as exc:
+        with plugin.deployment(combo, caps, text, "t", ("libvirt", {})):
+            pass
+    assert not isinstance(exc.value, plugin.NotBuilt)
+
+
+STAND_IN = '''
+import pytest
+from vnetbench.errors import UnsupportedError
+from vnetbench.functional.verdict import Status, Verdict
+
+@pytest.mark.row("feature.bonding")
+def test_host_side(combo, record):
+    raise UnsupportedError("openstack: no host-side commands (the cloud's compute nodes are not vnetbench's)")
+
+@pytest.mark.row("rate.compliance")
+def test_measured(combo, record, target):
+    assert target[0] == "openstack" and target[1]["cloud_name"] == "c1"
+    record(Verdict(Status.PASS, 9.7, "Mbit/s"))
+'''
+
+
+def test_unsupported_rows_become_na_cells_with_the_reason(tmp_path):
+    (tmp_path / "test_standin.py").write_text(STAND_IN)
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "vnetbench.functional.plugin",
+         str(tmp_path / "test_standin.py"), "--vswitch=ovs", "--network=vxlan",
+         "--backend=openstack", "--cloud=c1", f"--matrix-out={tmp_path / 'm'}",
+         "-p", "no:cacheprovider"], capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert done.returncode == 0, done.stdout[-2000:]
+    assert "1 passed, 1 skipped" in done.stdout
+    d = json.loads((tmp_path / "m" / "matrix.json").read_text())
+    assert d["backend"] == "openstack"
+    cells = {c["row"]: c for c in d["cells"]}
+    assert cells["feature.bonding"]["status"] == "N/A"
+    assert cells["feature.bonding"]["detail"].startswith("openstack: no host-side commands")
+    assert cells["rate.compliance"]["status"] == "Pass"
+    assert "| openstack ovs/vxlan |" in (tmp_path / "m" / "matrix.md").read_text()
+
+
+def test_slow_guest_tolerances_still_separate_shaped_from_free_ports():
+    """Guests: UDP at 2x the limit, a free port passes above 1.5x; a shaped one (10 Mbit/s
+    with its burst) stays under that, and a sender too slow to load the limit is an
+    Error of the suite, never a finding about the network."""
+    from vnetbench.functional import verdict as v
+    free = {"limit_mbps": 10.0, "factor": v.GUEST_UNAFFECTED_FACTOR, "offered_mbps": 20.0,
+            "sent_mbps": 19.9, "mbps": 19.6}
+    assert v.unaffected(free).status is Status.PASS
+    shaped = {**free, "mbps": 12.7}           # 10 Mbit/s + the whole 8 Mbit bucket over 3 s
+    assert v.unaffected(shaped).status is Status.FAIL
+    slow = {**free, "sent_mbps": 13.0, "mbps": 13.0}
+    got = v.unaffected(slow)
+    assert got.status is Status.ERROR and "offered only 13.0 Mbit/s" in got.detail
+    assert v.unaffected({"limit_mbps": 10.0, "mbps": 24.6}).status is Status.FAIL   # netns: 3x
+    comp = {"limit_mbps": 10.0, "samples_mbps": [12, 10, 9.9, 10.1], "offered_mbps": 20.0}
+    assert v.rate_compliance({**comp, "sent_mbps": 19.8}).status is Status.PASS
+    assert v.rate_compliance({**comp, "sent_mbps": 10.5}).status is Status.ERROR
+
+
+def test_openstack_refuses_vms_outside_the_templates_pairs_before_any_stack():
+    """The functional testbeds declare VMs, not pairs: on a cloud they are N/A (not built)
+    with this reason instead of a stack whose outputs cannot be matched."""
+    from vnetbench.testbed.loader import loads
+    from vnetbench.testbed.openstack import stack as st
+    tb = loads(plugin.one_vnet(3).format(kind="ovs", ntype="vxlan"), source="<isolation ovs-vxlan>")
+    with pytest.raises(VnetbenchError, match=r"^<isolation ovs-vxlan>: the openstack backend builds "
+                       r"VMs as the Heat template's pairs; VM 'red-1' is in no pair \(3 of 3"):
+        st.parameters(tb, "0123456789ab", st.Options(cloud="c"), True, "k")
