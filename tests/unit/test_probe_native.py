@@ -84,3 +84,19 @@ def test_the_senders_clock_is_narrowed_by_causality():
     exact = {"offset_ns": 0, "uncertainty_ns": 0}
     assert measure.sender_clock(15_000, 1, 2, exact) is exact
     assert measure.sender_clock(15_000, 20_000, 30_000, est) is est  # inconsistent: the estimate
+
+
+@pytest.mark.parametrize("native", [False, True])
+def test_a_receiver_waits_for_a_late_sender(tool, native):
+    """--first-within: the window counts from the first probe, so a sender that a slow
+    guest starts seconds late is still heard whole."""
+    port = 47100 + native
+    recv = subprocess.Popen(probe.recv_command(probe.RecvParams(port, 0.5, 5, first_within=10.0),
+                                               native), stdout=subprocess.PIPE, text=True)
+    assert '"ready"' in recv.stdout.readline()
+    time.sleep(1.0)                      # longer than the window itself
+    subprocess.run(probe.send_command(probe.SendParams("127.0.0.1", port, 5.0, 0.3, 5), native),
+                   capture_output=True, timeout=10)
+    t0 = time.monotonic()
+    got = probe.parse(recv.communicate(timeout=15)[0])
+    assert got["received"] == 60 and time.monotonic() - t0 < 1.0

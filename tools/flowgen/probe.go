@@ -29,6 +29,7 @@ type probeArgs struct {
 	interval, seconds float64
 	marker            uint64
 	broadcast         bool
+	firstWithin       float64
 }
 
 func monotonicNs() int64 {
@@ -46,6 +47,8 @@ func probeFlags(name string, args []string) (*probeArgs, error) {
 	fs.Float64Var(&a.seconds, "seconds", 0, "how long to send or listen")
 	fs.Uint64Var(&a.marker, "marker", 0, "marker of this run's probes")
 	fs.BoolVar(&a.broadcast, "broadcast", false, "SO_BROADCAST (dest may be a broadcast address)")
+	fs.Float64Var(&a.firstWithin, "first-within", 0, "recv: -seconds count from the first probe, "+
+		"which may take this long")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
@@ -135,7 +138,7 @@ func probeRecvMain(args []string) error {
 	tv := syscall.NsecToTimeval(int64(100 * time.Millisecond))
 	_ = syscall.SetsockoptTimeval(fd, syscall.SOL_SOCKET, syscall.SO_RCVTIMEO, &tv)
 	printJSON(map[string]interface{}{"ready": true})
-	end := monotonicNs() + int64(a.seconds*1e9)
+	end := monotonicNs() + int64((a.seconds+a.firstWithin)*1e9)
 	probes := [][3]int64{}
 	buf := make([]byte, 2048)
 	for monotonicNs() < end {
@@ -146,6 +149,9 @@ func probeRecvMain(args []string) error {
 		now := monotonicNs()
 		if n >= probeHeader && string(buf[:4]) == string(probeMagic) &&
 			uint64(binary.BigEndian.Uint32(buf[4:])) == a.marker {
+			if len(probes) == 0 && a.firstWithin > 0 {
+				end = now + int64(a.seconds*1e9)
+			}
 			probes = append(probes, [3]int64{int64(binary.BigEndian.Uint32(buf[8:])),
 				int64(binary.BigEndian.Uint64(buf[12:])), now})
 		}

@@ -10,7 +10,6 @@ import select
 import subprocess
 import time
 from collections import Counter
-from pathlib import Path
 
 from vnetbench.battery import session
 from vnetbench.traffic import capture, dhcp, iperf3, ping, probe, wire
@@ -165,7 +164,8 @@ def probes_around(dep, src: str, dst: str, change, *, before_s=1.0, after_s=2.5,
     port, marker = _port(), _marker()
     total = before_s + after_s
     clocks = {vm: clock_offset(dep, vm) for vm in (src, dst)}
-    recv = dep.popen(dst, probe.recv_command(probe.RecvParams(port, total + 1.0, marker), native(dep)),
+    recv = dep.popen(dst, probe.recv_command(probe.RecvParams(port, total + 1.0, marker,
+                                                              first_within=30.0), native(dep)),
                      stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     try:
         if not select.select([recv.stdout], [], [], 30)[0]:
@@ -184,7 +184,7 @@ def probes_around(dep, src: str, dst: str, change, *, before_s=1.0, after_s=2.5,
         change()
         t_done = time.monotonic_ns()
         sender = probe.parse(send.communicate(timeout=total + 30)[0])
-        got = probe.parse(recv.communicate(timeout=total + 30)[0])
+        got = probe.parse(recv.communicate(timeout=total + 60)[0])
     finally:
         for p in (recv, locals().get("send")):
             if p is not None and p.poll() is None:
@@ -297,10 +297,16 @@ def dhcp_answers(dep, client: str, control: str, seconds: int = 3) -> dict:
     udhcpd in ``control`` (same vnet) is the answer that proves the probe hears one."""
     vm, ctl = dep.testbed.vm(client), dep.testbed.vm(control)
     net = dep.testbed.vnet(ctl.nics[0].vnet).cidr
-    files = {k: str(dep.run.dir / f"udhcpd-{ctl.name}.{k}") for k in ("conf", "leases", "pid")}
-    Path(files["leases"]).touch()
-    Path(files["conf"]).write_text(dhcp.server_conf(dhcp.ServerConf(
-        "eth0", str(net[-10]), str(net[-5]), str(net.netmask), files["leases"], files["pid"])))
+    # the server's files, written by the VM itself: a guest sees only its own disk (gone
+    # with the guest); a namespace VM shares ours, so they go to the run's directory
+    base = f"/tmp/vnetbench-udhcpd-{ctl.name}" if native(dep) else str(dep.run.dir / f"udhcpd-{ctl.name}")
+    files = {k: f"{base}.{k}" for k in ("conf", "leases", "pid")}
+    conf = dhcp.server_conf(dhcp.ServerConf(
+        "eth0", str(net[-10]), str(net[-5]), str(net.netmask), files["leases"], files["pid"]))
+    put = dep.exec(control, ["sh", "-c", 'printf %s "$1" > "$2" && : > "$3"', "sh", conf,
+                             files["conf"], files["leases"]])
+    if put.returncode:
+        raise RuntimeError(f"udhcpd files in {control}: {put.stderr.strip()}")
     server = dep.popen(control, dhcp.server_command(files["conf"]),
                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:

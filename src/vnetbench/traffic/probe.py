@@ -45,6 +45,8 @@ class RecvParams:
     port: int
     seconds: float
     marker: int
+    first_within: float = 0.0      # > 0: ``seconds`` count from the first probe, which may
+                                   # take this long (a sender a slow guest starts late)
 
 
 MAX_RTT_INTERVAL_MS = 10.0     # downtime resolution the migration rows promise
@@ -82,7 +84,8 @@ def send_command(p: SendParams, native: bool = False) -> list[str]:
 
 def recv_command(p: RecvParams, native: bool = False) -> list[str]:
     return [*_tool("recv", native), "--port", str(p.port),
-            "--seconds", f"{p.seconds:g}", "--marker", str(p.marker)]
+            "--seconds", f"{p.seconds:g}", "--marker", str(p.marker),
+            *(["--first-within", f"{p.first_within:g}"] if p.first_within else [])]
 
 
 def clock_command() -> list[str]:
@@ -171,7 +174,7 @@ def _bound(port: int):
 def recv(a) -> dict:
     s = _bound(a.port)
     print(json.dumps({"ready": True}), flush=True)
-    end = time.monotonic() + a.seconds
+    end = time.monotonic() + a.seconds + a.first_within
     probes = []
     while (left := end - time.monotonic()) > 0:
         if not select.select([s], [], [], min(left, 0.1))[0]:
@@ -181,6 +184,8 @@ def recv(a) -> dict:
         if len(data) >= HEADER.size:
             magic, marker, seq, sent_ns = HEADER.unpack_from(data)
             if magic == MAGIC and marker == a.marker:
+                if not probes and a.first_within:
+                    end = now / 1e9 + a.seconds
                 probes.append([seq, sent_ns, now])
     return {"received": len(probes), "probes": probes}
 
@@ -241,6 +246,7 @@ def main(argv=None):
     p.add_argument("--seconds", type=float, required=True)
     p.add_argument("--marker", type=int, required=True)
     p.add_argument("--broadcast", action="store_true")
+    p.add_argument("--first-within", type=float, default=0.0)
     a = p.parse_args(argv)
     if a.mode in ("send", "rtt") and not a.dest:
         p.error(f"{a.mode} needs --dest")
