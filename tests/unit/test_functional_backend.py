@@ -47,6 +47,9 @@ def test_forward_hands_only_what_the_user_set_to_pytest():
     assert got == ["--backend=libvirt", "--image=/img", "--memory=512",
                    "--libvirt-uri=h1=qemu:///system", "--libvirt-uri=h2=qemu+ssh://x/system"]
     assert options.forward(ns(backend="netns")) == []
+    assert options.forward(ns(backend="netns", no_server_groups=False)) == []
+    assert options.forward(ns(backend="openstack", cloud="c", no_server_groups=True)) == \
+        ["--backend=openstack", "--cloud=c", "--no-server-groups"]
 
 
 def test_column_names_the_backend_and_survives_json():
@@ -166,3 +169,14 @@ def test_openstack_refuses_vms_outside_the_templates_pairs_before_any_stack():
     with pytest.raises(VnetbenchError, match=r"^<isolation ovs-vxlan>: the openstack backend builds "
                        r"VMs as the Heat template's pairs; VM 'red-1' is in no pair \(3 of 3"):
         st.parameters(tb, "0123456789ab", st.Options(cloud="c"), True, "k")
+
+
+def test_the_cli_hands_its_defaults_to_pytest_unchanged(tmp_path):
+    """`vnetbench functional` with no backend option collects the suite (no option of
+    testbed up's leaks into pytest's arguments as a value it refuses)."""
+    done = subprocess.run([sys.executable, "-m", "vnetbench", "functional", "--vswitch", "ovs",
+                           "--network", "vxlan", "--out", str(tmp_path), "--", "--collect-only",
+                           "-q", "-p", "no:cacheprovider"],
+                          capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    assert "test_isolation.py::test_same_ips_each_vnet_reaches_itself[ovs-vxlan]" in done.stdout

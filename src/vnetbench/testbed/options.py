@@ -58,9 +58,10 @@ def forward(ns) -> list[str]:
     out = []
     for flags, kwargs in ARGUMENTS:
         value = getattr(ns, dest(flags), None)
-        if value is None or value == kwargs.get("default"):
-            continue
-        out += [f"{flags[0]}={v}" for v in (value if isinstance(value, list) else [value])]
+        if kwargs.get("action") == "store_true":
+            out += [flags[0]] if value else []
+        elif value is not None and value != kwargs.get("default"):
+            out += [f"{flags[0]}={v}" for v in (value if isinstance(value, list) else [value])]
     return out
 
 
