@@ -64,3 +64,24 @@ def test_every_workload_says_its_configuration(path):
     for subtask in config.subtasks:
         for workload in subtask["workloads"]:
             assert workload["description"].startswith("linuxbridge/flat · "), workload["description"]
+
+
+def _scenario_args(text, name):
+    config = validate(text)
+    return [w["args"] for s in config.subtasks for w in s["workloads"] if w["name"] == name]
+
+
+@pytest.mark.parametrize("profile", ["quick", "full"])
+def test_libvirt_comparison_offers_tcg_guests_what_they_can_do(profile):
+    """flow setup at 1,000/s and 70 Mbit/s fairness flows are beyond a TCG guest: the libvirt
+    backend's points are 10/30/100 conn/s and a 10 Mbit/s bottleneck; tcg: false and the
+    netns backend keep the seed's points."""
+    path = TASKS[0].parent / "overlay-comparison.yaml"
+    guest = render(path, profile=profile, backend="libvirt", columns=["ovs/vxlan"])
+    assert _scenario_args(guest, "VnetBench.flow_setup")[0]["rates"] == [10, 30, 100]
+    fair = _scenario_args(guest, "VnetBench.fairness")[0]
+    assert fair["bottleneck_bps"] == 10000000 and max(map(max, fair["settings"])) <= 8000000
+    for other in (dict(backend="libvirt", tcg=False), dict(backend="netns")):
+        text = render(path, profile=profile, columns=["ovs/vxlan"], **other)
+        assert _scenario_args(text, "VnetBench.flow_setup")[0]["rates"] == [10, 100, 1000, 10000]
+        assert _scenario_args(text, "VnetBench.fairness")[0]["bottleneck_bps"] == 100000000
