@@ -22,12 +22,14 @@ from vnetbench.errors import VnetbenchError
 @dataclass(frozen=True)
 class Ssh:
     address: str
-    key: Path
+    key: Path | None                   # None: ssh's own identities
     control_dir: Path                  # one master connection per guest, socket kept here
     user: str = "root"
     connect_timeout_s: int = 10
     netns: str | None = None           # run the client in this namespace (the guest's network)
     jump: str | None = None            # [user@]host[:port] of an SSH gateway to the guests
+    port: int | None = None
+    proxy: tuple[str, ...] | None = None   # a ProxyCommand argv (%h, %p: the guest's)
 
     def __post_init__(self):
         # ssh binds <dir>/<40 hex>.<16 random> and a unix socket path has 107 bytes at most
@@ -35,14 +37,19 @@ class Ssh:
             raise ValueError(f"control_dir {str(self.control_dir)[:60]}...: longer than 48 "
                              "characters, too long for ssh's control socket; use a short one")
 
+    def key_options(self) -> list[str]:
+        """Who to be and whom to trust, without the connection sharing (for a ProxyCommand).
+        Host keys are made at each boot, so none can be known in advance: the channel
+        trusts the address it was given inside the suite's own network."""
+        return [*(["-i", str(self.key)] if self.key else []), "-o", "BatchMode=yes",
+                "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null",
+                "-o", "LogLevel=ERROR", *(["-o", f"Port={self.port}"] if self.port else [])]
+
     def _options(self) -> list[str]:
-        # Host keys are made at each boot, so none can be known in advance: the channel
-        # trusts the address it was given inside the suite's own network.
-        return ["-i", str(self.key), "-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=no",
-                "-o", "UserKnownHostsFile=/dev/null", "-o", "LogLevel=ERROR",
-                "-o", f"ConnectTimeout={self.connect_timeout_s}",
+        return [*self.key_options(), "-o", f"ConnectTimeout={self.connect_timeout_s}",
                 "-o", f"ControlPath={self.control_dir}/%C", "-o", "ServerAliveInterval=5",
-                *(["-o", f"ProxyJump={self.jump}"] if self.jump else [])]
+                *(["-o", f"ProxyJump={self.jump}"] if self.jump else []),
+                *(["-o", f"ProxyCommand={shlex.join(self.proxy)}"] if self.proxy else [])]
 
     def _prefix(self) -> list[str]:
         return ["ip", "netns", "exec", self.netns] if self.netns else []

@@ -30,13 +30,18 @@ class SshGuests:
         return self.ssh(self.testbed.vm(vm).name).argv(by_name(argv))
 
     def popen(self, vm: str, argv, **kwargs) -> subprocess.Popen:
-        kwargs.pop("stdin", None)       # the session's stdin ties the guest process to it
-        tied = ["sh", "-c", _TIED, "sh", *by_name(argv)]
-        p = subprocess.Popen(self.ssh(vm).argv(tied), stdin=subprocess.PIPE, start_new_session=True,
-                             **kwargs)
-        # the tie is held, not offered: communicate() would close it and so end the remote
-        # process before its result (a counter's, a capture's) is printed
-        p.tie, p.stdin = p.stdin, None
-        self.run.record("process", pid=p.pid, starttime=proc.starttime(p.pid), vm=vm,
-                        argv=list(map(str, argv)))
-        return p
+        return tied_popen(self.run, self.ssh(vm), argv, {"vm": vm}, **kwargs)
+
+
+def tied_popen(run, ssh, argv, label: dict, **kwargs) -> subprocess.Popen:
+    """ARGV started over SSH, dying with the session; journaled in RUN with LABEL
+    ({"vm": name} or {"host": name})."""
+    kwargs.pop("stdin", None)       # the session's stdin ties the remote process to it
+    tied = ["sh", "-c", _TIED, "sh", *by_name(argv)]
+    p = subprocess.Popen(ssh.argv(tied), stdin=subprocess.PIPE, start_new_session=True, **kwargs)
+    # the tie is held, not offered: communicate() would close it and so end the remote
+    # process before its result (a counter's, a capture's) is printed
+    p.tie, p.stdin = p.stdin, None
+    run.record("process", pid=p.pid, starttime=proc.starttime(p.pid), **label,
+               argv=list(map(str, argv)))
+    return p

@@ -25,6 +25,7 @@ from vnetbench.image.build import boot_files
 from vnetbench.state import Run
 from vnetbench.testbed.libvirt import domain as dom
 from vnetbench.testbed.libvirt.deployment import URI, LibvirtDeployment, connect
+from vnetbench.testbed.libvirt.remote import is_remote
 from vnetbench.testbed.netns import builder as netns_builder
 from vnetbench.testbed.netns import links, proc
 from vnetbench.testbed.netns.names import Names as NetnsNames
@@ -48,11 +49,19 @@ def host_uris(testbed, uris) -> dict[str, str]:
 
 def up(testbed, image_dir: Path, memory_mib: int = 256, caps=None, uris=None,
        progress=lambda msg: None) -> LibvirtDeployment:
-    """URIS: the hypervisor of each emulated host (``host_uris``); a ``qemu+ssh://`` one
-    must reach this machine's libvirtd (the guests' taps and the hosts' vSwitches are
-    here), e.g. qemu+ssh://root@localhost/system."""
+    """URIS: the hypervisor of each host (``host_uris``). A ``qemu+ssh://`` URI to this
+    machine (loopback) drives its libvirtd for guests on the emulated hosts' vSwitches;
+    one to another machine puts the testbed on that remote KVM host
+    (vnetbench.testbed.libvirt.remote_builder)."""
     kernel, initrd = boot_files(Path(image_dir))
     uris = host_uris(testbed, uris)
+    remote = [u for u in uris.values() if is_remote(u)]
+    if remote:
+        from vnetbench.testbed.libvirt import remote_builder
+        remote_builder.check(testbed, uris)
+        dtype = "kvm" if os.environ.get("VNETBENCH_LIBVIRT_KVM") == "1" else "qemu"
+        return remote_builder.up(testbed, kernel, initrd, memory_mib, uris, dtype, guest_key,
+                                 _check_pinning, progress)
     conns = {}
     try:
         for uri in dict.fromkeys(uris.values()):
@@ -122,10 +131,7 @@ class _Guests:
         self.run.write_meta(guests_ready_s=round(time.monotonic() - t0, 2))
 
     def _key(self) -> str:
-        path = self.run.dir / "guest-key"
-        subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", f"vnetbench-{self.run.run_id}",
-                        "-f", str(path)], check=True, capture_output=True)
-        return path.with_suffix(".pub").read_text()
+        return guest_key(self.run)
 
     def _mgmt(self) -> None:
         self.run.record("netns", name=self.n.mgmt_ns)
@@ -175,6 +181,14 @@ class _Guests:
             _move(tap, vns, f"qbr{k}")
         _move(mgmt[0], self.n.mgmt_ns, dom.MGMT_BRIDGE)
         return console
+
+
+def guest_key(run: Run) -> str:
+    """A key pair of the run's (in its directory) for its guests' command channel."""
+    path = run.dir / "guest-key"
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", f"vnetbench-{run.run_id}",
+                    "-f", str(path)], check=True, capture_output=True)
+    return path.with_suffix(".pub").read_text()
 
 
 def _side_mac(rid: str, vm_i: int, nic: int, which: int) -> str:

@@ -45,6 +45,14 @@ def connect(uri: str = URI):
 class LibvirtDeployment(SshGuests, NetnsDeployment):
     backend = "libvirt"
 
+    @classmethod
+    def of(cls, run):
+        """A run on a remote hypervisor has no local hosts: its own Deployment class."""
+        if cls is LibvirtDeployment and not run.describe() and run.meta().get("remote"):
+            from vnetbench.testbed.libvirt.remote_deployment import RemoteLibvirtDeployment
+            return RemoteLibvirtDeployment.of(run)
+        return super().of(run)
+
     def ssh(self, vm: str) -> Ssh:
         vm_i = [v.name for v in self.testbed.vms].index(vm)
         n = dom.Names(self.run_id)

@@ -63,17 +63,36 @@ class Guest:
     kernel: str
     initrd: str
     cmdline: str
-    nics: tuple[tuple[str, str], ...]     # (tap, mac) in guest order; the last is management
+    # (tap, mac) or (tap, mac, Plug) in guest order; the last is management
+    nics: tuple[tuple, ...]
     console: str
     domain_type: str = "qemu"             # "kvm" where the host can run the guest
+
+
+@dataclass(frozen=True)
+class Plug:
+    """A NIC that libvirt plugs itself (a remote hypervisor's own bridge): into an OVS
+    bridge on an access VLAN, or into a Linux bridge (ovs False, vlan None)."""
+    bridge: str
+    ovs: bool = False
+    vlan: int | None = None
+
+
+def nic_xml(tap: str, mac: str, plug: Plug | None = None) -> str:
+    """A tap made beforehand (ethernet, managed='no'), or one libvirt makes and plugs."""
+    if plug is None:
+        return (f"<interface type='ethernet'><mac address='{mac}'/><target dev='{tap}' managed='no'/>"
+                f"<model type='virtio'/></interface>")
+    port = "<virtualport type='openvswitch'/>" if plug.ovs else ""
+    vlan = f"<vlan><tag id='{plug.vlan}'/></vlan>" if plug.vlan is not None else ""
+    return (f"<interface type='bridge'><mac address='{mac}'/><source bridge='{escape(plug.bridge)}'/>"
+            f"{port}{vlan}<target dev='{tap}'/><model type='virtio'/></interface>")
 
 
 def domain_xml(g: Guest) -> str:
     pins = "".join(f"<vcpupin vcpu='{i}' cpuset='{c}'/>" for i, c in enumerate(g.vcpus))
     cpuset = ",".join(map(str, g.vcpus))
-    nics = "".join(
-        f"<interface type='ethernet'><mac address='{mac}'/><target dev='{tap}' managed='no'/>"
-        f"<model type='virtio'/></interface>" for tap, mac in g.nics)
+    nics = "".join(nic_xml(*nic) for nic in g.nics)
     return (
         f"<domain type='{g.domain_type}'><name>{escape(g.name)}</name>"
         f"<metadata><vnb:run xmlns:vnb='{METADATA_NS}'>{g.run_id}</vnb:run></metadata>"

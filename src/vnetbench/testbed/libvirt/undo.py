@@ -3,6 +3,7 @@ only objects that carry the run's id are touched."""
 
 from __future__ import annotations
 
+import shlex
 import shutil
 from pathlib import Path
 
@@ -60,3 +61,44 @@ def undo_muxdir(run, entry) -> None:
     path = Path(entry["path"])
     if path.name == f"vnbmux-{run.run_id}":
         shutil.rmtree(path, ignore_errors=True)
+
+
+def _hypervisor(entry):
+    from vnetbench.testbed.libvirt.remote import Hypervisor
+    return Hypervisor.of(entry["uri"])
+
+
+def undo_remote_dir(run, entry) -> None:
+    """The run's directory on a remote hypervisor (image, consoles)."""
+    if entry["path"].rsplit("/", 1)[-1] != f"vnb-{run.run_id}":
+        raise ValueError(f"{entry['path']!r} is not run {run.run_id}'s directory; left alone")
+    _hypervisor(entry).run(Path(f"/tmp/vnbmux-{run.run_id}"), f"rm -rf {shlex.quote(entry['path'])}")
+
+
+def undo_remote_bridge(run, entry) -> None:
+    """A bridge the run made on a remote hypervisor, removed only if it carries the run's
+    stamp (OVS external_ids, or a Linux bridge's alias)."""
+    name, rid = shlex.quote(entry["name"]), run.run_id
+    if entry["ovs"]:
+        look = f"ovs-vsctl --bare --columns=external_ids find bridge name={name}"
+        ours = lambda out: f"vnetbench-run={rid}" in out.replace(",", " ").split()   # noqa: E731
+        remove = f"ovs-vsctl del-br {name}"
+    else:
+        look = f"cat /sys/class/net/{name}/ifalias 2>/dev/null; true"
+        ours = lambda out: (out + " ").startswith(f"vnetbench run={rid} ")           # noqa: E731
+        remove = f"ip link del {name}"
+    hv, mux = _hypervisor(entry), Path(f"/tmp/vnbmux-{rid}")
+    out = hv.run(mux, look).stdout.decode().strip()
+    if not out and not _exists(hv, mux, entry):
+        return                                # never made, or already gone
+    # a Linux bridge killed between creation and its stamp has none: its journaled name
+    # carries the run id
+    if not ours(out) and (out or rid not in entry["name"]):
+        raise ValueError(f"bridge {entry['name']!r} on {hv.host} is not run {rid}'s; left alone")
+    hv.run(mux, remove)
+
+
+def _exists(hv, mux, entry) -> bool:
+    name = shlex.quote(entry["name"])
+    probe = f"ovs-vsctl br-exists {name}" if entry["ovs"] else f"test -e /sys/class/net/{name}"
+    return hv.run(mux, probe, check=False).returncode == 0

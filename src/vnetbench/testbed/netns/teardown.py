@@ -159,6 +159,8 @@ def _undo(kind: str):
 _ELSEWHERE = {"domain": "vnetbench.testbed.libvirt.undo:undo_domain",
               "tap": "vnetbench.testbed.libvirt.undo:undo_tap",
               "muxdir": "vnetbench.testbed.libvirt.undo:undo_muxdir",
+              "remote_dir": "vnetbench.testbed.libvirt.undo:undo_remote_dir",
+              "remote_bridge": "vnetbench.testbed.libvirt.undo:undo_remote_bridge",
               "stack": "vnetbench.testbed.openstack.undo:undo_stack"}
 
 _UNDO = {
