@@ -82,3 +82,10 @@ def test_consumer_modules_load_no_backend():
             f"print(sorted(m for m in sys.modules if m in {registered!r}))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]", out.stdout
+
+
+def test_remote_libvirt_deployment_has_every_member():
+    """A libvirt run on a remote hypervisor attaches as its own class (no local hosts)."""
+    from vnetbench.testbed.libvirt.remote_deployment import RemoteLibvirtDeployment
+    assert deployment.missing(RemoteLibvirtDeployment) == []
+    assert RemoteLibvirtDeployment.backend == "libvirt"

@@ -23,7 +23,9 @@ ARGUMENTS = (
     (("--memory",), dict(type=int, default=256, help="libvirt, openstack: MiB per guest")),
     (("--libvirt-uri",), dict(action="append", metavar="[HOST=]URI",
                               help="libvirt: the hypervisor of every host, or of HOST (repeatable; "
-                                   "default qemu:///system), e.g. qemu+ssh://root@localhost/system")),
+                                   "default qemu:///system), e.g. qemu+ssh://root@localhost/system; "
+                                   "a qemu+ssh:// URI to another machine puts the testbed on that "
+                                   "KVM host's own OVS/Linux bridge")),
     (("--cloud",), dict(help="openstack: the cloud's name in clouds.yaml")),
     (("--existing-network",), dict(help="openstack: put the VMs on this existing network "
                                          "(default: the stack makes its vnets: provider networks "
