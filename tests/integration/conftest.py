@@ -109,3 +109,14 @@ def decoys():
             ipr.link("del", index=idx)
     if ns_name in netns.listnetns():
         netns.remove(ns_name)
+
+
+@pytest.fixture(scope="module")
+def image(tmp_path_factory):
+    """The project's guest image, kernel + initrd, for the libvirt tests (built from the
+    package cache: seconds)."""
+    from vnetbench.image import build
+    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "vnetbench" / "image"
+    out = tmp_path_factory.mktemp("image")
+    build.build(out, cache, formats=("kernel",), flowgen=build.default_flowgen())
+    return out

@@ -16,7 +16,6 @@ from pathlib import Path
 import pytest
 
 from leaks import leftovers
-from vnetbench.image import build
 from vnetbench.rally_plugins.context import testbed_yaml as make_testbed
 from vnetbench.testbed import deployment
 from vnetbench.testbed.libvirt import domain as dom
@@ -27,14 +26,6 @@ from vnetbench.traffic import ping
 
 REPO = Path(__file__).resolve().parents[2]
 VNETBENCH = str(Path(sys.executable).parent / "vnetbench")
-
-
-@pytest.fixture(scope="module")
-def image(tmp_path_factory):
-    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "vnetbench" / "image"
-    out = tmp_path_factory.mktemp("image")
-    build.build(out, cache, formats=("kernel",), flowgen=build.default_flowgen())
-    return out
 
 
 def domains_of(run_id: str) -> list[str]:

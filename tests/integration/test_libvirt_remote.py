@@ -8,6 +8,7 @@ import os
 import random
 import shlex
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -15,12 +16,13 @@ import pytest
 
 from leaks import leftovers
 from vnetbench.errors import VnetbenchError
-from vnetbench.image import build
 from vnetbench.testbed import deployment
 from vnetbench.testbed.libvirt import domain as dom
 from vnetbench.testbed.libvirt.remote_deployment import bridge_names
 from vnetbench.testbed.loader import loads
 from vnetbench.traffic import ping
+
+VNETBENCH = str(Path(sys.executable).parent / "vnetbench")
 
 START = r"""set -e
 D={d}
@@ -42,14 +44,6 @@ dropbear -s -r $D/hostkey -p {addr}:22 -P $D/dropbear.pid
 echo ready
 exec sleep infinity
 """
-
-
-@pytest.fixture(scope="module")
-def image(tmp_path_factory):
-    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "vnetbench" / "image"
-    out = tmp_path_factory.mktemp("image")
-    build.build(out, cache, formats=("kernel",), flowgen=build.default_flowgen())
-    return out
 
 
 @pytest.fixture(scope="module")
@@ -174,13 +168,36 @@ def test_guest_pair_on_a_remote_hypervisors_own_vswitch(state_dir, image, hyperv
         assert out.count("ICMP echo request") >= 1, out
         st = deployment.attach(rid).status()
         assert st["remote"] and all(vm["present"] and vm["uri"] == hypervisor["uri"] for vm in st["vms"])
+        # a decoy: the run's bridge names, another run's stamp; cleanup must leave it
+        decoy = _decoy(hypervisor, kind, bridges)
     finally:
-        errors = dep.down()
+        if kind == "ovs":        # the journal alone, as after a crash: cleanup reaches the host
+            env = {**os.environ, "VNETBENCH_STATE_DIR": str(state_dir)}
+            done = subprocess.run([VNETBENCH, "cleanup", "--run", rid], env=env, capture_output=True,
+                                  text=True, timeout=120)
+            errors = [] if done.returncode == 0 else [done.stdout + done.stderr]
+        else:
+            errors = dep.down()
     assert not errors
     assert leftovers(rid, state_dir / rid) == {}
-    left = on_hypervisor(hypervisor, f"ls /sys/class/net /var/tmp; ovs-vsctl list-br")
-    assert rid not in left, left
+    left = on_hypervisor(hypervisor, "ls /sys/class/net /var/tmp; ovs-vsctl list-br")
+    assert decoy in left.split()                  # named like ours, stamped for another run
+    assert rid not in left.replace(decoy, ""), left
     assert f"vnb-{rid}" not in on_hypervisor(hypervisor, "ps -eo args")
+    on_hypervisor(hypervisor, f"ovs-vsctl --if-exists del-br {decoy}; ip link del {decoy} 2>/dev/null; true")
+
+
+def _decoy(hv, kind, bridges) -> str:
+    """A bridge like the run's (name + 'x') stamped for run ffffff."""
+    if kind == "ovs":
+        name = bridges["ovs"] + "x"
+        on_hypervisor(hv, f"ovs-vsctl add-br {name} -- set bridge {name} datapath_type=netdev "
+                      "external_ids:vnetbench-run=ffffff")
+    else:
+        name = bridges["linux"][0][0] + "x"
+        on_hypervisor(hv, f"ip link add {name} type bridge && ip link set {name} alias "
+                      f"'vnetbench run=ffffff decoy'")
+    return name
 
 
 def test_remote_testbed_with_two_hosts_is_refused_before_anything_is_made(state_dir, image, hypervisor):
