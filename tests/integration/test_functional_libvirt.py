@@ -13,13 +13,13 @@ from pathlib import Path
 
 import pytest
 
-from test_libvirt_backend import image, nothing_left  # noqa: F401  (image: a fixture)
+from test_libvirt_backend import nothing_left
 from vnetbench.testbed.model import NetType, VSwitchKind
 
 VNETBENCH = str(Path(sys.executable).parent / "vnetbench")
 
 
-def run_matrix(state_dir, image, out, select: str) -> dict:  # noqa: F811
+def run_matrix(state_dir, image, out, select: str) -> dict:
     """The matrix's rows SELECTed (pytest -k) on libvirt ovs/vxlan: {row: cell}."""
     t0 = time.monotonic()
     done = subprocess.run(
@@ -43,7 +43,7 @@ def ovs_vxlan(caps):
         pytest.skip(caps.why_not(VSwitchKind.OVS, NetType.VXLAN))
 
 
-def test_feature_rows_in_two_libvirt_guests(ovs_vxlan, state_dir, image, tmp_path):  # noqa: F811
+def test_feature_rows_in_two_libvirt_guests(ovs_vxlan, state_dir, image, tmp_path):
     """One testbed of two guests: every probe's control worked in the guests (the owner's
     capture saw the ARP requests, the guest's own udhcpd answered, the flows showed on
     the host's underlay), so ovs's absent features are N/A by detection, not Errors."""
@@ -66,7 +66,7 @@ ROWS = ("isolation.same-ips", "isolation.unicast", "isolation.broadcast",
 
 @pytest.mark.skipif(not FULL, reason="isolation + ingress rate-limit rows in 11 TCG guests: "
                     "3-8 min here; set VNETBENCH_LIBVIRT_FUNCTIONAL=1 to run them")
-def test_isolation_and_rate_rows_in_libvirt_guests(ovs_vxlan, state_dir, image, tmp_path):  # noqa: F811
+def test_isolation_and_rate_rows_in_libvirt_guests(ovs_vxlan, state_dir, image, tmp_path):
     cells = run_matrix(state_dir, image, tmp_path / "m", "test_isolation or (test_rate_limit and not egress)")
     assert sorted(cells) == sorted(ROWS)
     assert {r: cells[r]["status"] for r in ROWS} == {r: "Pass" for r in ROWS}, \
