@@ -9,6 +9,7 @@ import select
 import subprocess
 
 from vnetbench.battery.common import repeat, result, static_arp
+from vnetbench.battery.session import start_timeout
 from vnetbench.results.record import now
 from vnetbench.traffic import broadcast as bc
 
@@ -37,7 +38,7 @@ def _one(dep, pair, kind, rate_pps, seconds):
         "eth0", kind, dep.ip(src), target, seconds + 1.0, marker), native),
         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     try:
-        ready, _, _ = select.select([counter.stdout], [], [], 10)
+        ready, _, _ = select.select([counter.stdout], [], [], start_timeout(dep))
         if not ready:
             raise RuntimeError(f"broadcast counter in {dst} did not start")
         counter.stdout.readline()

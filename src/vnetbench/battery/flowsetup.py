@@ -11,7 +11,7 @@ import select
 import subprocess
 
 from vnetbench.battery.common import repeat, result, static_arp
-from vnetbench.battery.session import stop
+from vnetbench.battery.session import start_timeout, stop
 from vnetbench.results.record import now
 from vnetbench.testbed.model import VSwitchKind
 from vnetbench.traffic import flowgen
@@ -26,7 +26,7 @@ def run(dep, pair, rates=(10, 100, 1000, 10000), seconds=5, deadline_ms=1000, re
                        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     out = []
     try:
-        ready, _, _ = select.select([server.stdout], [], [], 10)
+        ready, _, _ = select.select([server.stdout], [], [], start_timeout(dep))
         if not ready or "listening" not in server.stdout.readline():
             raise RuntimeError(f"vnetbench-flowgen server in {dst} did not start")
         for rate in rates:

@@ -10,7 +10,15 @@ from contextlib import contextmanager
 from vnetbench.traffic import iperf3
 
 
-def wait_listening(dep, vm: str, port: int, proto="tcp", timeout=15.0) -> None:
+def start_timeout(dep) -> float:
+    """Seconds a background tool may take to start in a VM: a namespace starts it in
+    milliseconds; a TCG guest starved by a loaded 2-CPU machine (load 20+) took more than
+    the 10-15 s this once was (compare --backend libvirt lost flow_setup and rfc2544 to it)."""
+    return 10.0 if getattr(dep, "backend", "netns") == "netns" else 45.0
+
+
+def wait_listening(dep, vm: str, port: int, proto="tcp", timeout=None) -> None:
+    timeout = timeout or max(15.0, start_timeout(dep))
     flag = "-ltnH" if proto == "tcp" else "-lunH"
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
