@@ -50,8 +50,9 @@ def test_client_command_udp_rate_and_length():
 
 
 def test_client_command_interval():
-    argv = iperf3.client_command(ClientParams("198.18.99.2", seconds=2, interval_s=0.2))
-    assert argv[-3:] == ["-i", "0.2", "-J"]
+    argv = iperf3.client_command(ClientParams("198.18.99.2", seconds=2, interval_s=0.2,
+                                              connect_timeout_ms=5000))
+    assert argv[-5:] == ["-i", "0.2", "--connect-timeout", "5000", "-J"]
     with pytest.raises(ValueError, match="interval_s"):
         ClientParams("198.18.99.2", interval_s=0.05)
 

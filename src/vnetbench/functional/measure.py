@@ -197,17 +197,20 @@ def probes_around(dep, src: str, dst: str, change, *, before_s=1.0, after_s=2.5,
 
 
 def receiver_rate(dep, receiver: str, sender: str, seconds: int,
-                  udp_bps: int | None = None, interval_s: float | None = None) -> dict:
+                  udp_bps: int | None = None, interval_s: float | None = None,
+                  connect_timeout_ms: int | None = None) -> dict:
     """iperf3 from ``sender`` to ``receiver``, measured by the receiver (the client runs
     there with -R): Mbit/s per ``interval_s`` (default 1 s) and over the test. TCP, or
-    UDP offered at ``udp_bps`` in datagrams that fit the tenant MTU (no IP fragments)."""
+    UDP offered at ``udp_bps`` in datagrams that fit the tenant MTU (no IP fragments).
+    ``connect_timeout_ms``: iperf3 gives up a control connection that does not set up."""
     udp = udp_bps is not None
     length = dep.testbed.network.tenant_mtu - 28 if udp else None     # IPv4 + UDP headers
     port = _port()          # not the last test's: a guest's server may still be going away
     with session.iperf3_server(dep, sender, port):
         argv = iperf3.client_command(iperf3.ClientParams(
             dest=dep.ip(sender), seconds=seconds, reverse=True, protocol="udp" if udp else "tcp",
-            bitrate_bps=udp_bps, length=length, interval_s=interval_s, port=port))
+            bitrate_bps=udp_bps, length=length, interval_s=interval_s, port=port,
+            connect_timeout_ms=connect_timeout_ms))
         done = dep.exec(receiver, argv, timeout=seconds + 30)
     res = iperf3.parse(done.stdout)
     if res["samples_side"] != "receiver":

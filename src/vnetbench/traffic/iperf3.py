@@ -41,6 +41,7 @@ class ClientParams:
     json: bool = True               # -J; parse() needs it (False only for a human look)
     reverse: bool = False           # -R: the server sends, the client receives
     interval_s: float | None = None  # -i: seconds per sample (iperf3: 0.1 .. 60; default 1)
+    connect_timeout_ms: int | None = None   # --connect-timeout: give up the control connection
 
     def __post_init__(self):
         if self.protocol not in ("tcp", "udp"):
@@ -87,6 +88,8 @@ def client_command(p: ClientParams) -> list[str]:
         argv.append("-R")
     if p.interval_s is not None:
         argv += ["-i", f"{p.interval_s:g}"]
+    if p.connect_timeout_ms is not None:
+        argv += ["--connect-timeout", str(p.connect_timeout_ms)]
     if p.json:
         argv.append("-J")
     return argv

@@ -19,7 +19,9 @@ from vnetbench.testbed.model import VSwitchKind
 from vnetbench.functional.plugin import deployment, deployment_fixture, one_vnet
 
 TESTBED = one_vnet(4)
-IDLE_WAITS_S = (2, 4, 8)      # then one bisection step between the last survived and the first expired
+IDLE_WAITS_S = (2, 4, 8)
+CONNECT_TIMEOUT_MS = 5000     # a new session that cannot connect: Fail-close after 5 s, not
+                              # after TCP's SYN retries hit the 32 s bound (vrouter's stop)      # then one bisection step between the last survived and the first expired
 
 PER_KIND = True      # controller faults and migration hardly depend on the encapsulation:
                      # one network per kind unless --every-network
@@ -87,7 +89,9 @@ def _new_iperf(dep, faults, graceful):
     try:
         time.sleep(1.0)
         faults.stop(graceful=graceful)
-        return {**measure.receiver_rate(dep, "red-2", "red-1", 2), "neighbours": neighbours}
+        return {**measure.receiver_rate(dep, "red-2", "red-1", 2,
+                                        connect_timeout_ms=CONNECT_TIMEOUT_MS),
+                "neighbours": neighbours}
     except (ValueError, RuntimeError) as exc:     # iperf3 could not connect / no result
         return {"mbps": 0.0, "error": str(exc), "neighbours": neighbours}
     except subprocess.TimeoutExpired:
