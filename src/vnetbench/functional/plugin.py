@@ -55,6 +55,8 @@ def pytest_addoption(parser):
 
 def pytest_configure(config):
     config.addinivalue_line("markers", "row(id): the functional matrix row a test measures")
+    config.addinivalue_line("markers", "per_kind: measured on one network type per kind (vxlan "
+                            "where selected) unless --every-network")
     config.addinivalue_line("markers", "quick_one_kind: with --quick, measured on one kind only "
                             "(the first selected, linuxbridge by default)")
     user = None
@@ -100,11 +102,17 @@ def one_network_per_kind(cs):
 
 def pytest_collection_modifyitems(config, items):
     """--quick runs the ``quick_one_kind`` rows on the first selected kind only: every row
-    is still measured on at least one kind (the others show — in those rows)."""
-    if not config.getoption("quick"):
-        return
-    first = combos(config)[0][0]
-    out = [i for i in items if i.get_closest_marker("quick_one_kind") and _combo(i)[0] is not first]
+    is still measured on at least one kind (the others show — in those rows). A
+    ``per_kind`` row in a per-network module runs on one network type per kind, as the
+    PER_KIND modules do, unless --every-network."""
+    out = []
+    if not config.getoption("every_network"):
+        keep = set(one_network_per_kind(combos(config)))
+        out += [i for i in items if i.get_closest_marker("per_kind") and _combo(i) not in keep]
+    if config.getoption("quick"):
+        first = combos(config)[0][0]
+        out += [i for i in items
+                if i.get_closest_marker("quick_one_kind") and _combo(i)[0] is not first]
     if out:
         config.hook.pytest_deselected(items=out)
         items[:] = [i for i in items if i not in out]

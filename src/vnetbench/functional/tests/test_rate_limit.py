@@ -111,6 +111,7 @@ RESTART_STEADY_S = 3
 RESTART_INTERVAL_S = 0.2
 
 
+@pytest.mark.per_kind         # the vSwitch restart does not depend on the network type
 @pytest.mark.quick_one_kind
 @pytest.mark.row("fault.egress-restart")
 def test_egress_limit_holds_again_after_a_vswitch_restart(egress_dep, record):
