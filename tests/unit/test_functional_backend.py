@@ -116,6 +116,14 @@ from vnetbench.functional.verdict import Status, Verdict
 def test_host_side(combo, record):
     raise UnsupportedError("openstack: no host-side commands (the cloud's compute nodes are not vnetbench's)")
 
+@pytest.fixture(scope="module")
+def refused():
+    raise UnsupportedError("openstack: no VM migration: the cloud's hypervisors are not vnetbench's")
+
+@pytest.mark.row("migration.live")
+def test_refused_in_setup(combo, record, refused):
+    pass
+
 @pytest.mark.row("rate.compliance")
 def test_measured(combo, record, target):
     assert target[0] == "openstack" and target[1]["cloud_name"] == "c1"
@@ -131,13 +139,15 @@ def test_unsupported_rows_become_na_cells_with_the_reason(tmp_path):
          "--backend=openstack", "--cloud=c1", f"--matrix-out={tmp_path / 'm'}",
          "-p", "no:cacheprovider"], capture_output=True, text=True, timeout=120, cwd=tmp_path)
     assert done.returncode == 0, done.stdout[-2000:]
-    assert "1 passed, 1 skipped" in done.stdout
+    assert "1 passed, 2 skipped" in done.stdout
     d = json.loads((tmp_path / "m" / "matrix.json").read_text())
     assert d["backend"] == "openstack"
     cells = {c["row"]: c for c in d["cells"]}
     assert cells["feature.bonding"]["status"] == "N/A"
     assert cells["feature.bonding"]["detail"].startswith("openstack: no host-side commands")
     assert cells["rate.compliance"]["status"] == "Pass"
+    assert cells["migration.live"]["status"] == "N/A"        # refused while setting up
+    assert cells["migration.live"]["detail"].startswith("openstack: no VM migration")
     assert "| openstack ovs/vxlan |" in (tmp_path / "m" / "matrix.md").read_text()
 
 

@@ -3,11 +3,12 @@
 is down (kinds with a controller)."""
 
 import time
+from types import SimpleNamespace
 
 import pytest
 
 from vnetbench.errors import VnetbenchError
-from vnetbench.faults import Faults, control
+from vnetbench.faults import MIGRATABLE, Faults, control, unsupported
 from vnetbench.functional import measure, verdict
 from vnetbench.functional.plugin import deployment_fixture, one_vnet
 
@@ -16,6 +17,12 @@ TESTBED = one_vnet(3)
 PER_KIND = True      # controller faults and migration hardly depend on the encapsulation:
                      # one network per kind unless --every-network
 dep = deployment_fixture(TESTBED, "migration")
+
+
+@pytest.fixture(scope="module", autouse=True)
+def migratable(target):
+    """N/A with the backend's reason before any guest is booted for nothing."""
+    unsupported(SimpleNamespace(backend=target[0]), "VM migration", MIGRATABLE)
 
 
 @pytest.mark.row("migration.cold")
