@@ -100,6 +100,17 @@ def test_rate_compliance_recorded():
     assert unlimited.status is Status.FAIL and unlimited.value > 1000
 
 
+def test_rate_compliance_a_sender_held_back_by_its_own_limit_is_not_too_slow():
+    """linuxbridge egress (IFB + TBF) pushes back on the VM's socket: it offers 10.9 of
+    the 20 Mbit/s asked, with no loss. An unlimited sender beside it that offers 20 shows
+    the VM could; without that control (or when it is as slow) it stays an Error."""
+    m = {**rec("rate-limited"), "sent_mbps": 10.9, "lost_percent": 0.0}
+    assert v.rate_compliance(m).status is Status.ERROR
+    held = v.rate_compliance({**m, "control_sent_mbps": 20.0})
+    assert held.status is Status.PASS and "held the sender itself to 10.9" in held.detail
+    assert v.rate_compliance({**m, "control_sent_mbps": 10.5}).status is Status.ERROR
+
+
 def test_rate_compliance_bounds_and_short_runs():
     base = {"limit_mbps": 10.0}
     assert v.rate_compliance({**base, "samples_mbps": [30, 20, 11, 9, 10.9]}).status is Status.PASS

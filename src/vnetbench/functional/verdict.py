@@ -177,19 +177,26 @@ def rate_compliance(m: dict) -> Verdict:
     """The receiver's rate after the warm-up is within ±10% of the limit; the warm-up's
     peak is reported apart as the burst.
 
-    ``m``: limit_mbps, samples_mbps (receiver side, one per second)."""
+    ``m``: limit_mbps, samples_mbps (receiver side, one per second); with UDP sent_mbps
+    (a sender that offered too little is an Error) and optionally control_sent_mbps (an
+    unlimited sender beside it: when that one offers enough, the limit itself held the
+    sender back, as a shaper on the sender's own port does through its socket)."""
     limit, samples = m["limit_mbps"], m["samples_mbps"]
     if len(samples) <= WARMUP_S:
         return error(f"{len(samples)} one-second samples: need more than {WARMUP_S}")
-    if m.get("sent_mbps") is not None and m["sent_mbps"] < (1 + TOLERANCE) * limit:
-        return error(_underloaded(m, (1 + TOLERANCE) * limit))
+    needed, sent, ctl = (1 + TOLERANCE) * limit, m.get("sent_mbps"), m.get("control_sent_mbps")
+    held = sent is not None and sent < needed and ctl is not None and ctl >= needed
+    if sent is not None and sent < needed and not held:
+        return error(_underloaded(m, needed))
     steady = samples[WARMUP_S:]
     mean = statistics.fmean(steady)
     extra = {"burst_mbps": max(samples[:WARMUP_S]), "steady_min_mbps": min(steady),
              "steady_max_mbps": max(steady)}
     facts = (f"{mean:.2f} Mbit/s at the receiver over {len(steady)} s after {WARMUP_S} s "
              f"(per second {min(steady):.2f}..{max(steady):.2f}); burst "
-             f"{extra['burst_mbps']:.1f} Mbit/s in the first {WARMUP_S} s")
+             f"{extra['burst_mbps']:.1f} Mbit/s in the first {WARMUP_S} s"
+             + (f"; the limit held the sender itself to {sent:.1f} Mbit/s (the unlimited "
+                f"sender beside it offered {ctl:.1f})" if held else ""))
     ok = abs(mean - limit) <= TOLERANCE * limit
     return Verdict(Status.PASS if ok else Status.FAIL, mean, "Mbit/s",
                    facts if ok else f"{facts}: outside {limit:g} Mbit/s ±{TOLERANCE:.0%}", extra)
