@@ -480,3 +480,27 @@ def test_api_errors_carry_the_services_own_message():
     assert text.startswith("creating stack vnb-0a1b2c: HTTP 400: StackValidationFailed: Property "
                            "error: resources.vm_a.properties.flavor")
     assert "\n" not in text
+
+
+def test_a_delete_failed_is_deleted_again_and_reported_after_the_last_attempt(tmp_path):
+    """Heat's DELETE_FAILED after a delete raced the creation: delete again (bounded)."""
+    class Flaky(FakeHeat):
+        def __init__(self, stack, fails):
+            super().__init__(stack)
+            self.fails = fails
+
+        def delete_stack(self, stack):
+            super().delete_stack(stack)
+            if len(self.deleted) <= self.fails:
+                stack.status = "DELETE_FAILED"
+    for fails, ok in ((2, True), (3, False)):
+        heat = Flaky(_stack(f"vnb-{RID}", ["vnetbench", f"run-{RID}"]), fails)
+        call = lambda: undo.undo_stack(_run(tmp_path / str(fails)), {"name": f"vnb-{RID}", "cloud": "c"},
+                                       conn=_conn(heat), sleep=lambda s: None)
+        if ok:
+            call()
+            assert heat.stacks == {}
+        else:
+            with pytest.raises(RuntimeError, match="DELETE_FAILED"):
+                call()
+        assert len(heat.deleted) == fails + ok

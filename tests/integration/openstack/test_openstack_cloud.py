@@ -151,8 +151,8 @@ def test_rally_tasks_run_on_the_cloud(pinned_pair, conn, tmp_path):
     rtt = [r for r in recs if r["test"] == "icmp_rtt"]
     assert rtt and all(r["metrics"]["loss_pct"]["mean"] == 0 for r in rtt)
     assert set(_stacks(conn)) == before             # borrowed: no stack made, none deleted
-    print("rally on the cloud: RTT ms", [round(r["metrics"]["rtt_avg_ms"]["mean"], 2) for r in rtt
-                                         if "rtt_avg_ms" in r["metrics"]],
+    print("rally on the cloud: RTT ms", [round(r["metrics"]["rtt_mean_ms"]["mean"], 2) for r in rtt
+                                         if "rtt_mean_ms" in r["metrics"]],
           "TCP Mbit/s", [round(1e3 * r["metrics"]["gbps"]["mean"], 1) for r in tcp],
           "host CPU %", [round(v, 1) for r in tcp for v in r["samples"]["cpu_pct"]])
 

@@ -8,6 +8,7 @@ import time
 
 DELETE_TIMEOUT_S = 600         # Heat deletes servers, ports, networks, flavor, key in turn
 POLL_S = 2.0
+DELETE_ATTEMPTS = 3            # a DELETE_FAILED is deleted again (DeleteFailed)
 
 
 def undo_stack(run, entry, conn=None, sleep=time.sleep, clock=time.monotonic) -> None:
@@ -23,12 +24,24 @@ def undo_stack(run, entry, conn=None, sleep=time.sleep, clock=time.monotonic) ->
     if tag not in (stack.tags or []):
         raise ValueError(f"stack {name} ({stack.id}) has tags {stack.tags}, not {tag}: "
                          "not this run's; left alone")
-    if stack.status != "DELETE_IN_PROGRESS":
+    for attempt in range(DELETE_ATTEMPTS):
+        if stack.status != "DELETE_IN_PROGRESS":
+            try:
+                conn.orchestration.delete_stack(stack)
+            except Exception as exc:
+                raise cloud.error(exc, f"deleting stack {name} ({stack.id})") from None
         try:
-            conn.orchestration.delete_stack(stack)
-        except Exception as exc:
-            raise cloud.error(exc, f"deleting stack {name} ({stack.id})") from None
-    wait_deleted(conn, stack.id, name, sleep=sleep, clock=clock)
+            return wait_deleted(conn, stack.id, name, sleep=sleep, clock=clock)
+        except DeleteFailed:
+            if attempt == DELETE_ATTEMPTS - 1:
+                raise
+            stack = conn.orchestration.find_stack(stack.id, ignore_missing=False)
+
+
+class DeleteFailed(RuntimeError):
+    """DELETE_FAILED: Heat may fail a delete that races the stack's own creation (seen on
+    the AIO under load after a SIGKILL mid-create: its nested stack's row still referenced,
+    MySQL IntegrityError 1451); a new delete then finishes it, as Heat's docs advise."""
 
 
 def wait_deleted(conn, stack_id: str, name: str, timeout_s: float = DELETE_TIMEOUT_S,
@@ -39,7 +52,7 @@ def wait_deleted(conn, stack_id: str, name: str, timeout_s: float = DELETE_TIMEO
         if stack is None or stack.status == "DELETE_COMPLETE":
             return
         if stack.status == "DELETE_FAILED":
-            raise RuntimeError(f"stack {name} ({stack_id}): DELETE_FAILED: "
+            raise DeleteFailed(f"stack {name} ({stack_id}): DELETE_FAILED: "
                                f"{(stack.status_reason or '')[:200]}; retry with "
                                "'vnetbench cleanup --backend openstack' or see heat-engine's log")
         if clock() > deadline:
