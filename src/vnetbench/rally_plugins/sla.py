@@ -1,5 +1,9 @@
 """``vnetbench`` SLA: thresholds on measured values, read from the scenario's
-'vnetbench metrics' table (Rally's built-in SLAs only see durations and errors)."""
+'vnetbench metrics' table (Rally's built-in SLAs only see durations and errors).
+
+A task that names an SLA loses Rally's default ``failure_rate: {max: 0}``, so an
+iteration that failed (and measured nothing) fails this SLA too: thresholds met by
+no value are not met."""
 
 from __future__ import annotations
 
@@ -36,6 +40,9 @@ class VnetbenchThresholds(sla.SLA):
         self.checked = 0
 
     def add_iteration(self, iteration):
+        if iteration.get("error"):
+            kind, msg = (list(iteration["error"]) + ["", ""])[:2]
+            self.violations.append(f"an iteration failed ({kind}: {msg.splitlines()[0] if msg else ''})")
         for table in (iteration.get("output") or {}).get("additive", []):
             if table.get("title") != METRICS_TITLE:
                 continue
