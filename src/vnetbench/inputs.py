@@ -119,6 +119,8 @@ def parse_yaml(text: str):
         where = f"line {mark.line + 1} column {mark.column + 1}" if mark else ""
         problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
         ctx = getattr(exc, "context_mark", None)
+        if "maximum nesting depth" in problem:   # PyYAML 6.0.4's libyaml stops at 1000 first
+            problem, ctx = f"nested deeper than {MAX_DEPTH} levels", None
         if ctx is not None and getattr(exc, "context", None):   # the unclosed bracket
             problem += f" {exc.context} at line {ctx.line + 1} column {ctx.column + 1}"
         raise InputError(where, f"invalid YAML ({one_line(problem, 160)})", "fix the syntax") from None
