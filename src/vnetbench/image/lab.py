@@ -80,9 +80,11 @@ class Lab:
         return Ssh(ip, self.key, self.mux, netns=self.ns)
 
     def close(self):
-        for pidfile in self.pidfiles:
+        for pidfile in self.pidfiles:     # only the process that names its own pidfile
             try:
-                os.kill(int(pidfile.read_text()), 9)
+                pid = int(pidfile.read_text())
+                if str(pidfile).encode() in Path(f"/proc/{pid}/cmdline").read_bytes():
+                    os.kill(pid, 9)
             except (OSError, ValueError):
                 pass
         for p in self.procs:

@@ -54,8 +54,12 @@ def run_osken(name: bytes, pidfile: str, listen: str, app: str, settings: dict,
     """Name the process, boot os-ken in the order 4.2 needs, hand ``settings`` to the
     app module's SETTINGS, write the pidfile, run the app until it is stopped.
     ``server``: an already listening socket for ``listen`` (``listening``)."""
+    import faulthandler
     import importlib
+    import signal
     ctypes.CDLL(None).prctl(PR_SET_NAME, name, 0, 0, 0)
+    faulthandler.enable()        # a crash (e.g. in greenlet's C code) leaves its stack in the log
+    faulthandler.register(signal.SIGUSR1, all_threads=True)   # asked for by a builder that waits
     from os_ken.lib import hub
     hub.patch(thread=False)                 # eventlet before anything opens a socket
     if server is not None:

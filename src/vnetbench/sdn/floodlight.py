@@ -29,6 +29,7 @@ from os_ken.lib import hub
 from os_ken.lib.packet import ethernet, ipv4, packet, tcp, udp, vlan
 from os_ken.ofproto import ofproto_v1_3
 
+from vnetbench.sdn.handshake import AFTER_PORT_DESC, PORT_DESC
 from vnetbench.sdn.forwarding import (
     DeleteFlows, Drop, FlowMod, Forwarding, Frame, Options, PacketOut, Topology,
 )
@@ -69,6 +70,7 @@ def forwarding_from(settings: dict) -> Forwarding:
                               broadcast_isolation=o["broadcast_isolation"]))
 
 
+
 class Floodlight(app_manager.OSKenApp):
     OFP_VERSIONS = [ofproto_v1_3.OFP_VERSION]
 
@@ -78,6 +80,7 @@ class Floodlight(app_manager.OSKenApp):
         self.opts = SETTINGS["config"]["options"]
         self.fwd = forwarding_from(SETTINGS)
         self.dps = {}
+        self.desc = {}               # dpid -> ports of a multipart reply so far
         self.record = open(SETTINGS["record"], "a") if SETTINGS.get("record") else None
         self.multi = self.opts["controllers"] > 1
         self.master = not self.multi
@@ -151,13 +154,17 @@ class Floodlight(app_manager.OSKenApp):
         dp = ev.msg.datapath
         self.dps[dp.id] = dp
         self._send_role(dp)
-        dp.send_msg(dp.ofproto_parser.OFPPortDescStatsRequest(dp, 0))
+        self.desc[dp.id] = {}
 
-    @set_ev_cls(ofp_event.EventOFPPortDescStatsReply, MAIN_DISPATCHER)
+    @set_ev_cls(ofp_event.EventOFPPortDescStatsReply, PORT_DESC)
     def _port_desc(self, ev):
+        """The switch's ports, from os-ken's own handshake request (``handshake``)."""
         dp = ev.msg.datapath
         self._record("port_desc", dp.id, ev.msg.buf)
-        ports = {p.port_no: p.name.decode() for p in ev.msg.body}
+        self.desc.setdefault(dp.id, {}).update({p.port_no: p.name.decode() for p in ev.msg.body})
+        if ev.msg.flags & dp.ofproto.OFPMPF_REPLY_MORE:
+            return
+        ports = self.desc.pop(dp.id)
         self.fwd.switch_up(dp.id, ports)
         if self.master:
             self._packet_in_path(dp, ports)
@@ -230,7 +237,7 @@ class Floodlight(app_manager.OSKenApp):
         dp.send_msg(parser.OFPMeterMod(dp, ofp.OFPMC_ADD, ofp.OFPMF_PKTPS | ofp.OFPMF_BURST,
                                        meter_id, [band]))
 
-    @set_ev_cls(ofp_event.EventOFPBarrierReply, MAIN_DISPATCHER)
+    @set_ev_cls(ofp_event.EventOFPBarrierReply, AFTER_PORT_DESC)
     def _barrier(self, ev):
         """The switch applied everything sent before: its packet-in path is in place."""
         ready = self.settings.get("ready_dir")
@@ -241,7 +248,7 @@ class Floodlight(app_manager.OSKenApp):
 
     # -- packet-ins ----------------------------------------------------------------
 
-    @set_ev_cls(ofp_event.EventOFPPacketIn, MAIN_DISPATCHER)
+    @set_ev_cls(ofp_event.EventOFPPacketIn, AFTER_PORT_DESC)
     def _packet_in(self, ev):
         msg = ev.msg
         dp = msg.datapath

@@ -17,6 +17,7 @@ from os_ken.lib.packet import ipv4, packet, tcp, udp
 from os_ken.ofproto import ofproto_v1_3
 
 from vnetbench.sdn import dhcp
+from vnetbench.sdn.handshake import AFTER_PORT_DESC, PORT_DESC
 from vnetbench.sdn.vrouter import T_FLOW, Agent, Delete, Flow, Meter, flow_key
 
 LOG = logging.getLogger("vnetbench.vrouter")
@@ -47,6 +48,7 @@ def _value(v):
     return tuple(v) if isinstance(v, list) else v
 
 
+
 class VRouterAgent(app_manager.OSKenApp):
     OFP_VERSIONS = [ofproto_v1_3.OFP_VERSION]
 
@@ -57,6 +59,7 @@ class VRouterAgent(app_manager.OSKenApp):
         self.underlay_ip = cfg["underlay_ip"]
         self.mtu = cfg["tenant_mtu"]
         self.dp = None
+        self.desc = []
         self.session = None
         self.connected_since = None
         self.last_heard = 0.0
@@ -71,14 +74,19 @@ class VRouterAgent(app_manager.OSKenApp):
     @set_ev_cls(ofp_event.EventOFPSwitchFeatures, CONFIG_DISPATCHER)
     def _features(self, ev):
         self.dp = ev.msg.datapath
-        self.dp.send_msg(self.dp.ofproto_parser.OFPPortDescStatsRequest(self.dp, 0))
+        self.desc = []
 
-    @set_ev_cls(ofp_event.EventOFPPortDescStatsReply, MAIN_DISPATCHER)
+    @set_ev_cls(ofp_event.EventOFPPortDescStatsReply, PORT_DESC)
     def _port_desc(self, ev):
-        """(Re)connected switch: the whole pipeline again, then the learned routes."""
+        """(Re)connected switch: the whole pipeline again, then the learned routes (the
+        ports of os-ken's own handshake request: ``vnetbench.sdn.handshake``)."""
+        self.desc += ev.msg.body
+        if ev.msg.flags & self.dp.ofproto.OFPMPF_REPLY_MORE:
+            return
+        ports, self.desc = self.desc, []
         self.agent.ofports.clear()
         out = self.agent.base()
-        for p in ev.msg.body:
+        for p in ports:
             if p.port_no <= self.dp.ofproto.OFPP_MAX:
                 out += self.agent.port_up(p.name.decode(), p.port_no)
         learned = list(self.agent.learned.values())
@@ -88,7 +96,7 @@ class VRouterAgent(app_manager.OSKenApp):
         self.dp.send_msg(self.dp.ofproto_parser.OFPBarrierRequest(self.dp))
         self._announce()
 
-    @set_ev_cls(ofp_event.EventOFPBarrierReply, MAIN_DISPATCHER)
+    @set_ev_cls(ofp_event.EventOFPBarrierReply, AFTER_PORT_DESC)
     def _barrier(self, ev):
         self._status(programmed=time.time())
 
@@ -110,7 +118,7 @@ class VRouterAgent(app_manager.OSKenApp):
             self._send(self.agent.port_up(name, no))
             self._update(add=self.agent.local_routes(self.underlay_ip), delete=[])
 
-    @set_ev_cls(ofp_event.EventOFPPacketIn, MAIN_DISPATCHER)
+    @set_ev_cls(ofp_event.EventOFPPacketIn, AFTER_PORT_DESC)
     def _packet_in(self, ev):
         msg = ev.msg
         in_port = msg.match["in_port"]

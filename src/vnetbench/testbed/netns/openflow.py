@@ -138,10 +138,10 @@ def wait_ready(run_dir: Path, dpids, timeout=READY_TIMEOUT_S, since: float = 0.0
         if not missing:
             return
         time.sleep(0.02)
-    logs = sorted(ctl_dir(run_dir).glob("osken-*.log"))
-    tail = (logs[0].read_text().strip().splitlines() or ["(empty)"])[-1] if logs else "no log"
+    reports = [proc.python_daemon_report(ctl_dir(run_dir), log.stem)
+               for log in sorted(ctl_dir(run_dir).glob("osken-*.log"))]
     raise BuildError(f"OpenFlow controller: switches {missing} not ready after {timeout:.0f} s "
-                     f"(controller log: {tail})")
+                     f"({'; '.join(reports) or 'no controller log'})")
 
 
 def _newer(path: Path, since: float) -> bool:

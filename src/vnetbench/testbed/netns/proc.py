@@ -179,7 +179,9 @@ def stop(pid: int, is_ours, grace=1.0, hard=False) -> bool:
     if not is_ours(pid):
         return False
     steps = ((signal.SIGTERM, grace),) if not hard else ()
-    for sig, wait in steps + ((signal.SIGKILL, 2.0),):
+    for i, (sig, wait) in enumerate(steps + ((signal.SIGKILL, 2.0),)):
+        if i and not is_ours(pid):        # it ended in the grace and its pid was reused
+            return True
         try:
             os.kill(pid, sig)
         except ProcessLookupError:
@@ -205,3 +207,37 @@ def _alive(pid: int) -> bool:
             pass
         return False
     return True
+
+
+def python_daemon_report(rundir, name: str, dump_wait_s: float = 1.0) -> str:
+    """Why a ``python_daemon`` may not have done its part, for a time-out message: its
+    pid and scheduler state and, while it runs, the innermost frames of the stack it
+    dumps to its log on SIGUSR1 (``vnetbench.sdn.controller.run_osken`` registers
+    faulthandler for it); or that it is gone and the last line of its log."""
+    pf, log = Path(rundir) / f"{name}.pid", Path(rundir) / f"{name}.log"
+    size = log.stat().st_size if log.exists() else 0
+    try:
+        pid = int(pf.read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return f"{name}: no pidfile (it never got past its imports); log: {_last_line(log)}"
+    if f"--pidfile={pf}" not in argv(pid) or not _alive(pid):
+        return f"{name}: pid {pid} is not running; log: {_last_line(log)}"
+    state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    os.kill(pid, signal.SIGUSR1)
+    deadline = time.monotonic() + dump_wait_s
+    while time.monotonic() < deadline and (log.stat().st_size if log.exists() else 0) <= size:
+        time.sleep(0.05)
+    time.sleep(0.1)                               # the rest of the dump
+    with open(log, "rb") as f:
+        f.seek(size)
+        dump = f.read().decode(errors="replace")
+    frames = [ln.strip() for ln in dump.splitlines() if ln.strip().startswith("File ")][:3]
+    return (f"{name}: pid {pid} state {state}, "
+            f"{'innermost frames: ' + ' < '.join(frames) if frames else 'no stack dump'}")
+
+
+def _last_line(log: Path) -> str:
+    try:
+        return (log.read_text(errors="replace").strip().splitlines() or ["(empty)"])[-1]
+    except OSError:
+        return "no log"

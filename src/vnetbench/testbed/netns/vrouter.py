@@ -145,13 +145,11 @@ def wait_converged(run_dir: Path, testbed, timeout=READY_TIMEOUT_S, since: float
         if not waiting:
             return
         if time.monotonic() > deadline:
-            log = run_dir / waiting[0] / f"{AGENT}.log"
-            tail = (log.read_text().strip().splitlines() or ["(empty)"])[-1] if log.exists() else "no log"
-            pf = run_dir / waiting[0] / f"{AGENT}.pid"
-            tail += f"; pidfile {'present' if pf.exists() else 'absent'}"
+            first = waiting[0]
             raise BuildError(f"vrouter: agents of {', '.join(waiting)} not programmed or not in step "
-                             f"with the control node after {timeout:.0f} s (state {agent_status(run_dir, waiting[0])}, "
-                             f"expected {expected_routes(testbed, waiting[0])} routes; agent log: {tail})")
+                             f"with the control node after {timeout:.0f} s (state {agent_status(run_dir, first)}, "
+                             f"expected {expected_routes(testbed, first)} routes; "
+                             f"{proc.python_daemon_report(run_dir / first, AGENT)})")
         time.sleep(0.02)
 
 

@@ -1,0 +1,72 @@
+"""What a builder says about an os-ken daemon that did not do its part in time: a real
+Python process under a pidfile, hung, gone, or never started."""
+
+import subprocess
+import sys
+import time
+
+from vnetbench.testbed.netns import proc
+
+HUNG = """
+import faulthandler, os, signal, sys, time
+faulthandler.register(signal.SIGUSR1, all_threads=True)
+open(sys.argv[1].split("=", 1)[1], "w").write(f"{os.getpid()}\\n")
+def waits_for_ever():
+    time.sleep(60)
+waits_for_ever()
+"""
+
+
+def _start(tmp_path):
+    pf, log = tmp_path / "agent.pid", tmp_path / "agent.log"
+    with open(log, "ab") as out:
+        p = subprocess.Popen([sys.executable, "-c", HUNG, f"--pidfile={pf}"], stdout=out,
+                             stderr=subprocess.STDOUT)
+    deadline = time.monotonic() + 10
+    while not pf.exists() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    return p
+
+
+def test_a_hung_daemon_is_named_with_its_stack(tmp_path):
+    p = _start(tmp_path)
+    try:
+        report = proc.python_daemon_report(tmp_path, "agent")
+    finally:
+        p.kill()
+        p.wait()
+    assert f"pid {p.pid} state S" in report
+    assert "waits_for_ever" in report, report
+
+
+def test_a_dead_daemon_is_named_with_its_last_log_line(tmp_path):
+    p = _start(tmp_path)
+    p.kill()
+    p.wait()
+    (tmp_path / "agent.log").write_text("Traceback ...\nOSError: boom\n")
+    assert proc.python_daemon_report(tmp_path, "agent") == \
+        f"agent: pid {p.pid} is not running; log: OSError: boom"
+
+
+def test_a_daemon_without_pidfile(tmp_path):
+    assert "no pidfile" in proc.python_daemon_report(tmp_path, "agent")
+
+
+def test_stop_asks_again_before_sigkill(tmp_path):
+    """A process that ignores SIGTERM and whose pid stops being ours in the grace (it
+    ended, the pid went to another) is not SIGKILLed: stop asks is_ours again first."""
+    p = subprocess.Popen([sys.executable, "-c",
+                          "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
+                          "print(flush=True); time.sleep(60)"], stdout=subprocess.PIPE)
+    p.stdout.readline()
+    asked = []
+
+    def is_ours(pid):
+        asked.append(pid)
+        return len(asked) == 1          # ours when first asked, someone else's after
+    try:
+        assert proc.stop(p.pid, is_ours, grace=0.2)
+        assert len(asked) == 2 and p.poll() is None     # still running: it was not killed
+    finally:
+        p.kill()
+        p.wait()

@@ -1,0 +1,64 @@
+"""The os-ken apps take a switch's ports from the reply to os-ken's own OpenFlow 1.3
+handshake request, which always arrives in CONFIG_DISPATCHER (handling it is what moves
+the switch to MAIN). They used to ask again and listen in MAIN only: whenever both
+replies were read from the socket in one go, both were dispatched in CONFIG and the
+bridge was never programmed (the vrouter agent in CI, 2026-11-24)."""
+
+from types import SimpleNamespace
+
+import pytest
+from os_ken.controller import ofp_event
+from os_ken.controller.handler import CONFIG_DISPATCHER
+from os_ken.ofproto import ofproto_v1_3, ofproto_v1_3_parser
+
+from vnetbench.sdn.floodlight import Floodlight
+from vnetbench.sdn.vrouter_app import VRouterAgent
+
+
+class Datapath:
+    ofproto, ofproto_parser, id = ofproto_v1_3, ofproto_v1_3_parser, 7
+
+    def __init__(self):
+        self.sent = []
+
+    def send_msg(self, msg):
+        self.sent.append(msg)
+
+
+@pytest.mark.parametrize("app", [VRouterAgent, Floodlight])
+def test_ports_come_from_the_handshake_reply_in_config(app):
+    callers = app._port_desc.callers[ofp_event.EventOFPPortDescStatsReply]
+    assert callers.dispatchers == [CONFIG_DISPATCHER]
+
+
+@pytest.mark.parametrize("app", [VRouterAgent, Floodlight])
+@pytest.mark.parametrize("event, handler", [(ofp_event.EventOFPBarrierReply, "_barrier"),
+                                            (ofp_event.EventOFPPacketIn, "_packet_in")])
+def test_what_follows_the_port_description_is_heard_before_main(app, event, handler):
+    """A barrier reply or packet-in caused by what the app sent on the port description
+    can arrive before os-ken's handler of that reply moved the switch to MAIN."""
+    assert CONFIG_DISPATCHER in getattr(app, handler).callers[event].dispatchers
+
+
+@pytest.mark.parametrize("app", [VRouterAgent, Floodlight])
+def test_features_ask_no_second_port_description(app):
+    dp = Datapath()
+    me = SimpleNamespace(dps={}, desc={}, _send_role=lambda dp: None)
+    app._features(me, SimpleNamespace(msg=SimpleNamespace(datapath=dp)))
+    assert not [m for m in dp.sent if isinstance(m, ofproto_v1_3_parser.OFPPortDescStatsRequest)]
+
+
+def test_a_multipart_port_description_is_used_once_complete():
+    dp, programmed = Datapath(), []
+    agent = SimpleNamespace(ofports={}, learned={}, base=lambda: [],
+                            port_up=lambda name, no: programmed.append(name) or [],
+                            learn=lambda add: [])
+    me = SimpleNamespace(dp=dp, desc=[], agent=agent, _send=lambda out: None,
+                         _announce=lambda: None)
+    port = lambda no, name: ofproto_v1_3_parser.OFPPort(no, b"\0" * 6, name, 0, 0, 0, 0, 0, 0, 0, 0)  # noqa: E731
+    more = ofproto_v1_3.OFPMPF_REPLY_MORE
+    VRouterAgent._port_desc(me, SimpleNamespace(msg=SimpleNamespace(flags=more, body=[port(1, b"a")])))
+    assert programmed == []
+    VRouterAgent._port_desc(me, SimpleNamespace(msg=SimpleNamespace(flags=0, body=[port(2, b"b")])))
+    assert programmed == ["a", "b"]
+    assert isinstance(dp.sent[-1], ofproto_v1_3_parser.OFPBarrierRequest)
