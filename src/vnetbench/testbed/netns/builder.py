@@ -150,6 +150,12 @@ class _Context:
                     links.veth(fab, n.fabric_physnet(hi, vi), n.physnet(vi), hns,
                                tb.network.tenant_mtu, n.alias(f"physnet vnet={vnet.name} host={host.name}"))
                     links.up(fab, n.fabric_physnet(hi, vi), master=n.fabric_physnet_bridge(vi))
+                # the host's kernel answers ARP only for addresses on the link asked: OVS's
+                # userspace tunnels put the endpoint on the bridge's port, and the uplink (an
+                # OVS port the kernel also reads) answered it too, with its own MAC; whichever
+                # reply OVS snooped last became the peer's tunnel next hop, and a wrong one
+                # dropped every tunnelled packet of the testbed (a third of the functional runs)
+                nsops.sysctl(hns, f"net/ipv4/conf/{n.uplink}/arp_ignore", "1")
                 with nsops.rtnl(hns) as ns:
                     links.stamp(ns, n.uplink, n.alias(f"uplink of host={host.name}"))
                     links.up(ns, n.uplink)

@@ -58,13 +58,28 @@ def create(name: str) -> None:
     on_thread(work)
 
 
+def _enter(name: str) -> None:
+    """This thread joins namespace ``name`` (on_thread's work only)."""
+    target = os.open(os.path.join(netns.NETNS_RUN_DIR, name), os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        _check(_libc.setns(target, CLONE_NEWNET), f"setns to {name}")
+    finally:
+        os.close(target)
+
+
 def rtnl(name: str) -> IPRoute:
     """An IPRoute bound to namespace ``name``; a missing namespace is an error."""
     def work():
-        target = os.open(os.path.join(netns.NETNS_RUN_DIR, name), os.O_RDONLY | os.O_CLOEXEC)
-        try:
-            _check(_libc.setns(target, CLONE_NEWNET), f"setns to {name}")
-        finally:
-            os.close(target)
+        _enter(name)
         return socket.socket(socket.AF_NETLINK, socket.SOCK_DGRAM, NETLINK_ROUTE).detach()
     return IPRoute(fileno=on_thread(work))
+
+
+def sysctl(name: str, path: str, value: str) -> None:
+    """Write ``/proc/sys/<path>`` (e.g. ``net/ipv4/conf/eth0/arp_ignore``) as namespace
+    ``name`` sees it: a net sysctl belongs to the namespace of the task that opens it."""
+    def work():
+        _enter(name)
+        with open(os.path.join("/proc/sys", path), "w") as f:
+            f.write(value)
+    on_thread(work)
