@@ -43,10 +43,10 @@ def ovs_vxlan(caps):
         pytest.skip(caps.why_not(VSwitchKind.OVS, NetType.VXLAN))
 
 
-@pytest.mark.xfail(strict=False, reason="known intermittent failure (2 of 4 runs on 2026-11-23, "
-                   "one in the final CI): the bonding row's iperf3 server in red-2 was not "
-                   "listening within 45 s after the proxy-ARP and DHCP rows; each row alone and "
-                   "each pair of them passed; cause not found yet (issue 10)")
+# once an intermittent failure (4 of 10 runs): the guest's dropbear closed the bonding
+# row's new iperf3-server session without an exit status right after the DHCP row's session
+# ended (VNETBENCH_SSH_DEBUG_LOG showed it); session.iperf3_server now opens such a lost
+# session once more, with a warning (8 of 8 runs passed, one of them through the retry)
 def test_feature_rows_in_two_libvirt_guests(ovs_vxlan, state_dir, image, tmp_path):
     """One testbed of two guests: every probe's control worked in the guests (the owner's
     capture saw the ARP requests, the guest's own udhcpd answered, the flows showed on

@@ -83,3 +83,13 @@ def test_image_build_format_is_checked(bad, capsys):
     assert cli.main(["image", "build", "--format", bad]) == 2      # one line, no SystemExit
     err = capsys.readouterr().err
     assert "comma-separated list of kernel, raw, qcow2" in err and err.count("\n") == 1
+
+
+def test_ssh_debug_log_goes_to_a_file_and_wins_over_the_quiet_level(monkeypatch):
+    """ssh keeps an option's first value: the debug level must come before LogLevel=ERROR."""
+    monkeypatch.setenv("VNETBENCH_SSH_DEBUG_LOG", "/tmp/vnb-ssh.log")
+    argv = Ssh("198.19.1.11", Path("/run/k"), Path("/run/vnb-mux")).argv(["true"])
+    assert argv[argv.index("-E") + 1] == "/tmp/vnb-ssh.log"
+    assert argv.index("LogLevel=DEBUG2") < argv.index("LogLevel=ERROR")
+    monkeypatch.delenv("VNETBENCH_SSH_DEBUG_LOG")
+    assert "-E" not in Ssh("198.19.1.11", Path("/run/k"), Path("/run/vnb-mux")).argv(["true"])

@@ -9,6 +9,7 @@ guests. Executors stay pure: they build argv, this runs it and returns the outpu
 
 from __future__ import annotations
 
+import os
 import shlex
 import subprocess
 import time
@@ -17,6 +18,17 @@ from pathlib import Path
 from typing import Sequence
 
 from vnetbench.errors import VnetbenchError
+
+
+DEBUG_LOG = "VNETBENCH_SSH_DEBUG_LOG"
+
+
+def _debug_options() -> list[str]:
+    """With $VNETBENCH_SSH_DEBUG_LOG set, every ssh client and master appends its debug
+    log there (-E), never to stderr: why a session ended (a master gone, a remote
+    signal) is otherwise only said at debug level, and ssh exits 255 in silence."""
+    log = os.environ.get(DEBUG_LOG)
+    return ["-E", log, "-o", "LogLevel=DEBUG2"] if log else []
 
 
 @dataclass(frozen=True)
@@ -30,6 +42,7 @@ class Ssh:
     jump: str | None = None            # [user@]host[:port] of an SSH gateway to the guests
     port: int | None = None
     proxy: tuple[str, ...] | None = None   # a ProxyCommand argv (%h, %p: the guest's)
+    host_keys: Path | None = None      # a real machine: its key must be in this known_hosts
 
     def __post_init__(self):
         # ssh binds <dir>/<40 hex>.<16 random> and a unix socket path has 107 bytes at most
@@ -39,14 +52,18 @@ class Ssh:
 
     def key_options(self) -> list[str]:
         """Who to be and whom to trust, without the connection sharing (for a ProxyCommand).
-        Host keys are made at each boot, so none can be known in advance: the channel
-        trusts the address it was given inside the suite's own network."""
-        return [*(["-i", str(self.key)] if self.key else []), "-o", "BatchMode=yes",
-                "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null",
+        A machine (a hypervisor) is checked against HOST_KEYS and refused if its key is
+        not there. A guest's host key is made at each boot, so none can be known in
+        advance: the channel trusts the address it was given inside the suite's own
+        network (a run-owned bridge or namespace)."""
+        trust = (["-o", "StrictHostKeyChecking=yes", "-o", f"UserKnownHostsFile={self.host_keys}"]
+                 if self.host_keys else
+                 ["-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null"])
+        return [*(["-i", str(self.key)] if self.key else []), "-o", "BatchMode=yes", *trust,
                 "-o", "LogLevel=ERROR", *(["-o", f"Port={self.port}"] if self.port else [])]
 
     def _options(self) -> list[str]:
-        return [*self.key_options(), "-o", f"ConnectTimeout={self.connect_timeout_s}",
+        return [*_debug_options(), *self.key_options(), "-o", f"ConnectTimeout={self.connect_timeout_s}",
                 "-o", f"ControlPath={self.control_dir}/%C", "-o", "ServerAliveInterval=5",
                 *(["-o", f"ProxyJump={self.jump}"] if self.jump else []),
                 *(["-o", f"ProxyCommand={shlex.join(self.proxy)}"] if self.proxy else [])]
@@ -59,6 +76,13 @@ class Ssh:
         master connection when it is open, else on a connection of its own."""
         return [*self._prefix(), "ssh", *self._options(), "-o", "ControlMaster=no",
                 f"{self.user}@{self.address}", "--", shlex.join(command)]
+
+    def forward_argv(self, target: str) -> list[str]:
+        """ssh argv relaying its stdin/stdout to TARGET (host:port) as seen from the server,
+        over the master connection only (no connection of its own: a relay run in a
+        namespace without routes)."""
+        return [*self._prefix(), "ssh", *self._options(), "-o", "ControlMaster=no",
+                "-W", target, f"{self.user}@{self.address}"]
 
     def master_argv(self) -> list[str]:
         """The master connection, in the foreground of its own process (so its owner can
