@@ -16,7 +16,7 @@ APT_PACKAGES := iproute2 iputils-ping util-linux procps ethtool iperf3 tcpdump \
                 openvswitch-switch ovn-central ovn-host python3-venv python3-pip chromium bpftrace \
                 prometheus prometheus-pushgateway \
                 busybox-static dash dropbear-bin arping cpio syslinux syslinux-common mtools \
-                dosfstools qemu-utils qemu-system-x86 wget \
+                dosfstools qemu-utils qemu-system-x86 wget socat \
                 libvirt-daemon-system libvirt-dev pkg-config \
                 python3-heat \
                 $(AIO_PACKAGES)

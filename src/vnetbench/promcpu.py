@@ -10,7 +10,7 @@ import time
 import urllib.parse
 import urllib.request
 
-QUERY = 'sum by (host) (increase(vnetbench_dataplane_cpu_seconds_total{{host=~"{hosts}"}}[{secs}s]))'
+QUERY = 'sum by (host) (increase(vnetbench_dataplane_cpu_seconds_total{{host=~"{hosts}"{more}}}[{secs}s]))'
 
 
 def query(url: str, promql: str, at: float, timeout: float = 10) -> list:
@@ -25,15 +25,24 @@ def query(url: str, promql: str, at: float, timeout: float = 10) -> list:
 
 class Window:
     """``with Window(source): ...`` then ``metrics()`` (cpu_pct, per host in ``result``).
-    SOURCE: {"prometheus": URL or '', "hosts": [compute host names]}."""
+    SOURCE: {"prometheus": URL or '', "hosts": [compute host names]}, or with
+    "monitor": the id of vnetbench's own monitor (its Prometheus is in a namespace),
+    and "why_not": what to say when there is neither."""
 
     def __init__(self, source: dict, fetch=query, clock=time.time):
         self.url, self.hosts = source.get("prometheus") or "", list(source.get("hosts") or ())
+        self.monitor, self.why_not = source.get("monitor") or "", source.get("why_not") or ""
+        self.labels = dict(source.get("labels") or {})      # e.g. the run's own targets only
+        if self.monitor:
+            self.url = f"monitor {self.monitor}"
+            fetch = _monitor_query if fetch is query else fetch
         self.fetch, self.clock = fetch, clock
         self.result: dict = {}
         self._metrics: dict = {}
 
     def reason(self) -> str:
+        if not self.url and self.why_not:
+            return self.why_not
         if not self.url:
             return ("no Prometheus URL (--prometheus / 'prometheus:' in the context): host CPU of "
                     "a cloud's compute nodes comes from vnetbench-collector there")
@@ -51,7 +60,8 @@ class Window:
         if why:
             self.result = {"method": "n/a", "reason": why}
             return False
-        promql = QUERY.format(hosts="|".join(map(_re_escape, self.hosts)), secs=secs)
+        promql = QUERY.format(hosts="|".join(map(_re_escape, self.hosts)), secs=secs,
+                              more="".join(f',{k}="{v}"' for k, v in sorted(self.labels.items())))
         try:
             rows = self.fetch(self.url, promql, self.clock())
         except (OSError, ValueError) as exc:
@@ -70,6 +80,16 @@ class Window:
 
     def metrics(self) -> dict:
         return dict(self._metrics)
+
+
+def _monitor_query(url: str, promql: str, at: float) -> list:
+    """query() against vnetbench's own monitor (URL: "monitor ID")."""
+    from vnetbench.errors import VnetbenchError
+    from vnetbench.monitor import server
+    try:
+        return server.attach(url.split()[-1]).query(promql, at)
+    except VnetbenchError as exc:
+        raise ValueError(str(exc)) from None
 
 
 def _re_escape(name: str) -> str:

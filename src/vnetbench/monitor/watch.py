@@ -62,7 +62,23 @@ def controller_argv(dep, port_file: Path, probe_file: Path | None = None) -> lis
 def watch(dep, mon: Monitor, timeout: float = 10.0, scraped_within: float = 30.0) -> list[str]:
     """Start the collectors, publish their targets and wait until Prometheus has
     scraped every one (else a short-lived testbed's CPU may never reach the
-    dashboards); returns the targets."""
+    dashboards); returns the targets. Hosts that are other machines (a remote
+    hypervisor) get their collector there, never one here."""
+    remote = getattr(dep, "remote_collectors", None)
+    targets = remote(mon) if remote else _local_collectors(dep, mon, timeout)
+    path = mon.targets_dir / f"{dep.run_id}.json"
+    dep.run.record("file", path=str(path))
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps([{"targets": targets, "labels": {
+        "run_id": dep.run_id, "testbed": dep.testbed.name}}]))
+    tmp.replace(path)
+    dep.run.write_meta(monitor=mon.id)
+    wait_scraped(mon, dep.run_id, len(targets), after=0.0, timeout=scraped_within)
+    return targets
+
+
+def _local_collectors(dep, mon: Monitor, timeout: float) -> list[str]:
+    """One collector per emulated host (and the controller's), in the monitor's namespace."""
     started = []
     probe_file = dep.cpu_probe(wait=False)     # collectors use /proc/stat until it is up
     jobs = [(h.name, lambda pf, h=h: collector_argv(dep, h, pf, probe_file))
@@ -81,16 +97,7 @@ def watch(dep, mon: Monitor, timeout: float = 10.0, scraped_within: float = 30.0
                              stdin=subprocess.DEVNULL, start_new_session=True)
         pidfile.write_text(f"{p.pid}\n")
         started.append((port_file, p))
-    targets = [f"127.0.0.1:{_port(port_file, p, timeout)}" for port_file, p in started]
-    path = mon.targets_dir / f"{dep.run_id}.json"
-    dep.run.record("file", path=str(path))
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps([{"targets": targets, "labels": {
-        "run_id": dep.run_id, "testbed": dep.testbed.name}}]))
-    tmp.replace(path)
-    dep.run.write_meta(monitor=mon.id)
-    wait_scraped(mon, dep.run_id, len(targets), after=0.0, timeout=scraped_within)
-    return targets
+    return [f"127.0.0.1:{_port(port_file, p, timeout)}" for port_file, p in started]
 
 
 def _scraped(mon: Monitor, run_id: str, after: float) -> int:

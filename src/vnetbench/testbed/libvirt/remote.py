@@ -39,16 +39,27 @@ class Hypervisor:
     host: str
     port: int | None
     key: Path | None
+    host_keys: Path | None         # known_hosts its key must be in (None: no_verify=1)
 
     @classmethod
     def of(cls, uri: str) -> "Hypervisor":
+        """libvirt's own URI parameters: keyfile, known_hosts (default: the user's
+        ~/.ssh/known_hosts, as ssh and libvirt use), no_verify=1 (no host key check)."""
         parts = urlsplit(uri)
-        key = parse_qs(parts.query).get("keyfile", [None])[0]
+        q = {k: v[0] for k, v in parse_qs(parts.query).items()}
+        known = None if q.get("no_verify", "0") not in ("", "0") else \
+            Path(q.get("known_hosts") or Path.home() / ".ssh" / "known_hosts")
         return cls(uri, parts.username or "root", parts.hostname, parts.port,
-                   Path(key) if key else None)
+                   Path(q["keyfile"]) if q.get("keyfile") else None, known)
 
     def ssh(self, control_dir: Path) -> Ssh:
-        return Ssh(self.host, self.key, control_dir, user=self.user, port=self.port)
+        return Ssh(self.host, self.key, control_dir, user=self.user, port=self.port,
+                   host_keys=self.host_keys)
+
+    def reach(self) -> None:
+        """One command over SSH before anything is made there: an unknown or changed host
+        key (or no access) fails here, in one line, with nothing to undo."""
+        self.run(Path("/tmp"), "true", timeout_s=30)
 
     def proxy(self) -> tuple[str, ...]:
         """ProxyCommand argv through this host to a guest on one of its bridges."""
@@ -66,10 +77,21 @@ class Hypervisor:
             raise VnetbenchError(f"hypervisor {self.host}: {command[:80]} did not finish within "
                                  f"{timeout_s:g} s") from None
         if check and done.returncode != 0:
-            tail = (done.stderr.decode(errors="replace").strip().splitlines() or ["no output"])[-1]
+            err = done.stderr.decode(errors="replace")
+            if "Host key verification failed" in err:
+                raise VnetbenchError(self._untrusted())
+            tail = (err.strip().splitlines() or ["no output"])[-1]
             raise VnetbenchError(f"hypervisor {self.host}: {command[:80]} exited {done.returncode}: "
                                  f"{tail[:200]}")
         return done
+
+    def _untrusted(self) -> str:
+        at = f"[{self.host}]:{self.port}" if self.port else self.host
+        return (f"hypervisor {self.host}: its SSH host key is not in {self.host_keys}, or differs "
+                f"from the one there: check its fingerprint with the host's owner, then add it "
+                f"(ssh-keyscan {'-p %d ' % self.port if self.port else ''}{self.host} >> "
+                f"{self.host_keys}; entry {at}) or name another file with known_hosts=FILE in "
+                f"the URI")
 
     def upload(self, control_dir: Path, src: Path, dst: str) -> None:
         with open(src, "rb") as f:

@@ -46,6 +46,8 @@ def check(testbed, uris: dict[str, str]) -> None:
 def up(testbed, kernel: Path, initrd: Path, memory_mib: int, uris: dict[str, str], domain_type: str,
        guest_key, check_pinning, progress=lambda msg: None) -> RemoteLibvirtDeployment:
     check(testbed, uris)
+    for uri in dict.fromkeys(uris.values()):
+        Hypervisor.of(uri).reach()
     run = Run(new_run_id(), state_root())
     run.create(status="building", name=testbed.name, backend="libvirt", created=time.time(),
                builder_pid=os.getpid(), testbed=to_dict(testbed), remote=True, libvirt_uris=uris,

@@ -67,6 +67,22 @@ class RemoteLibvirtDeployment(SshGuests, RunDeployment):
     def vm_pidfiles(self, host: str) -> list[Path]:
         return []                # QEMU runs on the hypervisor: no local pidfile to read
 
+    def remote_collectors(self, mon) -> list[str]:
+        """A watched run's collectors run on the hypervisors (their vSwitch, QEMU and
+        softirq time is there); Prometheus targets in the monitor's namespace."""
+        from vnetbench.testbed.libvirt import remote_collector
+        return [remote_collector.start(self, h, mon) for h in self.testbed.hosts]
+
+    @property
+    def cpu_source(self) -> dict:
+        """Host CPU of the hypervisors: their collectors through the monitor's Prometheus
+        (none until the run is watched: then the windows say so, never a local figure)."""
+        return {"monitor": self.run.meta().get("monitor") or "", "prometheus": "",
+                "hosts": [h.name for h in self.testbed.hosts], "labels": {"run_id": self.run_id},
+                "why_not": "the testbed is on a remote hypervisor and not watched: its host CPU "
+                           "comes from the collector a monitor starts there (vnetbench watch, or "
+                           "compare/Rally with a monitor)"}
+
     def controller_pids(self) -> dict:
         return {}
 

@@ -102,3 +102,18 @@ def _exists(hv, mux, entry) -> bool:
     name = shlex.quote(entry["name"])
     probe = f"ovs-vsctl br-exists {name}" if entry["ovs"] else f"test -e /sys/class/net/{name}"
     return hv.run(mux, probe, check=False).returncode == 0
+
+
+def undo_remote_process(run, entry) -> None:
+    """A process the run started on a remote hypervisor (its collector), found by its
+    command line's first argument: the run's own file MARK (never by program name); also
+    one killed before its pidfile was written."""
+    from vnetbench.testbed.libvirt.remote import REMOTE_ROOT
+    rid, mark = run.run_id, entry["mark"]
+    if not mark.startswith(f"{REMOTE_ROOT}/vnb-{rid}/") or "'" in mark:
+        raise ValueError(f"{mark!r} is not in run {rid}'s directory; left alone")
+    find = (f"for d in /proc/[0-9]*; do set -- $(tr '\\0' ' ' <$d/cmdline 2>/dev/null); "
+            f"[ \"$2\" = '{mark}' ] && echo ${{d#/proc/}}; done; true")
+    hv, mux = _hypervisor(entry), Path(f"/tmp/vnbmux-{rid}")
+    hv.run(mux, f"p=$({find}); [ -z \"$p\" ] && exit 0; kill $p; for i in 1 2 3 4 5 6 7 8 9 10; do "
+                f"p=$({find}); [ -z \"$p\" ] && exit 0; sleep 0.2; done; kill -9 $p; true")

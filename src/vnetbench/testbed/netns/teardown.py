@@ -161,6 +161,7 @@ _ELSEWHERE = {"domain": "vnetbench.testbed.libvirt.undo:undo_domain",
               "muxdir": "vnetbench.testbed.libvirt.undo:undo_muxdir",
               "remote_dir": "vnetbench.testbed.libvirt.undo:undo_remote_dir",
               "remote_bridge": "vnetbench.testbed.libvirt.undo:undo_remote_bridge",
+              "remote_process": "vnetbench.testbed.libvirt.undo:undo_remote_process",
               "stack": "vnetbench.testbed.openstack.undo:undo_stack"}
 
 _UNDO = {
