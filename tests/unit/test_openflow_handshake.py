@@ -33,10 +33,12 @@ def test_ports_come_from_the_handshake_reply_in_config(app):
 
 @pytest.mark.parametrize("app", [VRouterAgent, Floodlight])
 @pytest.mark.parametrize("event, handler", [(ofp_event.EventOFPBarrierReply, "_barrier"),
-                                            (ofp_event.EventOFPPacketIn, "_packet_in")])
+                                            (ofp_event.EventOFPPacketIn, "_packet_in"),
+                                            (ofp_event.EventOFPPortStatus, "_port_status")])
 def test_what_follows_the_port_description_is_heard_before_main(app, event, handler):
-    """A barrier reply or packet-in caused by what the app sent on the port description
-    can arrive before os-ken's handler of that reply moved the switch to MAIN."""
+    """A barrier reply or packet-in caused by what the app sent on the port description,
+    or a port added after the switch wrote that reply, can arrive before os-ken's
+    handler of the reply moved the switch to MAIN."""
     assert CONFIG_DISPATCHER in getattr(app, handler).callers[event].dispatchers
 
 

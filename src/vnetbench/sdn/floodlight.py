@@ -24,7 +24,7 @@ import time
 
 from os_ken.base import app_manager
 from os_ken.controller import ofp_event
-from os_ken.controller.handler import CONFIG_DISPATCHER, DEAD_DISPATCHER, MAIN_DISPATCHER, set_ev_cls
+from os_ken.controller.handler import CONFIG_DISPATCHER, DEAD_DISPATCHER, set_ev_cls
 from os_ken.lib import hub
 from os_ken.lib.packet import ethernet, ipv4, packet, tcp, udp, vlan
 from os_ken.ofproto import ofproto_v1_3
@@ -68,7 +68,6 @@ def forwarding_from(settings: dict) -> Forwarding:
                       Options(match=o["match"], idle_timeout=o["idle_timeout"],
                               hard_timeout=o["hard_timeout"],
                               broadcast_isolation=o["broadcast_isolation"]))
-
 
 
 class Floodlight(app_manager.OSKenApp):
@@ -176,7 +175,7 @@ class Floodlight(app_manager.OSKenApp):
             del self.dps[dp.id]
             self.fwd.switch_down(dp.id)
 
-    @set_ev_cls(ofp_event.EventOFPPortStatus, MAIN_DISPATCHER)
+    @set_ev_cls(ofp_event.EventOFPPortStatus, AFTER_PORT_DESC)
     def _port_status(self, ev):
         msg, dp = ev.msg, ev.msg.datapath
         ofp = dp.ofproto

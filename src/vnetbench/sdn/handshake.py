@@ -4,9 +4,10 @@ os-ken's own OpenFlow 1.3 handshake asks for the port description, and handling 
 reply is what moves the switch from CONFIG to MAIN: the reply always arrives in CONFIG.
 The apps take their ports from it instead of asking again and listening in MAIN only,
 which lost the second reply whenever both were read from the socket in one go (the
-bridge was then never programmed). What the apps' own messages cause afterwards
-(barrier replies, packet-ins of the pipeline they installed) may still arrive before
-os-ken's handler of that reply has run, so it is heard in both states.
+bridge was then never programmed). What arrives right after that reply (barrier
+replies and packet-ins of the pipeline the apps installed, a port the switch added
+meanwhile) may be read in the same go, before os-ken's handler of the reply has run, so
+it is heard in both states.
 """
 
 from os_ken.controller.handler import CONFIG_DISPATCHER, MAIN_DISPATCHER

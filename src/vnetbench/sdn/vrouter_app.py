@@ -11,7 +11,7 @@ import time
 
 from os_ken.base import app_manager
 from os_ken.controller import ofp_event
-from os_ken.controller.handler import CONFIG_DISPATCHER, DEAD_DISPATCHER, MAIN_DISPATCHER, set_ev_cls
+from os_ken.controller.handler import CONFIG_DISPATCHER, DEAD_DISPATCHER, set_ev_cls
 from os_ken.lib import hub
 from os_ken.lib.packet import ipv4, packet, tcp, udp
 from os_ken.ofproto import ofproto_v1_3
@@ -46,7 +46,6 @@ def _value(v):
         net = ipaddress.IPv4Network(v, strict=False)
         return (str(net.network_address), str(net.netmask))
     return tuple(v) if isinstance(v, list) else v
-
 
 
 class VRouterAgent(app_manager.OSKenApp):
@@ -105,7 +104,7 @@ class VRouterAgent(app_manager.OSKenApp):
         if ev.datapath is self.dp:
             self.dp = None
 
-    @set_ev_cls(ofp_event.EventOFPPortStatus, MAIN_DISPATCHER)
+    @set_ev_cls(ofp_event.EventOFPPortStatus, AFTER_PORT_DESC)
     def _port_status(self, ev):
         msg = ev.msg
         name, no = msg.desc.name.decode(), msg.desc.port_no
