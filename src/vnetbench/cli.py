@@ -261,7 +261,7 @@ def _fault_parsers(sub):
                        ("start", "start the controller again"),
                        ("restart", "stop and start the controller")):
         add(name, text).add_argument("--component", help="one controller process (default: all), "
-                                     "e.g. osken-0, or northd / sb / nb for ovn")
+                                     "e.g. osken-0, or northd (northd-2 ...) / sb / nb for ovn")
     for name, text in (("partition", "cut the management network of a host (default: all)"),
                        ("heal", "restore the management network")):
         add(name, text).add_argument("--host")

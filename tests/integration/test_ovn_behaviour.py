@@ -2,7 +2,9 @@
 ovn-controller installed keep forwarding while ovn-northd and then the SB
 database are down (or while the host is cut from the SB over the management
 network), and a logical port created meanwhile cannot come up until the
-control plane returns (REFERENCE §5). Geneve under OVN costs 58 bytes, exactly."""
+control plane returns (REFERENCE §5). Geneve under OVN costs 58 bytes, exactly. A
+standby ovn-northd takes over when the active one dies; without one, nothing carries an
+NB change into the SB."""
 
 import json
 import subprocess
@@ -10,6 +12,8 @@ import time
 
 import pytest
 
+from vnetbench.errors import VnetbenchError
+from vnetbench.faults import Faults, control
 from vnetbench.functional import measure, verdict
 from vnetbench.functional.verdict import Status
 from vnetbench.testbed.loader import loads
@@ -141,3 +145,27 @@ def test_ovn_native_dhcp_is_answered_by_ovn_controller(dep):
     m = measure.dhcp_answers(dep, "a", "b")
     v = verdict.dhcp(m)
     assert v.status is Status.NA and "only the control server" in v.detail, m
+
+
+@pytest.mark.parametrize("northd", [2, 1])
+def test_a_standby_northd_takes_over_when_the_active_one_is_killed(netns_up, northd):
+    """Two instances: one active (the SB lock), one standby; SIGKILL the active one and
+    the next NB change still reaches the SB, carried by the other. One instance (the
+    control): the same kill leaves no one to carry it, so the probe would catch a
+    standby that never takes over. Started again, the killed one carries changes again."""
+    dep = netns_up(loads(f"vswitch: {{kind: ovn, ovn: {{northd: {northd}}}}}\n"
+                         "network: {type: geneve}\n", source="<ovn-northd>", online_cpus=[0, 1]))
+    names = [w for w in control.components(dep) if w.startswith("northd")]
+    assert sorted(ovn.northd_status(dep, w) for w in names) == \
+        (["active", "standby"] if northd == 2 else ["active"])
+    first = control.active(dep)
+    assert control.sync(dep, 10) < 5
+    Faults(dep).controller_kill(first)
+    if northd == 2:
+        assert control.sync(dep, 10) < 5
+        assert control.active(dep) == next(w for w in names if w != first)
+    else:
+        with pytest.raises(VnetbenchError, match="no ovn-northd carried an NB change"):
+            control.sync(dep, 3)
+    Faults(dep).controller_start(first)
+    assert control.sync(dep, 10) < 5

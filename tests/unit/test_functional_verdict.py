@@ -346,3 +346,16 @@ def test_bonding_absent_present_and_void():
     split = {**m, "tx_bytes": {up: m["bytes"] // 2, "up-b": m["bytes"] // 2, "mg": 100}}
     assert v.bonding(split).status is Status.PASS and v.bonding(split).value == 2
     assert v.bonding({**m, "tx_bytes": {"mg": 100}}).status is Status.ERROR
+
+
+def test_an_ovn_standby_that_takes_over_passes_and_one_that_does_not_fails():
+    """OVN's instances are ovn-northd: a new pair pings without any (the flows are in the
+    SB already), so the verdict also needs the NB change carried through after the kill."""
+    m = rec("multi-controller-ovn")
+    ok = v.survives_instance_loss(m)
+    assert ok.status is Status.PASS and "carried through 13 ms after the kill, by northd-2" in ok.detail
+    none = {**m, "sync": {"ok": False, "detail": "no ovn-northd carried an NB change into the SB "
+                                               "database within 10 s"}}
+    lost = v.survives_instance_loss(none)
+    assert lost.status is Status.FAIL and "no new configuration change" in lost.detail
+    assert lost.value == ok.value             # the data plane went on either way

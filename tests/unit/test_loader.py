@@ -342,6 +342,31 @@ def test_vrouter_bad_options_name_the_field(doc, where):
     assert f"t.yaml: {where}:" in str(err.value)
 
 
+def test_ovn_options_default_round_trip_and_instances():
+    from vnetbench.testbed.codec import from_dict, to_dict
+    from vnetbench.testbed.netns import ovn
+    t = loader.loads("vswitch: {kind: ovn, ovn: {northd: 3}}\nnetwork: {type: geneve}\n",
+                     online_cpus=ONLINE)
+    assert t.vswitch.ovn.northd == 3 and from_dict(to_dict(t)) == t
+    assert ovn.components(t) == ["ovsdb-server-nb", "ovsdb-server-sb", "ovn-northd",
+                                 "ovn-northd-2", "ovn-northd-3"]
+    assert list(ovn.fault_targets(t)) == ["northd", "northd-2", "northd-3", "sb", "nb"]
+    one = loader.loads("vswitch: ovn\nnetwork: {type: geneve}\n", online_cpus=ONLINE)
+    assert one.vswitch.ovn.northd == 1 and list(ovn.fault_targets(one)) == ["northd", "sb", "nb"]
+
+
+@pytest.mark.parametrize("doc,where", [
+    ("vswitch: {kind: ovn, ovn: {northd: 5}}", "vswitch.ovn.northd"),
+    ("vswitch: {kind: ovn, ovn: {northd: 0}}", "vswitch.ovn.northd"),
+    ("vswitch: {kind: ovn, ovn: {controllers: 2}}", "vswitch.ovn"),
+    ("vswitch: {kind: ovs, ovn: {}}", "vswitch.ovn"),
+])
+def test_ovn_bad_options_name_the_field(doc, where):
+    with pytest.raises(errors.TestbedFileError) as err:
+        loader.loads(doc + "\nnetwork: {type: geneve}\n", source="t.yaml")
+    assert f"t.yaml: {where}:" in str(err.value)
+
+
 # --- QoS (bandwidth limit per VM NIC) ----------------------------------------
 
 def qos_file(qos):

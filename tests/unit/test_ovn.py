@@ -170,7 +170,7 @@ def test_flat_and_vlan_reach_the_provider_network_through_localnet_ports(ntype, 
 def test_faults_name_the_kind_and_the_components():
     from vnetbench.errors import BuildError
     dep = SimpleNamespace(run_id="abc123", testbed=SimpleNamespace(
-        vswitch=SimpleNamespace(kind=VSwitchKind.OVS)))
+        vswitch=SimpleNamespace(kind=VSwitchKind.OVS, ovn=None)))
     with pytest.raises(BuildError, match="is ovs, not ovn"):
         ovn.stop(dep, "northd")
     dep.testbed.vswitch.kind = VSwitchKind.OVN

@@ -10,8 +10,8 @@ from vnetbench.testbed.netns import mgmt, openflow, ovn, vrouter
 
 
 def _ovn():
-    return {"components": lambda dep: list(ovn.FAULT_TARGETS),
-            "stop": ovn.stop, "start": ovn.start}
+    return {"components": lambda dep: list(ovn.fault_targets(dep.testbed)),
+            "stop": ovn.stop, "start": ovn.start, "active": ovn.active, "sync": ovn.sync}
 
 
 KINDS = {
@@ -33,6 +33,21 @@ def _ops(dep) -> dict:
 
 def components(dep) -> list[str]:
     return _ops(dep)["components"](dep)
+
+
+def active(dep) -> str:
+    """The instance doing the work (OVN: the ovn-northd holding the SB lock); a kind
+    without standby instances: its first (ovs-openflow's master)."""
+    find = _ops(dep).get("active")
+    return find(dep) if find else components(dep)[0]
+
+
+def sync(dep, timeout: float = 10.0) -> float | None:
+    """Seconds until the control plane has carried a new configuration change through
+    (OVN: NB -> northd -> SB); None for a kind without such a probe (a reactive
+    controller shows its work by new flows: a new pair's ping)."""
+    probe = _ops(dep).get("sync")
+    return probe(dep, timeout) if probe else None
 
 
 def _pick(dep, component: str | None) -> list[str]:

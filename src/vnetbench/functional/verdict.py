@@ -370,9 +370,14 @@ def survives_instance_loss(m: dict) -> Verdict:
     cont = traffic_continues(m)
     if cont.status is Status.ERROR:
         return cont
-    new = m["new_ping"]
+    new, sync = m["new_ping"], m.get("sync")
     what = f"{m['killed']} killed: {cont.detail}; new pair {new['received']}/{new['sent']} answered"
     ok = cont.status is Status.PASS and new["received"] > 0
+    if sync is not None:        # a configuration change after the kill (OVN: NB -> SB)
+        ok = ok and sync["ok"]
+        what += (f"; a new configuration change carried through {sync['s'] * 1000:.0f} ms after "
+                 f"the kill, by {sync['by']}" if sync["ok"] else
+                 f"; no new configuration change carried through after the kill ({sync['detail']})")
     return Verdict(Status.PASS if ok else Status.FAIL, cont.value, "ms", what, cont.extra)
 
 

@@ -6,7 +6,7 @@ import dataclasses
 import ipaddress
 
 from vnetbench.testbed.model import (
-    Host, Network, NetType, Nic, OpenFlow, Pair, Qos, Testbed, Vm, Vnet, VRouter, VSwitch,
+    Host, Network, NetType, Nic, OpenFlow, Ovn, Pair, Qos, Testbed, Vm, Vnet, VRouter, VSwitch,
     VSwitchKind,
 )
 
@@ -29,7 +29,8 @@ def from_dict(d: dict) -> Testbed:
         name=d["name"],
         vswitch=VSwitch(VSwitchKind(d["vswitch"]["kind"]), d["vswitch"]["datapath"],
                         openflow=_openflow(d["vswitch"].get("openflow")),
-                        vrouter=_vrouter(d["vswitch"].get("vrouter"))),
+                        vrouter=_vrouter(d["vswitch"].get("vrouter")),
+                        ovn=_ovn(d["vswitch"].get("ovn"))),
         network=Network(NetType(net["type"]), net["underlay_mtu"], net["tenant_mtu"],
                         ipaddress.IPv4Network(net["underlay_cidr"])),
         hosts=tuple(Host(h["name"], tuple(h["cpus"]), ipaddress.IPv4Address(h["underlay_ip"]))
@@ -55,3 +56,7 @@ def _openflow(d):
 
 def _vrouter(d):
     return None if d is None else VRouter(**d)
+
+
+def _ovn(d):
+    return None if d is None else Ovn(**d)

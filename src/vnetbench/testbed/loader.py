@@ -17,7 +17,7 @@ from vnetbench import inputs
 from vnetbench.errors import TestbedFileError
 from vnetbench.testbed.model import (
     CROSS_HOST, MIN_TENANT_MTU, SAME_HOST, SEGMENTATION_RANGE, encap_overhead,
-    Host, Network, NetType, Nic, OpenFlow, Pair, Qos, Testbed, Vm, Vnet, VRouter, VSwitch,
+    Host, Network, NetType, Nic, OpenFlow, Ovn, Pair, Qos, Testbed, Vm, Vnet, VRouter, VSwitch,
     VSwitchKind,
 )
 
@@ -179,7 +179,13 @@ class _Builder:
         elif "vrouter" in raw:
             self.fail("vswitch.vrouter", f"vrouter options apply to vrouter, not {kind}",
                       "remove 'vrouter' or use kind vrouter")
-        return VSwitch(kind=kind, datapath=datapath, openflow=openflow, vrouter=vrouter)
+        ovn = None
+        if kind is VSwitchKind.OVN:
+            ovn = Ovn(**(raw.get("ovn") or {}))
+        elif "ovn" in raw:
+            self.fail("vswitch.ovn", f"ovn options apply to ovn, not {kind}",
+                      "remove 'ovn' or use kind ovn")
+        return VSwitch(kind=kind, datapath=datapath, openflow=openflow, vrouter=vrouter, ovn=ovn)
 
     def _network(self, kind) -> Network:
         raw = self.doc["network"]

@@ -104,11 +104,18 @@ class VRouter:
 
 
 @dataclass(frozen=True)
+class Ovn:
+    """Options of ``ovn``: its central control plane (docs/sdn.md)."""
+    northd: int = 1                      # ovn-northd instances: one active (SB lock), the others standby
+
+
+@dataclass(frozen=True)
 class VSwitch:
     kind: VSwitchKind
     datapath: str = "auto"   # ovs: "system" (kernel module), "netdev" (userspace), "auto"
     openflow: OpenFlow | None = None     # only for ovs-openflow
     vrouter: VRouter | None = None       # only for vrouter
+    ovn: Ovn | None = None               # only for ovn
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,9 @@ underlay address (native tunnelling), as for the ``ovs`` kind; flat and VLAN
 vnets leave through a localnet port and a provider bridge (``ovn-bridge-mappings``).
 
 Faults (``stop``/``start``, called by ``vnetbench.faults``): ovn-northd and the
-NB/SB database servers can be stopped and started again on their own files.
+NB/SB database servers can be stopped and started again on their own files. With
+``ovn: {northd: N}`` N ovn-northd instances run on the same databases: the one that
+holds the SB lock works (active), the others wait for it (standby).
 """
 
 from __future__ import annotations
@@ -32,7 +34,17 @@ SCHEMAS = Path("/usr/share/ovn")
 ENCAP = {NetType.GENEVE: "geneve", NetType.VXLAN: "vxlan"}
 VXLAN_MAX_KEY = 4095                 # OVN in VXLAN mode has 12 bits of datapath key
 NB, SB, NORTHD = "ovsdb-server-nb", "ovsdb-server-sb", "ovn-northd"
-COMPONENTS = (NB, SB, NORTHD)        # start order; the faults stop/start NORTHD and SB
+
+
+def northds(testbed) -> list[str]:
+    """The ovn-northd instances' names: ``ovn-northd``, then ``ovn-northd-2`` ..."""
+    n = testbed.vswitch.ovn.northd if testbed.vswitch.ovn else 1
+    return [NORTHD, *(f"{NORTHD}-{i}" for i in range(2, n + 1))]
+
+
+def components(testbed) -> list[str]:
+    """Start order: the databases before the daemons that need them."""
+    return [NB, SB, *northds(testbed)]
 
 
 def port_name(vm: str, nic: int) -> str:
@@ -69,6 +81,8 @@ class Central:
         if component == SB:
             return "ovsdb-server", [str(d / "sb.db"), f"--remote=punix:{d / 'sb.sock'}",
                                     f"--remote=ptcp:{SB_PORT}:{mgmt.controller_ip(self.testbed)}"]
+        if component not in northds(self.testbed):
+            raise BuildError(f"OVN component {component!r} is not one of run {self.run.run_id}'s")
         return "ovn-northd", [f"--ovnnb-db={self.nb}", f"--ovnsb-db=unix:{d / 'sb.sock'}"]
 
     def start(self) -> None:
@@ -76,7 +90,7 @@ class Central:
         for db, schema in (("nb.db", "ovn-nb.ovsschema"), ("sb.db", "ovn-sb.ovsschema")):
             proc.run(["ovsdb-tool", "create", str(self.rundir / db), str(SCHEMAS / schema)],
                      env=self.env, what=f"ovsdb-tool create {db}")
-        for component in COMPONENTS:
+        for component in components(self.testbed):
             self.start_component(component)
 
     def start_component(self, component: str) -> None:
@@ -104,7 +118,7 @@ class Central:
             raise BuildError(f"{component} (pid {pid}) of run {self.run.run_id} did not exit")
 
     def nbctl(self, *args, timeout=15) -> str:
-        return proc.run(["ovn-nbctl", f"--db={self.nb}", f"--timeout={timeout}", *args],
+        return proc.run(["ovn-nbctl", f"--db={self.nb}", f"--timeout={max(1, round(timeout))}", *args],
                         env=self.env, timeout=timeout + 5, what="ovn-nbctl")
 
     def configure(self) -> None:
@@ -322,16 +336,50 @@ def wire(ctx) -> None:
 
 # -- faults (called by the functional suite and the fault API) --------------
 
-FAULT_TARGETS = {"northd": NORTHD, "sb": SB, "nb": NB}
+def fault_targets(testbed) -> dict[str, str]:
+    """Fault API name -> component, in stop order: ``northd`` (``northd-2`` ...), ``sb``, ``nb``."""
+    return {**{c.replace("ovn-", "", 1): c for c in northds(testbed)}, "sb": SB, "nb": NB}
 
 
 def _target(dep, which: str) -> str:
     if dep.testbed.vswitch.kind.value != "ovn":
         raise BuildError(f"run {dep.run_id} is {dep.testbed.vswitch.kind}, not ovn: "
                          f"it has no OVN {which}")
-    if which not in FAULT_TARGETS:
-        raise BuildError(f"OVN component {which!r} unknown; use one of: {', '.join(FAULT_TARGETS)}")
-    return FAULT_TARGETS[which]
+    targets = fault_targets(dep.testbed)
+    if which not in targets:
+        raise BuildError(f"OVN component {which!r} unknown; use one of: {', '.join(targets)}")
+    return targets[which]
+
+
+def northd_status(dep, which: str) -> str:
+    """``active`` (it holds the SB lock and works), ``standby``, or ``paused``: what the
+    instance says of itself (``ovn-appctl status``)."""
+    component = _target(dep, which)
+    ctl = Central(dep).rundir / f"{component}.ctl"
+    out = proc.run(["ovn-appctl", "-t", str(ctl), "status"], timeout=10,
+                   what=f"ovn-appctl status of {component}")
+    return out.split("Status:", 1)[-1].strip().split()[0] if "Status:" in out else out.strip()
+
+
+def active(dep) -> str:
+    """The ovn-northd instance that holds the SB lock (fault API name)."""
+    found = [w for w in fault_targets(dep.testbed) if w.startswith("northd")
+             and running(dep, w) and northd_status(dep, w) == "active"]
+    if len(found) != 1:
+        raise BuildError(f"run {dep.run_id}: {len(found)} active ovn-northd instances, not one")
+    return found[0]
+
+
+def sync(dep, timeout: float) -> float:
+    """Seconds until ovn-northd has carried a new NB change into the SB database
+    (``ovn-nbctl --wait=sb sync``): what needs a working northd. A time-out is an error."""
+    t0 = time.monotonic()
+    try:
+        Central(dep).nbctl("--wait=sb", "sync", timeout=timeout)
+    except BuildError as exc:
+        raise BuildError(f"no ovn-northd carried an NB change into the SB database within "
+                         f"{timeout:g} s ({exc})") from None
+    return time.monotonic() - t0
 
 
 def stop(dep, which: str, graceful: bool = True) -> None:
@@ -351,7 +399,7 @@ def start(dep, which: str) -> None:
     central = Central(dep)
     if central.pid(component) is None:
         central.start_component(component)
-    if all(central.pid(c) for c in COMPONENTS):
+    if all(central.pid(c) for c in components(dep.testbed)):
         central.nbctl("--wait=hv", "sync", timeout=30)
 
 
