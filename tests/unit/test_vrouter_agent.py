@@ -152,3 +152,32 @@ def test_recorded_dhcp_discover_and_request_get_offer_and_ack():
         assert opts[osdhcp.DHCP_INTERFACE_MTU_OPT] == (1472).to_bytes(2, "big")
     other = a.ifaces["tpx-2-0"].__class__(**{**iface.__dict__, "mac": "02:00:00:00:00:99"})
     assert dhcp.reply(bytes.fromhex(DATA["dhcp_discover"]), other, 1472) is None   # not its MAC
+
+
+def test_status_writers_on_several_threads_lose_no_key(tmp_path, monkeypatch):
+    """The agent writes its state file from the event, control and set-up threads
+    (os-ken's native hub). Each thread sets its own key many times over; every key
+    must be in the file at the end (a read-modify-write without the lock lost
+    'programmed' to a concurrent 'synced' write: the bring-up then timed out)."""
+    import json
+    import threading
+    from types import SimpleNamespace
+
+    from vnetbench.sdn import vrouter_app
+
+    monkeypatch.setitem(vrouter_app.SETTINGS, "state", str(tmp_path / "state.json"))
+    agent = SimpleNamespace(learned={}, setup=SimpleNamespace(set_up=0, dropped=0))
+    app = SimpleNamespace(agent=agent, _state=vrouter_app._read_state(tmp_path / "none"),
+                          _state_lock=threading.Lock())
+    status = vrouter_app.VRouterAgent._status
+
+    def writer(key):
+        for i in range(300):
+            status(app, **{key: i})
+    threads = [threading.Thread(target=writer, args=(f"k{n}",)) for n in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    state = json.loads((tmp_path / "state.json").read_text())
+    assert {f"k{n}": 299 for n in range(6)}.items() <= state.items()

@@ -7,6 +7,7 @@ import json
 import logging
 import os
 import socket
+import threading
 import time
 
 from os_ken.base import app_manager
@@ -64,6 +65,7 @@ class VRouterAgent(app_manager.OSKenApp):
         self.last_heard = 0.0
         self.lost_at = None
         self.record = open(SETTINGS["record"], "a") if SETTINGS.get("record") else None
+        self._state, self._state_lock = _read_state(SETTINGS["state"]), threading.Lock()
         self._status()
         hub.spawn(self._control_loop)
         hub.spawn(self._setup_loop)
@@ -289,19 +291,30 @@ class VRouterAgent(app_manager.OSKenApp):
         self._status(lost=why)
 
     def _status(self, **extra):
-        """The agent's state for the builder and tests (atomic replace)."""
+        """The agent's state for the builder and tests (atomic replace). Called from
+        the event, control and set-up threads (os-ken's native hub): one lock around
+        the in-memory state and its file, else two writers lost each other's keys (a
+        'programmed' overwritten by a concurrent 'synced': the bring-up then waited
+        for it in vain)."""
         path = SETTINGS["state"]
-        try:
-            with open(path) as f:
-                state = json.load(f)
-        except (OSError, ValueError):
-            state = {}
-        state.update(extra, learned=len(self.agent.learned), flows_set_up=self.agent.setup.set_up,
-                     flows_dropped=self.agent.setup.dropped, t=time.time())
-        tmp = f"{path}.tmp"
-        with open(tmp, "w") as f:
-            json.dump(state, f)
-        os.replace(tmp, path)
+        with self._state_lock:
+            self._state.update(extra, learned=len(self.agent.learned),
+                               flows_set_up=self.agent.setup.set_up,
+                               flows_dropped=self.agent.setup.dropped, t=time.time())
+            tmp = f"{path}.tmp"
+            with open(tmp, "w") as f:
+                json.dump(self._state, f)
+            os.replace(tmp, path)
+
+
+def _read_state(path) -> dict:
+    """What an earlier agent of this host wrote (kept across a restart)."""
+    try:
+        with open(path) as f:
+            state = json.load(f)
+    except (OSError, ValueError):
+        return {}
+    return state if isinstance(state, dict) else {}
 
 
 def _action(ofp, parser, a):

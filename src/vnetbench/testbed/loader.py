@@ -167,25 +167,20 @@ class _Builder:
         if datapath != "auto" and kind is VSwitchKind.LINUXBRIDGE:
             self.fail("vswitch.datapath", "linuxbridge has no datapath choice",
                       "remove 'datapath' or use an OVS kind")
-        openflow = None
-        if kind is VSwitchKind.OVS_OPENFLOW:
-            openflow = OpenFlow(**(raw.get("openflow") or {}))
-        elif "openflow" in raw:
-            self.fail("vswitch.openflow", f"openflow options apply to ovs-openflow, not {kind}",
-                      "remove 'openflow' or use kind ovs-openflow")
-        vrouter = None
-        if kind is VSwitchKind.VROUTER:
-            vrouter = VRouter(**(raw.get("vrouter") or {}))
-        elif "vrouter" in raw:
-            self.fail("vswitch.vrouter", f"vrouter options apply to vrouter, not {kind}",
-                      "remove 'vrouter' or use kind vrouter")
-        ovn = None
-        if kind is VSwitchKind.OVN:
-            ovn = Ovn(**(raw.get("ovn") or {}))
-        elif "ovn" in raw:
-            self.fail("vswitch.ovn", f"ovn options apply to ovn, not {kind}",
-                      "remove 'ovn' or use kind ovn")
-        return VSwitch(kind=kind, datapath=datapath, openflow=openflow, vrouter=vrouter, ovn=ovn)
+        return VSwitch(kind=kind, datapath=datapath,
+                       openflow=self._options(raw, kind, "openflow", OpenFlow, VSwitchKind.OVS_OPENFLOW),
+                       vrouter=self._options(raw, kind, "vrouter", VRouter, VSwitchKind.VROUTER),
+                       ovn=self._options(raw, kind, "ovn", Ovn, VSwitchKind.OVN))
+
+    def _options(self, raw: dict, kind, field: str, cls, owner):
+        """The options object of the kind that owns ``field`` (defaults when absent);
+        the field under any other kind is an error."""
+        if kind is owner:
+            return cls(**(raw.get(field) or {}))
+        if field in raw:
+            self.fail(f"vswitch.{field}", f"{field} options apply to {owner.value}, not {kind}",
+                      f"remove '{field}' or use kind {owner.value}")
+        return None
 
     def _network(self, kind) -> Network:
         raw = self.doc["network"]

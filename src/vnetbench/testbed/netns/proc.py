@@ -8,9 +8,11 @@ own path (pid reuse guard). Nothing is ever matched by program name.
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
+import sysconfig
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -231,9 +233,26 @@ def python_daemon_report(rundir, name: str, dump_wait_s: float = 1.0) -> str:
     with open(log, "rb") as f:
         f.seek(size)
         dump = f.read().decode(errors="replace")
-    frames = [ln.strip() for ln in dump.splitlines() if ln.strip().startswith("File ")][:3]
+    threads = _threads(dump)
     return (f"{name}: pid {pid} state {state}, "
-            f"{'innermost frames: ' + ' < '.join(frames) if frames else 'no stack dump'}")
+            f"{'where its threads wait: ' + ' | '.join(threads) if threads else 'no stack dump'}")
+
+
+_FRAME = re.compile(r'File "([^"]+)", line (\d+) in (\S+)')
+
+
+def _threads(dump: str, most: int = 8) -> list[str]:
+    """Per thread of a faulthandler dump, its innermost frame outside the standard
+    library (``func (file:line)``): where each thread of the daemon is."""
+    stdlib = sysconfig.get_paths()["stdlib"]
+    out = []
+    for block in re.split(r"\n\s*\n|(?=^(?:Current )?[Tt]hread 0x)", dump, flags=re.M):
+        frames = _FRAME.findall(block)
+        own = [f for f in frames if not f[0].startswith(stdlib)] or frames
+        if own:
+            path, line, func = own[0]
+            out.append(f"{func} ({Path(path).name}:{line})")
+    return out[:most]
 
 
 def _last_line(log: Path) -> str:
