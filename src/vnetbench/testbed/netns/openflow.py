@@ -226,8 +226,10 @@ def remove_vnet(dep, vnet: str, timeout: float = READY_TIMEOUT_S) -> None:
         except (OSError, ValueError):
             pass
         time.sleep(0.01)
+    reports = [proc.python_daemon_report(ctl_dir(dep.run.dir), log.stem)
+               for log in sorted(ctl_dir(dep.run.dir).glob("osken-*.log"))]
     raise BuildError(f"run {dep.run_id}: the OpenFlow controller did not acknowledge deleting "
-                     f"vnet {vnet} within {timeout:.0f} s (log: {ctl_dir(dep.run.dir)}/osken-*.log)")
+                     f"vnet {vnet} within {timeout:.0f} s ({'; '.join(reports) or 'no controller log'})")
 
 
 # -- faults (vnetbench.faults drives these) ---------------------------------------
