@@ -138,10 +138,14 @@ def wait_ready(run_dir: Path, dpids, timeout=READY_TIMEOUT_S, since: float = 0.0
         if not missing:
             return
         time.sleep(0.02)
-    reports = [proc.python_daemon_report(ctl_dir(run_dir), log.stem)
-               for log in sorted(ctl_dir(run_dir).glob("osken-*.log"))]
     raise BuildError(f"OpenFlow controller: switches {missing} not ready after {timeout:.0f} s "
-                     f"({'; '.join(reports) or 'no controller log'})")
+                     f"({_reports(run_dir)})")
+
+
+def _reports(run_dir: Path) -> str:
+    """Each instance's pid, state and where its threads wait, for a time-out message."""
+    return "; ".join(proc.python_daemon_report(ctl_dir(run_dir), log.stem)
+                     for log in sorted(ctl_dir(run_dir).glob("osken-*.log"))) or "no controller log"
 
 
 def _newer(path: Path, since: float) -> bool:
@@ -226,10 +230,8 @@ def remove_vnet(dep, vnet: str, timeout: float = READY_TIMEOUT_S) -> None:
         except (OSError, ValueError):
             pass
         time.sleep(0.01)
-    reports = [proc.python_daemon_report(ctl_dir(dep.run.dir), log.stem)
-               for log in sorted(ctl_dir(dep.run.dir).glob("osken-*.log"))]
     raise BuildError(f"run {dep.run_id}: the OpenFlow controller did not acknowledge deleting "
-                     f"vnet {vnet} within {timeout:.0f} s ({'; '.join(reports) or 'no controller log'})")
+                     f"vnet {vnet} within {timeout:.0f} s ({_reports(dep.run.dir)})")
 
 
 # -- faults (vnetbench.faults drives these) ---------------------------------------
