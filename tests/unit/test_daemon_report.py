@@ -70,3 +70,30 @@ def test_stop_asks_again_before_sigkill(tmp_path):
     finally:
         p.kill()
         p.wait()
+
+
+def test_a_running_daemon_names_the_last_exception_in_its_log(tmp_path):
+    """A thread that died of an exception leaves the daemon running without it: the
+    report names that exception, not only where the remaining threads wait."""
+    (tmp_path / "agent.log").write_text(
+        "hub: uncaught exception: Traceback (most recent call last):\n"
+        '  File "x.py", line 3, in _watch\n    for m in d.items():\n'
+        "RuntimeError: dictionary changed size during iteration\n")
+    p = _start(tmp_path)
+    try:
+        report = proc.python_daemon_report(tmp_path, "agent")
+    finally:
+        p.kill()
+        p.wait()
+    assert "waits_for_ever" in report, report
+    assert report.endswith("; last exception in its log: "
+                           "RuntimeError: dictionary changed size during iteration"), report
+
+
+def test_no_exception_no_mention(tmp_path):
+    p = _start(tmp_path)
+    try:
+        assert "exception" not in proc.python_daemon_report(tmp_path, "agent")
+    finally:
+        p.kill()
+        p.wait()

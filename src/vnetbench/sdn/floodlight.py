@@ -23,7 +23,7 @@ import os
 import time
 
 from os_ken.base import app_manager
-from os_ken.controller import ofp_event
+from os_ken.controller import event, ofp_event
 from os_ken.controller.handler import CONFIG_DISPATCHER, DEAD_DISPATCHER, set_ev_cls
 from os_ken.lib import hub
 from os_ken.lib.packet import ethernet, ipv4, packet, tcp, udp, vlan
@@ -41,6 +41,19 @@ PACKET_IN_PRIORITY = 1
 PACKET_IN_TABLE = 1          # the bridge-wide packet-in meter's table
 GLOBAL_METER = 0xFFFF        # its meter id (per-port meters are numbered by port, < 0xFF00)
 SETTINGS: dict = {}          # set by vnetbench.sdn.controller before the app starts
+POLL_S = 0.02                # the watcher threads' period
+
+
+class EventRemoveVnets(event.EventBase):
+    """The deleted-vnets file changed (posted by its watcher thread)."""
+
+    def __init__(self, vnets: list):
+        super().__init__()
+        self.vnets = vnets
+
+
+class EventMaster(event.EventBase):
+    """This instance took the instances' lock (posted by the election thread)."""
 
 
 def parse_frame(data: bytes) -> Frame | None:
@@ -85,27 +98,40 @@ class Floodlight(app_manager.OSKenApp):
         self.master = not self.multi
         self._lock_fd = None
         self.removed: list = []
+
+    def start(self):
+        """The watcher threads start once the app is registered (they post it events).
+
+        os-ken's native hub runs handlers and these threads as real threads: the
+        threads only read files and post events; the state (``fwd``, ``dps``,
+        ``master``) is touched on the app's event thread alone."""
+        thread = super().start()
         if self.multi:
-            hub.spawn(self._elect)
-        if SETTINGS.get("removed"):
-            hub.spawn(self._watch_removed)
+            self.threads.append(hub.spawn(self._elect))
+        if self.settings.get("removed"):
+            self.threads.append(hub.spawn(self._watch_removed))
+        return thread
 
     # -- roles (several instances) -----------------------------------------------
 
     def _elect(self):
         """Poll the instances' lock: whoever holds it is master (flock dies with its holder)."""
         self._lock_fd = os.open(self.settings["lock"], os.O_CREAT | os.O_RDWR, 0o600)
-        while True:
+        while self.is_active:
             try:
                 fcntl.flock(self._lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
                 hub.sleep(0.2)
                 continue
-            self.master = True
-            LOG.info("instance %s is master", self.settings["instance"])
-            for dp in list(self.dps.values()):
-                self._send_role(dp)
+            self.send_event(self.name, EventMaster())
             return
+
+    @set_ev_cls(EventMaster)
+    def _mastered(self, ev):
+        self.master = True
+        LOG.info("instance %s is master", self.settings["instance"])
+        for dp in list(self.dps.values()):
+            self._send_role(dp)
 
     def _send_role(self, dp):
         if not self.multi:
@@ -117,22 +143,29 @@ class Floodlight(app_manager.OSKenApp):
     # -- deprovisioning (the REST API's network deletion, as a file) -------------
 
     def _watch_removed(self):
-        """Poll the list of deleted vnets (written by the testbed); apply each new one
-        once, then the master acknowledges it (``<file>.ack``) after a barrier."""
+        """Poll the list of deleted vnets (written by the testbed, replaced atomically)
+        and post it on each change. A failed read is logged and retried: this thread
+        dying would leave every later deletion unacknowledged."""
         path, seen = self.settings["removed"], None
-        while True:
+        while self.is_active:
             try:
                 mtime = os.stat(path).st_mtime_ns
-            except OSError:
-                mtime = None
-            if mtime is not None and mtime != seen:
-                seen = mtime
-                with open(path) as f:
-                    self._remove_vnets([v for v in json.load(f) if v not in self.removed])
-            hub.sleep(0.02)
+                if mtime != seen:
+                    with open(path) as f:
+                        vnets = json.load(f)
+                    seen = mtime
+                    self.send_event(self.name, EventRemoveVnets(vnets))
+            except FileNotFoundError:
+                pass
+            except Exception:                       # noqa: BLE001 -- logged, polled again
+                LOG.exception("reading %s", path)
+            hub.sleep(POLL_S)
 
-    def _remove_vnets(self, vnets: list) -> None:
-        for vnet in vnets:
+    @set_ev_cls(EventRemoveVnets)
+    def _remove_vnets(self, ev) -> None:
+        """Apply each newly deleted vnet once; the master acknowledges the whole list
+        (``<file>.ack``) after a barrier on every switch."""
+        for vnet in [v for v in ev.vnets if v not in self.removed]:
             self.removed.append(vnet)
             for decision in self.fwd.remove_vnet(vnet):
                 if self.master:

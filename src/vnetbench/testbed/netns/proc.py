@@ -234,8 +234,10 @@ def python_daemon_report(rundir, name: str, dump_wait_s: float = 1.0) -> str:
         f.seek(size)
         dump = f.read().decode(errors="replace")
     threads = _threads(dump)
+    error = _last_exception(log, size)
     return (f"{name}: pid {pid} state {state}, "
-            f"{'where its threads wait: ' + ' | '.join(threads) if threads else 'no stack dump'}")
+            f"{'where its threads wait: ' + ' | '.join(threads) if threads else 'no stack dump'}"
+            f"{'; last exception in its log: ' + error if error else ''}")
 
 
 _FRAME = re.compile(r'File "([^"]+)", line (\d+) in (\S+)')
@@ -253,6 +255,24 @@ def _threads(dump: str, most: int = 8) -> list[str]:
             path, line, func = own[0]
             out.append(f"{func} ({Path(path).name}:{line})")
     return out[:most]
+
+
+def _last_exception(log: Path, end: int, tail: int = 65536) -> str | None:
+    """The exception line of the last traceback in the log's last ``tail`` bytes before
+    ``end`` (a thread that died of it leaves the daemon running, without that thread)."""
+    try:
+        with open(log, "rb") as f:
+            f.seek(max(0, end - tail))
+            text = f.read(min(end, tail)).decode(errors="replace")
+    except OSError:
+        return None
+    i = text.rfind("Traceback (most recent call last):")
+    if i < 0:
+        return None
+    for line in text[i:].splitlines()[1:]:
+        if line and not line[0].isspace():
+            return line.strip()[:300]
+    return None
 
 
 def _last_line(log: Path) -> str:
