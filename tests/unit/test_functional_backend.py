@@ -170,15 +170,16 @@ def test_slow_guest_tolerances_still_separate_shaped_from_free_ports():
     assert v.rate_compliance({**comp, "sent_mbps": 10.5}).status is Status.ERROR
 
 
-def test_openstack_refuses_vms_outside_the_templates_pairs_before_any_stack():
-    """The functional testbeds declare VMs, not pairs: on a cloud they are N/A (not built)
-    with this reason instead of a stack whose outputs cannot be matched."""
+def test_openstack_builds_the_functional_testbeds_vm_by_vm():
+    """The functional testbeds declare VMs, not pairs: on a cloud each becomes one VNB::Vm
+    of the template, on its vnet and in its testbed host's server group."""
     from vnetbench.testbed.loader import loads
     from vnetbench.testbed.openstack import stack as st
     tb = loads(plugin.one_vnet(3).format(kind="ovs", ntype="vxlan"), source="<isolation ovs-vxlan>")
-    with pytest.raises(VnetbenchError, match=r"^<isolation ovs-vxlan>: the openstack backend builds "
-                       r"VMs as the Heat template's pairs; VM 'red-1' is in no pair \(3 of 3"):
-        st.parameters(tb, "0123456789ab", st.Options(cloud="c"), True, "k")
+    p = st.parameters(tb, "0a1b2c", st.Options(cloud="c"), True, "k")
+    assert (p["vm_count"], p["host_count"]) == (3, 2)
+    assert [(e["name"], e["vnet"], e["host"]) for e in p["vm_layout"]] == \
+        [("red-1", "a", 0), ("red-2", "a", 1), ("red-3", "a", 0)]
 
 
 def test_the_cli_hands_its_defaults_to_pytest_unchanged(tmp_path):

@@ -64,3 +64,45 @@ def test_a_multipart_port_description_is_used_once_complete():
     VRouterAgent._port_desc(me, SimpleNamespace(msg=SimpleNamespace(flags=0, body=[port(2, b"b")])))
     assert programmed == ["a", "b"]
     assert isinstance(dp.sent[-1], ofproto_v1_3_parser.OFPBarrierRequest)
+
+
+def _port_status(dp, reason, no=5, name=b"vm5"):
+    desc = ofproto_v1_3_parser.OFPPort(no, b"\0" * 6, name, 0, 0, 0, 0, 0, 0, 0, 0)
+    return SimpleNamespace(msg=SimpleNamespace(datapath=dp, reason=reason, desc=desc))
+
+
+def test_floodlight_takes_the_datapath_id_from_the_features_reply():
+    """os-ken sets dp.id in its own handler of the reply, on the switch's receive thread;
+    the app's event thread may get there first (CI 2026-11-24: a None dpid among the
+    switches, and a vnet deletion then failed on sorting them)."""
+    dp = Datapath()
+    dp.id = None
+    me = SimpleNamespace(dps={}, desc={}, described={9}, _send_role=lambda dp: None)
+    Floodlight._features(me, SimpleNamespace(msg=SimpleNamespace(datapath=dp, datapath_id=9)))
+    assert me.dps == {9: dp} and me.desc == {9: {}} and me.described == set()
+
+
+def test_floodlight_port_status_before_the_port_description_is_left_to_it():
+    dp, heard = Datapath(), []
+    fwd = SimpleNamespace(port_up=lambda *a: heard.append(("up", *a)),
+                          port_down=lambda *a: heard.append(("down", *a)) or [])
+    me = SimpleNamespace(described=set(), fwd=fwd, master=True, _apply=lambda d, data: None,
+                         _packet_in_path=lambda *a, **k: heard.append("path"))
+    Floodlight._port_status(me, _port_status(dp, ofproto_v1_3.OFPPR_ADD))
+    assert heard == []                       # the description, still to come, has the port
+    me.described.add(dp.id)
+    Floodlight._port_status(me, _port_status(dp, ofproto_v1_3.OFPPR_ADD))
+    assert heard == [("up", 7, 5, "vm5"), "path"]
+
+
+def test_vrouter_port_status_before_the_port_description_is_left_to_it():
+    dp, sent = Datapath(), []
+    agent = SimpleNamespace(port_up=lambda name, no: [f"flows of {name}"],
+                            local_routes=lambda ip: [])
+    me = SimpleNamespace(dp=dp, described=False, agent=agent, underlay_ip="198.18.0.1",
+                         _send=sent.append, _update=lambda **k: None)
+    VRouterAgent._port_status(me, _port_status(dp, ofproto_v1_3.OFPPR_ADD))
+    assert sent == []
+    me.described = True
+    VRouterAgent._port_status(me, _port_status(dp, ofproto_v1_3.OFPPR_ADD))
+    assert sent == [["flows of vm5"]]

@@ -101,7 +101,7 @@ def _pairs_output(tb, opts):
 def test_outputs_become_the_testbed_the_battery_sees():
     tb, opts = _tb(), _opts(network="vnetbench-flat")
     vms = st.vm_outputs(tb, opts, _pairs_output(tb, opts))
-    real = st.realised(tb, vms, "198.19.250.0/24", 1450)
+    real = st.realised(tb, vms, {"vnet1": "198.19.250.0/24"}, 1450)
     assert str(real.vm("same-a").nics[0].ip) == "198.19.250.10"
     assert real.vm("cross-b").nics[0].mac == "fa:0a:1b:2c:00:03"
     assert str(real.vnets[0].cidr) == "198.19.250.0/24" and real.network.tenant_mtu == 1450
@@ -504,3 +504,100 @@ def test_a_delete_failed_is_deleted_again_and_reported_after_the_last_attempt(tm
             with pytest.raises(RuntimeError, match="DELETE_FAILED"):
                 call()
         assert len(heat.deleted) == fails + ok
+
+
+# -- VMs in no pair (the functional suite's testbeds) ----------------------------------------
+
+ISOLATION = """
+vswitch: ovs
+network: {type: vxlan}
+vnets:
+  - {name: red, cidr: 198.19.1.0/24}
+  - {name: blue, cidr: 198.19.1.0/24}
+vms:
+  - {name: red-1, host: h1, vnets: [red]}
+  - {name: red-2, host: h2, vnets: [{name: red, qos: {max_kbps: 10000, direction: egress}}]}
+  - {name: blue-1, host: h1, vnets: [blue]}
+  - {name: blue-2, host: h2, vnets: [blue]}
+"""
+
+
+def _iso(text=ISOLATION):
+    return loads(text, source="<iso>", online_cpus=[0, 1])
+
+
+def test_vms_in_no_pair_are_laid_out_one_by_one_with_the_testbeds_addresses():
+    tb = _iso()
+    p = st.parameters(tb, RID, _opts(), True, "k")
+    assert (p["vm_count"], p["host_count"], p["same_host_pairs"]) == (4, 2, 0)
+    lay = {e["name"]: e for e in p["vm_layout"]}
+    assert [lay[n]["vnet"] for n in ("red-1", "red-2", "blue-1", "blue-2")] == ["a", "a", "b", "b"]
+    assert [lay[n]["host"] for n in ("red-1", "red-2", "blue-1", "blue-2")] == [0, 1, 0, 1]
+    # the same addresses in both vnets (isolation), MACs unique per VM
+    assert lay["red-1"]["ip"] == lay["blue-1"]["ip"] == str(tb.vm("red-1").nics[0].ip)
+    assert len({e["mac"] for e in p["vm_layout"]}) == 4
+    assert [e["qos"] for e in p["vm_layout"]] == [False, True, False, False]
+    assert p["qos_max_kbps"] == 10000 and p["qos_direction"] == "egress"
+    assert all(e["zone_host"] == "" for e in p["vm_layout"]) and "cidr_b" not in p
+
+
+def test_vm_layout_on_named_hosts_an_existing_network_and_two_cidrs():
+    tb = _iso(ISOLATION.replace("{name: blue, cidr: 198.19.1.0/24}", "{name: blue, cidr: 198.19.2.0/24}"))
+    p = st.parameters(tb, RID, _opts(host_a="c1", host_b="c2", zone="az"), True, "k")
+    assert [e["zone_host"] for e in p["vm_layout"]] == ["az:c1", "az:c2", "az:c1", "az:c2"]
+    assert p["cidr_b"] == "198.19.2.0/24"
+    one = _iso(ISOLATION.replace("  - {name: blue-1, host: h1, vnets: [blue]}\n", "")
+               .replace("  - {name: blue-2, host: h2, vnets: [blue]}\n", "")
+               .replace("  - {name: blue, cidr: 198.19.1.0/24}\n", ""))
+    p = st.parameters(one, RID, _opts(network="shared"), True, "k")
+    assert all(e["ip"] == "" for e in p["vm_layout"])          # Neutron's addresses there
+
+
+def test_vm_layout_refuses_what_the_template_cannot_build():
+    three = _iso(ISOLATION.replace("vnets:\n", "hosts: [{name: h1}, {name: h2}, {name: h3}]\nvnets:\n", 1)
+                 .replace("{name: blue-2, host: h2", "{name: blue-2, host: h3"))
+    with pytest.raises(VnetbenchError, match=r"^<iso>: its VMs are on 3 hosts \(h1, h2, h3\); "
+                                             r"--host-a/--host-b name 2$"):
+        st.parameters(three, RID, _opts(host_a="c1", host_b="c2"), True, "k")
+    st.parameters(three, RID, _opts(), True, "k")            # the scheduler places 3 groups
+    two_nics = _iso(ISOLATION.replace("{name: blue-2, host: h2, vnets: [blue]}",
+                                      "{name: blue-2, host: h2, vnets: [blue, red]}"))
+    with pytest.raises(VnetbenchError, match="VM 'blue-2' has 2 NICs; the openstack backend "
+                                             "builds VMs with one port"):
+        st.parameters(two_nics, RID, _opts(), True, "k")
+
+
+def test_vm_outputs_map_by_name_and_each_vnet_keeps_its_cidr():
+    tb, opts = _iso(), _opts()
+    out = [{"name": v.name, "server": f"s-{v.name}", "port": f"p-{v.name}",
+            "ip": str(v.nics[0].ip), "mac": f"fa:00:00:00:00:0{i}"} for i, v in enumerate(tb.vms)]
+    vms = st.vm_outputs(tb, opts, [], out)
+    assert vms["blue-2"]["server"] == "s-blue-2"
+    real = st.realised(tb, vms, {"red": "198.19.1.0/24", "blue": "198.19.3.0/24"}, 1450)
+    assert [str(v.cidr) for v in real.vnets] == ["198.19.1.0/24", "198.19.3.0/24"]
+    with pytest.raises(VnetbenchError, match=r"stack output 'vms' names \['red-1', 'red-2', "
+                                             r"'blue-2', 'blue-1'\]"):
+        st.vm_outputs(tb, opts, [], [out[0], out[1], out[3], out[2]])
+
+
+def test_host_groups_each_testbed_host_on_one_node():
+    vms = [("red-1", "h1"), ("red-2", "h2"), ("blue-1", "h1"), ("blue-2", "h2")]
+    ok = verify.host_groups(vms, _servers(**{"red-1": "c1", "blue-1": "c1", "red-2": "c2",
+                                             "blue-2": "c2"}), True, [])
+    assert ok.problems == ok.warnings == [] and ok.facts["testbed_hosts"] == {"h1": ["c1"], "h2": ["c2"]}
+    split = verify.host_groups(vms, _servers(**{"red-1": "c1", "blue-1": "c3", "red-2": "c2",
+                                                "blue-2": "c2"}), True, [])
+    assert split.problems == ["testbed host h1: its VMs are on 2 compute nodes (c1, c3); server "
+                              "group affinity not enforced (check the scheduler's "
+                              "ServerGroupAffinityFilter)"]
+    one = _servers(**{v: "aio" for v, _ in vms})
+    shared = verify.host_groups(vms, one, True, [])
+    assert shared.problems == [] and shared.warnings[0].startswith(
+        "testbed hosts h1, h2 are one compute node (aio): traffic between them does not cross hosts")
+    asked = verify.host_groups(vms, one, True, ["aio", "c2"])
+    assert "h2: its VMs are on aio, not on c2 as asked" in asked.problems[0]
+    assert asked.problems[-1].endswith("although distinct hosts were asked for")
+    assert verify.host_groups(vms, one, True, ["aio", "aio"]).problems == []
+    by_id = verify.host_groups(vms, _servers(**{"red-1": "c1", "blue-1": "c1", "red-2": "c2",
+                                                "blue-2": "c2"}), False, [])
+    assert by_id.facts["testbed_hosts"] == {"h1": ["id-c1"], "h2": ["id-c2"]}

@@ -33,6 +33,7 @@ from vnetbench.sdn.handshake import AFTER_PORT_DESC, PORT_DESC
 from vnetbench.sdn.forwarding import (
     DeleteFlows, Drop, FlowMod, Forwarding, Frame, Options, PacketOut, Topology,
 )
+from vnetbench.sdn.guard import guarded
 
 LOG = logging.getLogger("vnetbench.floodlight")
 COOKIE_FORWARDING = 0x00F1_00D1_1600_0090       # flows pushed by Forwarding
@@ -83,6 +84,7 @@ def forwarding_from(settings: dict) -> Forwarding:
                               broadcast_isolation=o["broadcast_isolation"]))
 
 
+@guarded
 class Floodlight(app_manager.OSKenApp):
     OFP_VERSIONS = [ofproto_v1_3.OFP_VERSION]
 
@@ -93,6 +95,7 @@ class Floodlight(app_manager.OSKenApp):
         self.fwd = forwarding_from(SETTINGS)
         self.dps = {}
         self.desc = {}               # dpid -> ports of a multipart reply so far
+        self.described: set = set()  # dpids whose port description the app has taken
         self.record = open(SETTINGS["record"], "a") if SETTINGS.get("record") else None
         self.multi = self.opts["controllers"] > 1
         self.master = not self.multi
@@ -183,10 +186,13 @@ class Floodlight(app_manager.OSKenApp):
 
     @set_ev_cls(ofp_event.EventOFPSwitchFeatures, CONFIG_DISPATCHER)
     def _features(self, ev):
-        dp = ev.msg.datapath
-        self.dps[dp.id] = dp
+        """The reply's own datapath id: os-ken sets ``dp.id`` in its handler of this
+        reply, on the switch's receive thread, which may run after this one."""
+        dp, dpid = ev.msg.datapath, ev.msg.datapath_id
+        self.dps[dpid] = dp
+        self.described.discard(dpid)
         self._send_role(dp)
-        self.desc[dp.id] = {}
+        self.desc[dpid] = {}
 
     @set_ev_cls(ofp_event.EventOFPPortDescStatsReply, PORT_DESC)
     def _port_desc(self, ev):
@@ -198,6 +204,7 @@ class Floodlight(app_manager.OSKenApp):
             return
         ports = self.desc.pop(dp.id)
         self.fwd.switch_up(dp.id, ports)
+        self.described.add(dp.id)
         if self.master:
             self._packet_in_path(dp, ports)
 
@@ -206,12 +213,17 @@ class Floodlight(app_manager.OSKenApp):
         dp = ev.datapath
         if dp.id is not None and self.dps.get(dp.id) is dp:
             del self.dps[dp.id]
+            self.described.discard(dp.id)
             self.fwd.switch_down(dp.id)
 
     @set_ev_cls(ofp_event.EventOFPPortStatus, AFTER_PORT_DESC)
     def _port_status(self, ev):
+        """A port change after the port description. One the switch sent before it (heard
+        in CONFIG, possibly before os-ken has even set ``dp.id``) is already in it."""
         msg, dp = ev.msg, ev.msg.datapath
         ofp = dp.ofproto
+        if dp.id not in self.described:
+            return
         if msg.reason == ofp.OFPPR_DELETE:
             for decision in self.fwd.port_down(dp.id, msg.desc.port_no):
                 self._apply(decision, b"")

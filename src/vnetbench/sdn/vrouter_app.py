@@ -20,6 +20,7 @@ from os_ken.ofproto import ofproto_v1_3
 from vnetbench.sdn import dhcp
 from vnetbench.sdn.handshake import AFTER_PORT_DESC, PORT_DESC
 from vnetbench.sdn.vrouter import T_FLOW, Agent, Delete, Flow, Meter, flow_key
+from vnetbench.sdn.guard import guarded
 
 LOG = logging.getLogger("vnetbench.vrouter")
 SETTINGS: dict = {}          # set by vnetbench.sdn.vrouter_agent before the app starts
@@ -49,6 +50,7 @@ def _value(v):
     return tuple(v) if isinstance(v, list) else v
 
 
+@guarded
 class VRouterAgent(app_manager.OSKenApp):
     OFP_VERSIONS = [ofproto_v1_3.OFP_VERSION]
 
@@ -58,7 +60,7 @@ class VRouterAgent(app_manager.OSKenApp):
         self.agent = Agent(cfg)
         self.underlay_ip = cfg["underlay_ip"]
         self.mtu = cfg["tenant_mtu"]
-        self.dp = None
+        self.dp, self.described = None, False
         self.desc = []
         self.session = None
         self.connected_since = None
@@ -76,6 +78,7 @@ class VRouterAgent(app_manager.OSKenApp):
     def _features(self, ev):
         self.dp = ev.msg.datapath
         self.desc = []
+        self.described = False
 
     @set_ev_cls(ofp_event.EventOFPPortDescStatsReply, PORT_DESC)
     def _port_desc(self, ev):
@@ -95,6 +98,7 @@ class VRouterAgent(app_manager.OSKenApp):
         out += self.agent.learn(add=learned)
         self._send(out)
         self.dp.send_msg(self.dp.ofproto_parser.OFPBarrierRequest(self.dp))
+        self.described = True
         self._announce()
 
     @set_ev_cls(ofp_event.EventOFPBarrierReply, AFTER_PORT_DESC)
@@ -104,11 +108,14 @@ class VRouterAgent(app_manager.OSKenApp):
     @set_ev_cls(ofp_event.EventOFPStateChange, DEAD_DISPATCHER)
     def _gone(self, ev):
         if ev.datapath is self.dp:
-            self.dp = None
+            self.dp, self.described = None, False
 
     @set_ev_cls(ofp_event.EventOFPPortStatus, AFTER_PORT_DESC)
     def _port_status(self, ev):
+        """A port change after the port description (one sent before it is in it)."""
         msg = ev.msg
+        if not self.described or msg.datapath is not self.dp:
+            return
         name, no = msg.desc.name.decode(), msg.desc.port_no
         if msg.reason == msg.datapath.ofproto.OFPPR_DELETE:
             withdrawn = self.agent.local_routes(self.underlay_ip)

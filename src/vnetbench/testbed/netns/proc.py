@@ -243,18 +243,30 @@ def python_daemon_report(rundir, name: str, dump_wait_s: float = 1.0) -> str:
 _FRAME = re.compile(r'File "([^"]+)", line (\d+) in (\S+)')
 
 
-def _threads(dump: str, most: int = 8) -> list[str]:
+def _threads(dump: str) -> list[str]:
     """Per thread of a faulthandler dump, its innermost frame outside the standard
-    library (``func (file:line)``): where each thread of the daemon is."""
+    library (``func (file:line)``) and, when that is a library's, the innermost of
+    vnetbench's own (`` in func (file:line)``): where each thread of the daemon is.
+    Alike threads are listed once with their count (every thread is shown: one missing
+    from a cut list looked like a dead one)."""
     stdlib = sysconfig.get_paths()["stdlib"]
-    out = []
+    out: dict[str, int] = {}
     for block in re.split(r"\n\s*\n|(?=^(?:Current )?[Tt]hread 0x)", dump, flags=re.M):
         frames = _FRAME.findall(block)
         own = [f for f in frames if not f[0].startswith(stdlib)] or frames
-        if own:
-            path, line, func = own[0]
-            out.append(f"{func} ({Path(path).name}:{line})")
-    return out[:most]
+        if not own:
+            continue
+        where = _frame(own[0])
+        ours = next((f for f in frames if f"{os.sep}vnetbench{os.sep}" in f[0]), None)
+        if ours and ours != own[0]:
+            where += f" in {_frame(ours)}"
+        out[where] = out.get(where, 0) + 1
+    return [w if n == 1 else f"{w} x{n}" for w, n in out.items()]
+
+
+def _frame(f) -> str:
+    path, line, func = f
+    return f"{func} ({Path(path).name}:{line})"
 
 
 def _last_exception(log: Path, end: int, tail: int = 65536) -> str | None:
@@ -269,10 +281,17 @@ def _last_exception(log: Path, end: int, tail: int = 65536) -> str | None:
     i = text.rfind("Traceback (most recent call last):")
     if i < 0:
         return None
+    where = ""
     for line in text[i:].splitlines()[1:]:
-        if line and not line[0].isspace():
-            return line.strip()[:300]
+        at = _TB_FRAME.match(line)
+        if at:
+            where = f" (at {at[3]} ({Path(at[1]).name}:{at[2]}))"
+        elif line and not line[0].isspace():
+            return line.strip()[:300] + where
     return None
+
+
+_TB_FRAME = re.compile(r'\s+File "([^"]+)", line (\d+), in (\S+)')
 
 
 def _last_line(log: Path) -> str:

@@ -82,7 +82,7 @@ class _Build:
         stack = wait_created(self.conn, name, self.opts.timeout_s)
         progress(f"openstack: stack {name} complete ({time.monotonic() - t0:.0f} s)")
         outputs = {o["output_key"]: o["output_value"] for o in stack.outputs or []}
-        vms = st.vm_outputs(self.tb, self.opts, outputs.get("pairs") or [])
+        vms = st.vm_outputs(self.tb, self.opts, outputs.get("pairs") or [], outputs.get("vms") or [])
         servers = self._servers(vms)
         vms, servers = self._fallback(vms, servers)
         tb = st.realised(self.tb, vms, *self._network(vms))
@@ -144,20 +144,32 @@ class _Build:
                 new_vms[mine], new_servers[mine] = vms[theirs], servers[theirs]
         return new_vms, new_servers
 
-    def _network(self, vms) -> tuple[str, int]:
-        """The subnet CIDR and the network MTU the first VM's port is on."""
-        port_id = next(iter(vms.values()))["port"]
-        try:
-            port = self.conn.network.get_port(port_id)
-            subnet = self.conn.network.get_subnet(port.fixed_ips[0]["subnet_id"])
-            net = self.conn.network.get_network(port.network_id)
-        except Exception as exc:
-            raise cloud.error(exc, f"port {port_id} and its network") from None
-        return subnet.cidr, net.mtu or self.tb.network.tenant_mtu
+    def _network(self, vms) -> tuple[dict[str, str], int]:
+        """Per vnet, the CIDR of the subnet its first VM's port is on; the smallest MTU of
+        those networks."""
+        cidrs, mtus = {}, []
+        for vnet in self.tb.vnets:
+            vm = next(v.name for v in self.tb.vms if v.nics[0].vnet == vnet.name)
+            port_id = vms[vm]["port"]
+            try:
+                port = self.conn.network.get_port(port_id)
+                subnet = self.conn.network.get_subnet(port.fixed_ips[0]["subnet_id"])
+                net = self.conn.network.get_network(port.network_id)
+            except Exception as exc:
+                raise cloud.error(exc, f"port {port_id} of {vm} and its network") from None
+            cidrs[vnet.name] = subnet.cidr
+            mtus.append(net.mtu or self.tb.network.tenant_mtu)
+        return cidrs, min(mtus)
 
     def _verify(self, tb, servers) -> None:
         pairs = [(p.name, p.placement, *p.vms) for p in tb.pairs]
         place = verify.placement(pairs, servers, self.admin)
+        loose = [(v.name, v.host) for v in st.unpaired(tb)]
+        hosts = verify.host_groups(loose, servers, self.admin,
+                                   [h for h in (self.opts.host_a, self.opts.host_b) if h])
+        place.facts.update(hosts.facts)
+        place.problems += hosts.problems
+        place.warnings += hosts.warnings
         topo = {vm: topology(self.conn, s["id"]) for vm, s in servers.items()}
         hosts = {vm: s["host"] or s["host_id"] for vm, s in servers.items()}
         pins = verify.pinning(topo, {v.name: len(v.cpus) for v in tb.vms}, hosts, self.admin)

@@ -93,12 +93,6 @@ def parameters(testbed: Testbed, run_id: str, options: Options, admin: bool,
     if len(testbed.vnets) > 2:
         raise VnetbenchError(f"{testbed.source}: the openstack backend builds at most 2 vnets "
                              f"(the template's A and B); this testbed has {len(testbed.vnets)}")
-    paired = {vm for p in testbed.pairs for vm in p.vms}
-    loose = [v.name for v in testbed.vms if v.name not in paired]
-    if loose:
-        raise VnetbenchError(f"{testbed.source}: the openstack backend builds VMs as the Heat "
-                             f"template's pairs; VM {loose[0]!r} is in no pair ({len(loose)} of "
-                             f"{len(testbed.vms)} VMs are not); declare them under 'pairs:'")
     if not options.flavor and not admin:
         raise VnetbenchError(f"cloud {options.cloud!r}: not admin, so no pinned flavor can be "
                              "created; name an existing pinned flavor (--flavor / 'flavor:')")
@@ -119,6 +113,7 @@ def parameters(testbed: Testbed, run_id: str, options: Options, admin: bool,
         "same_host_pairs": len(groups["same_host"]), "cross_host_pairs": len(groups["cross_host"]),
         "unplaced_pairs": len(groups["unplaced"]), "vnet_b_pairs": len(groups["vnet_b"]),
         "macs": macs, "port_overrides": admin or owner or mode != "existing",
+        **vm_parameters(testbed, run_id, options, fixed_ips=mode != "existing"),
     }
     seg = testbed.vnets[0].segmentation_id
     if mode == "provider" and seg:
@@ -132,13 +127,54 @@ def parameters(testbed: Testbed, run_id: str, options: Options, admin: bool,
         sides = [s for s, i in (("a", 0), ("b", 1))
                  if any(testbed.vm(p.vms[i]).nics[0].qos for p in testbed.pairs)]
         params.update(qos_max_kbps=q.max_kbps, qos_max_burst_kbps=q.max_burst_kbits,
-                      qos_sides=",".join(sides))
+                      qos_direction=q.direction, qos_sides=",".join(sides))
     return params
 
 
-def vm_outputs(testbed: Testbed, options: Options, pairs_out: list) -> dict[str, dict]:
+def unpaired(testbed: Testbed) -> list:
+    """The VMs in no pair (VNB::Vm each), in the testbed's order."""
+    paired = {vm for p in testbed.pairs for vm in p.vms}
+    return [v for v in testbed.vms if v.name not in paired]
+
+
+def vm_parameters(testbed: Testbed, run_id: str, options: Options, fixed_ips: bool) -> dict:
+    """testbed.yaml's VNB::Vm group for the VMs in no pair: each on its vnet (a or b), in
+    its testbed host's affinity server group (and on host_a / host_b, in the testbed's
+    host order, when given), with the testbed's MAC and, on the stack's own networks,
+    its IP (two vnets with the same addresses: the isolation tests)."""
+    loose = unpaired(testbed)
+    hosts = list(dict.fromkeys(v.host for v in loose))
+    explicit = [h for h in (options.host_a, options.host_b) if h]
+    if explicit and len(hosts) > len(explicit):
+        raise VnetbenchError(f"{testbed.source}: its VMs are on {len(hosts)} hosts "
+                             f"({', '.join(hosts)}); --host-a/--host-b name {len(explicit)}")
+    vm_index = {v.name: i for i, v in enumerate(testbed.vms)}
+    layout = []
+    for v in loose:
+        if len(v.nics) != 1:
+            raise VnetbenchError(f"{testbed.source}: VM {v.name!r} has {len(v.nics)} NICs; the "
+                                 "openstack backend builds VMs with one port")
+        nic, h = v.nics[0], hosts.index(v.host)
+        layout.append({"name": v.name, "vnet": "a" if nic.vnet == testbed.vnets[0].name else "b",
+                       "host": h, "zone_host": f"{options.zone}:{explicit[h]}" if explicit else "",
+                       "mac": mac(run_id, vm_index[v.name]),
+                       "ip": str(nic.ip) if fixed_ips else "", "qos": nic.qos is not None})
+    out = {"vm_count": len(loose), "vm_layout": layout, "host_count": len(hosts)}
+    if len(testbed.vnets) > 1 and testbed.vnets[1].cidr != testbed.vnets[0].cidr:
+        out["cidr_b"] = str(testbed.vnets[1].cidr)
+    return out
+
+
+def vm_outputs(testbed: Testbed, options: Options, pairs_out: list,
+               vms_out: list = ()) -> dict[str, dict]:
     """{testbed VM: {server, name, port, ip, mac}} from the stack's ``pairs`` output
-    (groups in GROUPS order, each in index order)."""
+    (groups in GROUPS order, each in index order) and its ``vms`` output (the VMs in no
+    pair, in the testbed's order)."""
+    loose = unpaired(testbed)
+    if len(vms_out) != len(loose) or any(got.get("name") != v.name for got, v in zip(vms_out, loose)):
+        raise VnetbenchError(f"stack output 'vms' names {[g.get('name') for g in vms_out]}, the "
+                             f"testbed's VMs in no pair are {[v.name for v in loose]}; the "
+                             "template and the backend disagree")
     groups = grouped(testbed, options)
     expected = sum(len(v) for v in groups.values())
     if len(pairs_out) != expected:
@@ -150,14 +186,14 @@ def vm_outputs(testbed: Testbed, options: Options, pairs_out: list) -> dict[str,
             got = pairs_out[k]
             out[pair.vms[0]], out[pair.vms[1]] = got["a"], got["b"]
             k += 1
-    return out
+    return {**out, **{v.name: got for v, got in zip(loose, vms_out)}}
 
 
-def realised(testbed: Testbed, vms: dict[str, dict], cidr: str, mtu: int) -> Testbed:
-    """TESTBED with the addresses, MACs, CIDR and MTU the cloud gave: every later user of
-    the testbed (battery, static ARP, reports) sees what is really there."""
-    net = ipaddress.ip_network(cidr)
-    vnets = tuple(dataclasses.replace(v, cidr=net) for v in testbed.vnets)
+def realised(testbed: Testbed, vms: dict[str, dict], cidrs: dict[str, str], mtu: int) -> Testbed:
+    """TESTBED with the addresses, MACs, CIDRs (per vnet) and MTU the cloud gave: every
+    later user of the testbed (battery, static ARP, reports) sees what is really there."""
+    vnets = tuple(dataclasses.replace(v, cidr=ipaddress.ip_network(cidrs[v.name]))
+                  for v in testbed.vnets)
     new_vms = []
     for v in testbed.vms:
         got = vms[v.name]

@@ -39,6 +39,52 @@ def placement(pairs, servers: dict[str, dict], admin: bool) -> Verdict:
     return v
 
 
+def host_groups(vms: list[tuple[str, str]], servers: dict[str, dict], admin: bool,
+                explicit: list[str]) -> Verdict:
+    """VMS: (vm, testbed host) of the VMs in no pair. The VMs of one testbed host share a
+    compute node (its affinity server group); with EXPLICIT compute hosts (the testbed's
+    hosts in order, zone:host) each is there. Two testbed hosts on one compute node are
+    a warning when the scheduler chose (a one-node cloud has no other), naming what it
+    means for the tests, and a problem when distinct hosts were asked for."""
+    v = Verdict()
+    key = "host" if admin else "host_id"
+    by_host: dict[str, set] = {}
+    for vm, host in vms:
+        got = servers[vm].get(key)
+        if not got:
+            v.problems.append(f"VM {vm}: Nova reports no {'host' if admin else 'hostId'}; "
+                              "cannot tell where it runs")
+            continue
+        by_host.setdefault(host, set()).add(got)
+    order = list(dict.fromkeys(h for _, h in vms))
+    v.facts["testbed_hosts"] = {h: sorted(by_host.get(h, ())) for h in order}
+    for h in order:
+        nodes = by_host.get(h, set())
+        if len(nodes) > 1:
+            v.problems.append(f"testbed host {h}: its VMs are on {len(nodes)} compute nodes "
+                              f"({', '.join(sorted(nodes))}); server group affinity not enforced "
+                              "(check the scheduler's ServerGroupAffinityFilter)")
+        elif explicit and admin and nodes and order.index(h) < len(explicit) \
+                and nodes != {explicit[order.index(h)]}:
+            v.problems.append(f"testbed host {h}: its VMs are on {next(iter(nodes))}, not on "
+                              f"{explicit[order.index(h)]} as asked")
+    shared: dict[str, list] = {}
+    for h in order:
+        if len(by_host.get(h, ())) == 1:
+            shared.setdefault(next(iter(by_host[h])), []).append(h)
+    for node, hs in shared.items():
+        if len(hs) < 2 or (explicit and len(set(explicit)) == 1):     # one host, as asked
+            continue
+        text = (f"testbed hosts {', '.join(hs)} are one compute node ({node}): traffic between "
+                "them does not cross hosts")
+        if len(set(explicit)) >= 2:
+            v.problems.append(text + " although distinct hosts were asked for")
+        else:
+            v.warnings.append(text + " (the scheduler placed them: one compute node, or name "
+                              "the hosts with --host-a/--host-b as admin)")
+    return v
+
+
 def pinning(topologies: dict[str, dict | None], vcpus: dict[str, int], hosts: dict[str, str],
             admin: bool) -> Verdict:
     """TOPOLOGIES: vm -> the server topology API's reply (microversion 2.78) or None when
