@@ -110,6 +110,31 @@ def _two_vnets():
             "qos_max_kbps": 10000, "qos_max_burst_kbps": 8000}
 
 
+ISOLATION = """
+vswitch: ovs
+network: {type: vxlan}
+vnets:
+  - {name: red, cidr: 198.19.1.0/24}
+  - {name: blue, cidr: 198.19.1.0/24}
+vms:
+  - {name: red-1, host: h1, vnets: [red]}
+  - {name: red-2, host: h2, vnets: [{name: red, qos: {max_kbps: 10000}}]}
+  - {name: blue-1, host: h1, vnets: [blue]}
+"""
+
+
+def _vm_list():
+    tb = loads(ISOLATION, source="<iso>", online_cpus=[0, 1])
+    return st.parameters(tb, RID, st.Options(cloud="c"), True, "k")
+
+
+LAYOUT = [{"name": "red-1", "vnet": "a", "host": 0, "zone_host": "", "mac": "fa:0a:1b:2c:00:00",
+           "ip": "198.19.1.1", "qos": False},
+          {"name": "blue-2", "vnet": "b", "host": 1, "zone_host": "nova:cmp2", "mac": "",
+           "ip": "", "qos": True}]
+VM = {"index": "1", "layout": LAYOUT, "prefix": f"vnb-{RID}", "networks": {"a": "na", "b": "nb"},
+      "subnets": {"a": "sa", "b": ""}, "groups": ["g0", "g1"], "qos_policy": "p", "image": "i",
+      "flavor": "f", "key_name": "k", "run_id": RID}
 MEMBER = {"index": "1", "prefix": f"vnb-{RID}-same", "placement": "same-host", "network": "n",
           "macs_a": ["fa:00:00:00:00:01", "fa:00:00:00:00:03"],
           "macs_b": ["fa:00:00:00:00:02", "fa:00:00:00:00:04"],
@@ -127,6 +152,10 @@ CASES = {
                                                         "macs_a": [], "macs_b": [], "host_a": ""}),
     # a member on a network it does not own: Neutron refuses both MACs and port security
     "guest-member": (hot.TEMPLATES / "pair.yaml", None, {**MEMBER, "port_overrides": False}),
+    "vm-list": (MAIN, ENV / "ml2-ovs.yaml", _vm_list()),
+    "vm-list-unpinned": (MAIN, ENV / "ml2-ovs.yaml", {**_vm_list(), "cpu_policy": "shared"}),
+    "vm": (hot.TEMPLATES / "vm.yaml", None, VM),
+    "vm-0": (hot.TEMPLATES / "vm.yaml", None, {**VM, "index": "0"}),
 }
 
 
@@ -144,8 +173,8 @@ def _props(resolved, name):
 
 def test_heat_resolves_the_admin_provider_stack(resolved):
     r, params = resolved["admin-vxlan"], CASES["admin-vxlan"][2]
-    net = _props(r, "provider_net_a")
-    assert net["network_type"] == "vxlan" and net["physical_network"] is None   # no physnet for tunnels
+    net = _props(r, "net_a")
+    assert net["value_specs"] == {"provider:network_type": "vxlan"}   # no physnet for tunnels
     assert net["port_security_enabled"] is False and f"run-{RID}" in net["tags"]
     assert _props(r, "pinned_flavor")["extra_specs"] == {"hw:cpu_policy": "dedicated",
                                                          "hw:cpu_thread_policy": "prefer"}
@@ -157,12 +186,13 @@ def test_heat_resolves_the_admin_provider_stack(resolved):
 
 
 def test_heat_resolves_flat_provider_with_its_physical_network(resolved):
-    assert _props(resolved["admin-flat"], "provider_net_a")["physical_network"] == "physnet1"
+    assert _props(resolved["admin-flat"], "net_a")["value_specs"] == {
+        "provider:network_type": "flat", "provider:physical_network": "physnet1"}
 
 
 def test_heat_resolves_a_non_admin_stack_on_an_existing_network(resolved):
     r = resolved["user-existing"]
-    assert "pinned_flavor" not in r["resources"] and "provider_net_a" not in r["resources"]
+    assert "pinned_flavor" not in r["resources"] and "net_a" not in r["resources"]
     pair = _props(r, "same_host")["resource_def"]["properties"]
     assert pair["network"] == "shared" and pair["flavor"] == "pinned"
 
@@ -203,3 +233,65 @@ def test_heat_rejects_what_create_would_reject(tmp_path):
                        (clash, None, {"flavor": "x"})])
     assert "next-door" in out[0]["error"] and "allowed" in out[0]["error"].lower()
     assert "Duplicate names" in out[1]["error"]
+
+
+def test_heat_resolves_a_testbed_of_vms_in_no_pair(resolved):
+    """The functional suite's testbeds: one VNB::Vm per VM, one affinity group per
+    testbed host, both vnets with the same CIDR, the QoS policy for the VMs that ask."""
+    r = resolved["vm-list"]
+    vms = _props(r, "vms")
+    assert vms["count"] == 3 and vms["resource_def"]["type"] == "VNB::Vm"
+    member = vms["resource_def"]["properties"]
+    assert [e["name"] for e in member["layout"]] == ["red-1", "red-2", "blue-1"]
+    # resources to be created resolve to None offline: the conditions say which
+    assert set(member["networks"]) == set(member["subnets"]) == {"a", "b"}
+    assert r["conditions"]["second_vnet"] and r["conditions"]["qos"]
+    assert "net_b" in r["resources"] and "qos_policy" in r["resources"]
+    groups = _props(r, "host_groups")
+    assert groups["count"] == 2 and groups["resource_def"]["properties"]["policies"] == ["affinity"]
+    assert _props(r, "subnet_a")["cidr"] == _props(r, "subnet_b")["cidr"] == "198.19.1.0/24"
+    for group in ("same_host", "cross_host"):
+        assert _props(r, group)["count"] == 0
+
+
+def test_heat_resolves_one_vm_from_its_layout_entry(resolved):
+    r, first = resolved["vm"], resolved["vm-0"]
+    port, server = _props(r, "port"), _props(r, "server")
+    assert port["network"] == "nb" and port["fixed_ips"] == []      # no subnet, no IP: Neutron's
+    assert port["value_specs"] == {"port_security_enabled": False, "qos_policy_id": "p"}
+    assert server["availability_zone"] == "nova:cmp2"
+    assert server["scheduler_hints"] == {"group": "g1"}
+    assert server["name"] == f"vnb-{RID}-blue-2"
+    port0, server0 = _props(first, "port"), _props(first, "server")
+    assert port0["network"] == "na"
+    assert port0["fixed_ips"] == [{"subnet": "sa", "ip_address": "198.19.1.1"}]
+    assert port0["value_specs"] == {"port_security_enabled": False, "mac_address": "fa:0a:1b:2c:00:00"}
+    assert server0["availability_zone"] is None and server0["scheduler_hints"] == {"group": "g0"}
+
+
+def test_provider_attributes_only_where_set_segmentation_id_for_vlan():
+    """Provider attributes reach Neutron through value_specs, each only when set (Heat's
+    ProviderNet sent a null segmentation_id as '', which Neutron refused: found when
+    the functional suite first built a VXLAN testbed on the all-in-one cloud); the
+    backend gives a VLAN id only, vnet B taking the next one."""
+    tb = loads(ISOLATION, source="<iso>", online_cpus=[0, 1])
+    assert tb.vnets[0].segmentation_id and "segmentation_id" not in _vm_list()
+    vlan = {**_vm_list(), "network_type": "vlan", "physical_network": "physnet1",
+            "segmentation_id": 1001}
+    out = hot.resolve([(MAIN, ENV / "ml2-ovs.yaml", _vm_list()), (MAIN, ENV / "ml2-ovs.yaml", vlan)])
+    assert all("error" not in o for o in out), out
+    assert _props(out[0], "net_b")["value_specs"] == {"provider:network_type": "vxlan"}
+    assert _props(out[1], "net_b")["value_specs"] == {
+        "provider:network_type": "vlan", "provider:physical_network": "physnet1",
+        "provider:segmentation_id": 1002}
+    # the networks are validated offline; what must ask a cloud first is said, not passed
+    assert {"net_a", "net_b", "subnet_a"}.isdisjoint(out[1]["unchecked"])
+    assert {"vms", "host_groups"} <= set(out[1]["unchecked"])
+
+
+def test_heat_resolves_an_unpinned_flavor_without_a_thread_policy(resolved):
+    """Nova takes hw:cpu_thread_policy with dedicated CPUs only."""
+    assert _props(resolved["vm-list"], "pinned_flavor")["extra_specs"] == {
+        "hw:cpu_policy": "dedicated", "hw:cpu_thread_policy": "prefer"}
+    assert _props(resolved["vm-list-unpinned"], "pinned_flavor")["extra_specs"] == {
+        "hw:cpu_policy": "shared"}

@@ -601,3 +601,13 @@ def test_host_groups_each_testbed_host_on_one_node():
     by_id = verify.host_groups(vms, _servers(**{"red-1": "c1", "blue-1": "c1", "red-2": "c2",
                                                 "blue-2": "c2"}), False, [])
     assert by_id.facts["testbed_hosts"] == {"h1": ["id-c1"], "h2": ["id-c2"]}
+
+
+def test_unpinned_guests_are_asked_for_and_said():
+    """--unpinned: a shared-CPU flavor (the functional testbeds' 6 guests on a cloud with
+    2 dedicated CPUs), nothing verified, and a warning in the run."""
+    assert st.parameters(_iso(), RID, _opts(), True, "k")["cpu_policy"] == "dedicated"
+    assert st.parameters(_iso(), RID, _opts(pinned=False), True, "k")["cpu_policy"] == "shared"
+    v = verify.unpinned()
+    assert v.problems == [] and v.facts == {"pinning": "off (--unpinned)"}
+    assert v.warnings[0].startswith("CPU pinning off (--unpinned)")

@@ -38,10 +38,15 @@ def main(argv=None) -> int:
                                     "else built into the cache)")
     ap.add_argument("--port-base", type=int, default=19000, help="first of 11 TCP ports on 127.0.0.1")
     ap.add_argument("--cidr", default="198.19.250.0/24", help="the flat provider subnet")
+    ap.add_argument("--pinned-cpus", default="0-1", help="nova's cpu_dedicated_set: host CPUs "
+                    "for pinned guests ('' = none; default %(default)s)")
+    ap.add_argument("--shared-cpus", default="", help="nova's cpu_shared_set: host CPUs unpinned "
+                    "guests share ('' = none, the default); e.g. '--pinned-cpus \"\" "
+                    "--shared-cpus 0-1' for the functional suite's testbeds of up to 6 guests")
     args = ap.parse_args(argv)
     log = lambda msg: print(msg, file=sys.stderr, flush=True)   # noqa: E731
     try:
-        aio = Aio(Path(args.state), args.port_base, args.cidr)
+        aio = Aio(Path(args.state), args.port_base, args.cidr, args.pinned_cpus, args.shared_cpus)
         if args.command == "up":
             t0 = time.monotonic()
             image = guest_image(args.image, log)

@@ -29,6 +29,7 @@ from vnetbench.errors import PrerequisiteError, VnetbenchError
 CLOUD, DEMO = "vnetbench-aio", "vnetbench-aio-demo"
 DEMO_PROJECT = DEMO_USER = "vnetbench-demo"
 FLAVOR = "vnetbench-pinned"
+FLAVOR_SHARED = "vnetbench-shared"     # unpinned: boots where cpu_shared_set is (aio up --shared-cpus)
 SERVICE_USERS = ("glance", "placement", "nova", "neutron", "heat")
 ENDPOINTS = (("glance", "image", "glance", ""), ("placement", "placement", "placement", ""),
              ("nova", "compute", "nova", "/v2.1"), ("neutron", "network", "neutron", ""),
@@ -62,13 +63,15 @@ def _run(argv, what: str, timeout_s: float = 600, env=None, input=None) -> str:
 class Aio:
     """One all-in-one cloud, owned through its state dir."""
 
-    def __init__(self, state: Path, port_base: int = 19000, cidr: str = "198.19.250.0/24"):
+    def __init__(self, state: Path, port_base: int = 19000, cidr: str = "198.19.250.0/24",
+                 cpus: str = "0-1", shared_cpus: str = ""):
         self.state = state.resolve()
         self.journal = Journal(self.state / "journal.jsonl")
         meta = self._meta()
         run_id = meta.get("run_id") or secrets.token_hex(3)
         self.lay = Layout(self.state, run_id, int(meta.get("port_base", port_base)),
-                          meta.get("cidr", cidr), host=meta.get("host", socket.gethostname()))
+                          meta.get("cidr", cidr), host=meta.get("host", socket.gethostname()),
+                          cpus=meta.get("cpus", cpus), shared_cpus=meta.get("shared_cpus", shared_cpus))
         self.daemons = Daemons(self.journal, self.lay.logs, str(self.state))
         self.timings: dict[str, float] = {}
 
@@ -117,7 +120,8 @@ class Aio:
             self.state.chmod(0o755)     # QEMU (libvirt's user) reaches the instances' disks
             (self.state / "meta.json").write_text(json.dumps(
                 {"run_id": self.lay.run_id, "port_base": self.lay.port_base,
-                 "cidr": self.lay.cidr, "host": self.lay.host}))
+                 "cidr": self.lay.cidr, "host": self.lay.host, "cpus": self.lay.cpus,
+                 "shared_cpus": self.lay.shared_cpus}))
             self.journal.record("aio", run_id=self.lay.run_id, domains=self.lay.instance_prefix)
             for path, text in conf.files(self.lay).items():
                 path.parent.mkdir(parents=True, exist_ok=True)
@@ -446,6 +450,7 @@ class Aio:
                                 allocation_pools=[{"start": start, "end": end}])
         flavor = c.compute.create_flavor(name=FLAVOR, ram=256, vcpus=1, disk=1, is_public=True)
         c.compute.create_flavor_extra_specs(flavor, {"hw:cpu_policy": "dedicated"})
+        c.compute.create_flavor(name=FLAVOR_SHARED, ram=256, vcpus=1, disk=1, is_public=True)
 
     def _upload_image(self, c, image: Path) -> None:
         fmt = "qcow2" if image.suffix == ".qcow2" else "raw"
@@ -464,9 +469,10 @@ class Aio:
 
     def _wait_compute(self, timeout_s: float = 300) -> None:
         """Until Nova's scheduler can place on this host: the compute service is up, mapped
-        to the cell and its resource provider has pinned-CPU inventory; and the OVS agent is
-        alive."""
+        to the cell and its resource provider has the CPU inventory its layout asks for
+        (PCPU for pinned guests, VCPU for unpinned ones); and the OVS agent is alive."""
         c = self.connect()
+        want = {rc for rc, cpus in (("PCPU", self.lay.cpus), ("VCPU", self.lay.shared_cpus)) if cpus}
         t0, last, restarts = time.monotonic(), "nothing yet", 0
         while time.monotonic() - t0 < timeout_s:
             for entry in self.current():
@@ -488,9 +494,9 @@ class Aio:
             else:
                 rps = list(c.placement.resource_providers())
                 inv = [i for rp in rps for i in c.placement.resource_provider_inventories(rp)]
-                if any(i.resource_class == "PCPU" for i in inv):
+                if want <= {i.resource_class for i in inv}:
                     return
-                last = "no PCPU inventory in placement yet"
+                last = f"no {'/'.join(sorted(want))} inventory in placement yet"
             time.sleep(2)
         raise VnetbenchError(f"aio: compute not ready after {timeout_s:g} s: {last}")
 

@@ -28,6 +28,7 @@ class Layout:
     host: str = "localhost"            # the compute host name nova and neutron agree on
     password: str = "vnetbench"        # every service user's and the databases' password
     cpus: str = "0-1"                  # cpu_dedicated_set: host CPUs pinned guests get
+    shared_cpus: str = ""              # cpu_shared_set: host CPUs unpinned guests float on
 
     def port(self, name: str) -> int:
         return self.port_base + PORT_NAMES.index(name)
@@ -181,7 +182,10 @@ def nova(lay: Layout) -> str:
         "conductor": {"workers": 1},
         "scheduler": {"workers": 1, "discover_hosts_in_cells_interval": 2},
         "filter_scheduler": {"enabled_filters": ",".join(NOVA_FILTERS)},
-        "compute": {"cpu_dedicated_set": lay.cpus},
+        # pinned guests take whole host CPUs (PCPU inventory), unpinned ones share the
+        # others (VCPU): a host offers only what is set, and the two sets may not overlap
+        "compute": {k: v for k, v in (("cpu_dedicated_set", lay.cpus),
+                                      ("cpu_shared_set", lay.shared_cpus)) if v},
         # no usable KVM here (REFERENCE §4): TCG, and no APIC as devstack sets without KVM
         "libvirt": {"virt_type": "qemu", "cpu_mode": "none", "connection_uri": "qemu:///system"},
         "workarounds": {"libvirt_disable_apic": True},

@@ -33,6 +33,13 @@ ARGUMENTS = (
     (("--flavor",), dict(help="openstack: an existing (pinned) flavor (default: the stack makes "
                               "a pinned one, admin only)")),
     (("--gateway",), dict(help="openstack: SSH jump host [user@]host[:port] to the VMs")),
+    (("--mgmt-network",), dict(help="openstack: a network this machine reaches; each VM of the "
+                                    "testbed's 'vms:' gets a second NIC there for SSH while its "
+                                    "first stays on its vnet (the functional suite's testbeds)")),
+    (("--unpinned",), dict(action="store_true",
+                           help="openstack: guests without CPU pinning (hw:cpu_policy=shared, or an "
+                                "unpinned --flavor): the functional suite's testbeds on a cloud "
+                                "with fewer dedicated CPUs than guests; recorded, and warned")),
     (("--prometheus",), dict(help="openstack: URL of the Prometheus that scrapes the collectors "
                                   "on the compute nodes (host-side CPU)")),
     (("--no-server-groups",), dict(action="store_true",
@@ -98,6 +105,7 @@ def build_options(ns, command: str = "testbed up") -> dict:
         return {"cloud_name": ns.cloud, "image": ns.image or DEFAULT_GLANCE_IMAGE,
                 "memory_mib": ns.memory, "network": ns.existing_network or "",
                 "flavor": ns.flavor or "", "gateway": ns.gateway or "",
+                "mgmt_network": ns.mgmt_network or "",
                 "prometheus": ns.prometheus or "", "timeout_s": ns.timeout,
-                "no_server_groups": bool(ns.no_server_groups)}
+                "no_server_groups": bool(ns.no_server_groups), "pinned": not ns.unpinned}
     return {}

@@ -88,6 +88,7 @@ class _Build:
         tb = st.realised(self.tb, vms, *self._network(vms))
         self._verify(tb, servers)
         self.run.write_meta(testbed=to_dict(tb), servers={v: s["server"] for v, s in vms.items()},
+                            mgmt={v: s["mgmt_ip"] for v, s in vms.items() if s.get("mgmt_ip")},
                             flow_flush="not available on a cloud: 'deferred' echoes are spaced "
                                        "by gap_s only")
         self._channels(tb, vms, progress, t0)
@@ -170,9 +171,12 @@ class _Build:
         place.facts.update(hosts.facts)
         place.problems += hosts.problems
         place.warnings += hosts.warnings
-        topo = {vm: topology(self.conn, s["id"]) for vm, s in servers.items()}
-        hosts = {vm: s["host"] or s["host_id"] for vm, s in servers.items()}
-        pins = verify.pinning(topo, {v.name: len(v.cpus) for v in tb.vms}, hosts, self.admin)
+        if self.opts.pinned:
+            topo = {vm: topology(self.conn, s["id"]) for vm, s in servers.items()}
+            hosts = {vm: s["host"] or s["host_id"] for vm, s in servers.items()}
+            pins = verify.pinning(topo, {v.name: len(v.cpus) for v in tb.vms}, hosts, self.admin)
+        else:
+            pins = verify.unpinned()
         warnings = self.notes + place.warnings + pins.warnings
         self.run.write_meta(placement=place.facts, pinning=pins.facts, warnings=warnings)
         for w in warnings:

@@ -25,8 +25,10 @@ class OpenstackDeployment(SshGuests, RunDeployment):
     # -- the command channel -------------------------------------------------------
 
     def ssh(self, vm: str) -> Ssh:
+        """On the VM's management NIC when it has one (--mgmt-network), else its address."""
         meta = self.run.meta()
-        return Ssh(self.ip(vm), self.run.dir / "guest-key", mux_dir(self.run_id),
+        address = (meta.get("mgmt") or {}).get(vm) or self.ip(vm)
+        return Ssh(address, self.run.dir / "guest-key", mux_dir(self.run_id),
                    jump=meta.get("options", {}).get("gateway") or None)
 
     # -- the host side: the cloud's, not ours -----------------------------------------

@@ -41,7 +41,8 @@ def heat_view(paths) -> dict:
 def resolve(cases) -> list[dict]:
     """Heat's engine resolves each (template, env or None, params) and validates it as at
     stack create, offline (one Heat start for all): per case {"resources": {name: {type,
-    properties}}, "conditions": {...}} or {"error": Heat's message}."""
+    properties}}, "conditions": {...}, "unchecked": {resource: why}} (each resource's own
+    validate() run too, but those that must ask a cloud) or {"error": Heat's message}."""
     done = subprocess.run([SYSTEM_PYTHON, str(DUMPER), "--resolve",
                            json.dumps([[str(t), str(e or ""), p] for t, e, p in cases])],
                           capture_output=True, text=True, timeout=300)

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from vnetbench.errors import VnetbenchError
-from vnetbench.testbed.model import Testbed, VSwitchKind
+from vnetbench.testbed.model import NetType, Testbed, VSwitchKind
 
 TEMPLATES = Path(__file__).resolve().parents[4] / "heat-templates"
 TEMPLATE = TEMPLATES / "testbed.yaml"
@@ -30,6 +30,7 @@ class Options:
     subnet: str = ""
     flavor: str = ""                    # an existing flavor ('' = a pinned one, admin)
     cpu_thread_policy: str = "prefer"
+    pinned: bool = True                 # False: unpinned guests (functional runs on small clouds)
     memory_mib: int = 256
     hugepages: str = ""
     host_a: str = ""                    # zone:host placement (admin)
@@ -37,6 +38,7 @@ class Options:
     zone: str = "nova"
     no_server_groups: bool = False      # cross-host pairs by the hostId fallback (Shaker's)
     gateway: str = ""                   # SSH jump host to reach the VMs ('' = direct)
+    mgmt_network: str = ""              # VMs in no pair: a 2nd NIC there for SSH ('' = none)
     prometheus: str = ""                # URL of the Prometheus scraping the collectors
     clouds_yaml: str | None = None
     timeout_s: float = 900              # stack creation deadline
@@ -108,6 +110,7 @@ def parameters(testbed: Testbed, run_id: str, options: Options, admin: bool,
         "cidr": str(testbed.vnets[0].cidr), "vnets": len(testbed.vnets),
         "flavor": options.flavor, "vcpus": max(vcpus), "ram_mib": options.memory_mib,
         "cpu_thread_policy": options.cpu_thread_policy, "hugepages": options.hugepages,
+        "cpu_policy": "dedicated" if options.pinned else "shared",
         "image": options.image, "public_key": public_key, "zone": options.zone,
         "host_a": options.host_a, "host_b": options.host_b,
         "same_host_pairs": len(groups["same_host"]), "cross_host_pairs": len(groups["cross_host"]),
@@ -116,7 +119,9 @@ def parameters(testbed: Testbed, run_id: str, options: Options, admin: bool,
         **vm_parameters(testbed, run_id, options, fixed_ips=mode != "existing"),
     }
     seg = testbed.vnets[0].segmentation_id
-    if mode == "provider" and seg:
+    if mode == "provider" and seg and testbed.network.type is NetType.VLAN:
+        # a VLAN id must be the one the trunk carries; a tunnel's VNI is the cloud's to
+        # allocate (the testbed's default would collide with other networks there)
         params["segmentation_id"] = seg
     qos = {n.qos for v in testbed.vms for n in v.nics if n.qos}
     if len(qos) > 1:
@@ -159,7 +164,16 @@ def vm_parameters(testbed: Testbed, run_id: str, options: Options, fixed_ips: bo
                        "host": h, "zone_host": f"{options.zone}:{explicit[h]}" if explicit else "",
                        "mac": mac(run_id, vm_index[v.name]),
                        "ip": str(nic.ip) if fixed_ips else "", "qos": nic.qos is not None})
-    out = {"vm_count": len(loose), "vm_layout": layout, "host_count": len(hosts)}
+    out = {"vm_count": len(loose), "vm_layout": layout, "host_count": len(hosts),
+           "mgmt_network": options.mgmt_network}
+    if options.mgmt_network and testbed.pairs:
+        raise VnetbenchError(f"{testbed.source}: --mgmt-network gives VMs declared under 'vms:' a "
+                             "second NIC; its pairs have none (reach pairs with "
+                             "--existing-network or --gateway)")
+    if loose and fixed_ips:
+        # the stack's own subnets: static addresses from the config drive (the image reads
+        # them there), not a DHCP agent the cloud may not run on a network without router
+        out.update(enable_dhcp=False, config_drive=True)
     if len(testbed.vnets) > 1 and testbed.vnets[1].cidr != testbed.vnets[0].cidr:
         out["cidr_b"] = str(testbed.vnets[1].cidr)
     return out

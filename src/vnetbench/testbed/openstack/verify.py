@@ -122,6 +122,14 @@ def pinning(topologies: dict[str, dict | None], vcpus: dict[str, int], hosts: di
     return v
 
 
+def unpinned() -> Verdict:
+    """Pinning asked off (--unpinned): nothing to verify, and the run says so."""
+    return Verdict(facts={"pinning": "off (--unpinned)"},
+                   warnings=["CPU pinning off (--unpinned): the guests share host CPUs; "
+                             "functional verdicts do not depend on it, throughput and CPU "
+                             "figures do"])
+
+
 def distinct_host_pairs(vms: list[tuple[str, str]], wanted: int) -> list[tuple[str, str]]:
     """Shaker's non-admin fallback: VMS booted without hints, as (vm, hostId); pairs of
     VMs on different hosts, each VM used once, at most WANTED, one pair per pair of
