@@ -206,3 +206,32 @@ def test_a_stop_time_across_clocks_is_reported_as_its_bound():
     assert got.status is Status.PASS and got.figure == "≤ 393 ms"
     assert got.extra["stop_ms"] == 0 and "±393 ms" in got.detail
     assert v.deprovision({**m, "clock_uncertainty_ms": 0}).figure == "0 ms"
+
+
+REFUSED_MODULE = '''
+import pytest
+from vnetbench.faults import refusal
+from vnetbench.functional.plugin import deployment_fixture, one_vnet
+
+dep = deployment_fixture(one_vnet(2), "faults", refusal=refusal)
+
+@pytest.mark.row("fault.vswitch-restart")
+def test_needs_faults(dep, record):
+    raise AssertionError("never reached: the module's rows are refused before a build")
+'''
+
+
+def test_a_module_the_backend_refuses_is_na_before_any_build(tmp_path):
+    """Fault and migration modules on a cloud: N/A cells with the fault API's reason,
+    and no stack built for nothing (a build would need the cloud 'c1', which is not
+    there, and would show as not built instead)."""
+    (tmp_path / "test_refused.py").write_text(REFUSED_MODULE)
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "vnetbench.functional.plugin",
+         str(tmp_path / "test_refused.py"), "--vswitch=ovs", "--network=vxlan",
+         "--backend=openstack", "--cloud=c1", f"--matrix-out={tmp_path / 'm'}",
+         "-p", "no:cacheprovider"], capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert done.returncode == 0, done.stdout[-2000:]
+    cell, = json.loads((tmp_path / "m" / "matrix.json").read_text())["cells"]
+    assert cell["status"] == "N/A" and cell["detail"] == (
+        "openstack: the cloud's controllers, vSwitches and hypervisors are not vnetbench's")

@@ -611,3 +611,47 @@ def test_unpinned_guests_are_asked_for_and_said():
     v = verify.unpinned()
     assert v.problems == [] and v.facts == {"pinning": "off (--unpinned)"}
     assert v.warnings[0].startswith("CPU pinning off (--unpinned)")
+
+
+class FakeNeutron:
+    def __init__(self, ports: dict):
+        self.ports, self.calls = ports, []                  # port id -> network id
+
+    def get_port(self, pid):
+        return SimpleNamespace(id=pid, network_id=self.ports[pid])
+
+    def delete_port(self, port, ignore_missing):
+        self.calls.append(("port", port.id))
+
+    def subnets(self, network_id):
+        return [SimpleNamespace(id=f"sub-{network_id}")]
+
+    def delete_subnet(self, subnet, ignore_missing):
+        self.calls.append(("subnet", subnet.id))
+
+    def delete_network(self, network, ignore_missing):
+        self.calls.append(("network", network))
+
+
+def test_deprovisioning_deletes_the_vnets_ports_then_its_network(tmp_path, monkeypatch):
+    """remove_vnet as a tenant deprovisions: the vnet's ports first (Neutron refuses to
+    delete a network with ports), then its subnet and network; the other vnet is left;
+    journaled before anything is deleted, and the run says which vnet went."""
+    from vnetbench.testbed.codec import to_dict
+    from vnetbench.testbed.openstack.deployment import OpenstackDeployment
+    tb = _iso()
+    run = Run(RID, tmp_path)
+    run.create(status="up", name="t", backend="openstack", testbed=to_dict(tb), cloud="c",
+               options={}, ports={"red-1": "p-r1", "red-2": "p-r2", "blue-1": "p-b1", "blue-2": "p-b2"})
+    run.unlock()
+    neutron = FakeNeutron({"p-r1": "n-red", "p-r2": "n-red", "p-b1": "n-blue", "p-b2": "n-blue"})
+    monkeypatch.setattr(cloud, "connect", lambda name, path=None: SimpleNamespace(
+        network=neutron, close=lambda: None))
+    dep = OpenstackDeployment(run, tb)
+    dep.remove_vnet("blue")
+    assert neutron.calls == [("port", "p-b1"), ("port", "p-b2"), ("subnet", "sub-n-blue"),
+                             ("network", "n-blue")]
+    assert any(e.get("kind") == "deprovision" and e.get("vnet") == "blue" for e in run.entries())
+    assert dep.status()["removed_vnets"] == ["blue"]
+    with pytest.raises(KeyError, match="no vnet named 'green'"):
+        dep.remove_vnet("green")

@@ -13,7 +13,7 @@ import pytest
 
 from vnetbench.battery import session
 from vnetbench.errors import VnetbenchError
-from vnetbench.faults import Faults, control
+from vnetbench.faults import Faults, control, refusal
 from vnetbench.functional import measure, verdict
 from vnetbench.testbed.model import VSwitchKind
 from vnetbench.functional.plugin import deployment, deployment_fixture, one_vnet
@@ -25,7 +25,7 @@ CONNECT_TIMEOUT_MS = 5000     # a new session that cannot connect: Fail-close af
 
 PER_KIND = True      # controller faults and migration hardly depend on the encapsulation:
                      # one network per kind unless --every-network
-dep = deployment_fixture(TESTBED, "faults")
+dep = deployment_fixture(TESTBED, "faults", refusal=refusal)
 
 
 class Controller:

@@ -89,6 +89,7 @@ class _Build:
         self._verify(tb, servers)
         self.run.write_meta(testbed=to_dict(tb), servers={v: s["server"] for v, s in vms.items()},
                             mgmt={v: s["mgmt_ip"] for v, s in vms.items() if s.get("mgmt_ip")},
+                            ports={v: s["port"] for v, s in vms.items()},
                             flow_flush="not available on a cloud: 'deferred' echoes are spaced "
                                        "by gap_s only")
         self._channels(tb, vms, progress, t0)

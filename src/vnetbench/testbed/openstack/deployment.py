@@ -66,8 +66,31 @@ class OpenstackDeployment(SshGuests, RunDeployment):
         return None
 
     def remove_vnet(self, vnet: str) -> None:
-        raise UnsupportedError("openstack: deprovisioning a vnet of a running stack is not "
-                               "implemented (a stack update removing the network)")
+        """Deprovision ``vnet`` as a tenant does: delete its VMs' ports (Neutron tells Nova,
+        which unplugs them from the guests), then its subnets and network. The VMs stay,
+        reached on their management NIC. Journaled first; the stack's own delete later
+        passes over what is gone."""
+        from vnetbench.testbed.openstack import cloud
+        v = self.testbed.vnet(vnet)
+        meta = self.run.meta()
+        ports = {vm.name: (meta.get("ports") or {}).get(vm.name)
+                 for vm in self.testbed.vms if vm.nics[0].vnet == v.name}
+        if not ports or not all(ports.values()):
+            raise UnsupportedError(f"openstack: run {self.run_id} recorded no ports of vnet "
+                                   f"{v.name} (a run built before ports were recorded)")
+        self.run.record("deprovision", vnet=v.name)
+        conn = cloud.connect(meta["cloud"], (meta.get("options") or {}).get("clouds_yaml"))
+        try:
+            network = _delete_ports(conn, ports)
+            try:
+                for subnet in list(conn.network.subnets(network_id=network)):
+                    conn.network.delete_subnet(subnet, ignore_missing=True)
+                conn.network.delete_network(network, ignore_missing=True)
+            except Exception as exc:
+                raise cloud.error(exc, f"deleting network {network} of vnet {v.name}") from None
+        finally:
+            conn.close()
+        self.run.write_meta(removed_vnets=sorted({*meta.get("removed_vnets", []), v.name}))
 
     @property
     def cpu_source(self) -> dict:
@@ -95,5 +118,19 @@ class OpenstackDeployment(SshGuests, RunDeployment):
                      "server": (meta.get("servers") or {}).get(v.name),
                      "nics": [{"vnet": n.vnet, "ip": str(n.ip), "mac": n.mac} for n in v.nics]}
                     for v in tb.vms],
-            "removed_vnets": [], "controller": None, "errors": meta.get("errors", []),
+            "removed_vnets": meta.get("removed_vnets", []), "controller": None, "errors": meta.get("errors", []),
         }
+
+
+def _delete_ports(conn, ports: dict[str, str]) -> str:
+    """Delete each VM's port; the network they were on."""
+    from vnetbench.testbed.openstack import cloud
+    network = None
+    for vm, port_id in ports.items():
+        try:
+            port = conn.network.get_port(port_id)
+            network = network or port.network_id
+            conn.network.delete_port(port, ignore_missing=True)
+        except Exception as exc:
+            raise cloud.error(exc, f"deleting port {port_id} of {vm}") from None
+    return network
