@@ -19,9 +19,12 @@ def guest_image(arg: str | None, progress) -> Path:
     built = Path("vm-images/build/disk.qcow2")
     if built.is_file():
         return built.resolve()
-    from vnetbench.image import build
+    import hashlib
+    from vnetbench.image import build, recipe
     from vnetbench.image.commands import _cache
-    out = _cache() / "aio-image"
+    # keyed by what the image is made from: a changed recipe is not served a stale image
+    digest = hashlib.sha256(b"".join(Path(m.__file__).read_bytes() for m in (recipe, build)))
+    out = _cache() / f"aio-image-{digest.hexdigest()[:12]}"
     if not (out / "disk.qcow2").is_file():
         progress(f"aio: building the guest image into {out}")
         build.build(out, _cache() / "image", formats=("kernel", "qcow2"),

@@ -123,11 +123,16 @@ if [ -n "$static" ]; then
 elif configdrive; then      # an OpenStack VM: addresses from the config drive
   awk -v want=nics -f /etc/vnetbench/cdjson.awk /run/config/openstack/latest/network_data.json \
     > /run/cdnics
-  while read mac cidr mtu; do
-    for nic in /sys/class/net/eth*; do
-      [ "$(cat $nic/address)" = "$mac" ] && ip link set ${nic##*/} mtu $mtu up && \
-        ip addr add $cidr dev ${nic##*/}
+  while read mac cidr mtu; do    # each NIC by its MAC, waited for (up to 10 s): a second
+    i=0; dev=""                   # NIC may appear after the first under load
+    while [ -z "$dev" ] && [ $i -lt 100 ]; do
+      for nic in /sys/class/net/eth*; do
+        [ "$(cat $nic/address 2>/dev/null)" = "$mac" ] && dev=${nic##*/}
+      done
+      [ -z "$dev" ] && { sleep 0.1; i=$((i+1)); }
     done
+    [ -n "$dev" ] && ip link set $dev mtu $mtu up && ip addr add $cidr dev $dev
+    [ -z "$dev" ] && echo "no NIC with MAC $mac after 10 s"
   done < /run/cdnics
 else
   ip link set eth0 up; udhcpc -q -t 10 -i eth0 -s /etc/vnetbench/udhcpc.script
