@@ -28,14 +28,19 @@ def _start(tmp_path):
     return p
 
 
-def test_a_hung_daemon_is_named_with_its_stack(tmp_path):
+def _report_of_hung(tmp_path):
+    """(pid, report) of a hung daemon, which is then killed."""
     p = _start(tmp_path)
     try:
-        report = proc.python_daemon_report(tmp_path, "agent")
+        return p.pid, proc.python_daemon_report(tmp_path, "agent")
     finally:
         p.kill()
         p.wait()
-    assert f"pid {p.pid} state S" in report
+
+
+def test_a_hung_daemon_is_named_with_its_stack(tmp_path):
+    pid, report = _report_of_hung(tmp_path)
+    assert f"pid {pid} state S" in report
     assert "waits_for_ever" in report, report
 
 
@@ -79,24 +84,14 @@ def test_a_running_daemon_names_the_last_exception_in_its_log(tmp_path):
         "hub: uncaught exception: Traceback (most recent call last):\n"
         '  File "x.py", line 3, in _watch\n    for m in d.items():\n'
         "RuntimeError: dictionary changed size during iteration\n")
-    p = _start(tmp_path)
-    try:
-        report = proc.python_daemon_report(tmp_path, "agent")
-    finally:
-        p.kill()
-        p.wait()
+    _, report = _report_of_hung(tmp_path)
     assert "waits_for_ever" in report, report
     assert report.endswith("; last exception in its log: RuntimeError: dictionary changed "
                            "size during iteration (at _watch (x.py:3))"), report
 
 
 def test_no_exception_no_mention(tmp_path):
-    p = _start(tmp_path)
-    try:
-        assert "exception" not in proc.python_daemon_report(tmp_path, "agent")
-    finally:
-        p.kill()
-        p.wait()
+    assert "exception" not in _report_of_hung(tmp_path)[1]
 
 
 DUMP = """Thread 0x1 (most recent call first):

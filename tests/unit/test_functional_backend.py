@@ -131,13 +131,18 @@ def test_measured(combo, record, target):
 '''
 
 
-def test_unsupported_rows_become_na_cells_with_the_reason(tmp_path):
-    (tmp_path / "test_standin.py").write_text(STAND_IN)
-    done = subprocess.run(
+def _on_a_cloud(tmp_path, name: str, module: str):
+    """Run MODULE as a functional test module with --backend openstack (cloud 'c1')."""
+    (tmp_path / name).write_text(module)
+    return subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "vnetbench.functional.plugin",
-         str(tmp_path / "test_standin.py"), "--vswitch=ovs", "--network=vxlan",
+         str(tmp_path / name), "--vswitch=ovs", "--network=vxlan",
          "--backend=openstack", "--cloud=c1", f"--matrix-out={tmp_path / 'm'}",
          "-p", "no:cacheprovider"], capture_output=True, text=True, timeout=120, cwd=tmp_path)
+
+
+def test_unsupported_rows_become_na_cells_with_the_reason(tmp_path):
+    done = _on_a_cloud(tmp_path, "test_standin.py", STAND_IN)
     assert done.returncode == 0, done.stdout[-2000:]
     assert "1 passed, 2 skipped" in done.stdout
     d = json.loads((tmp_path / "m" / "matrix.json").read_text())
@@ -225,12 +230,7 @@ def test_a_module_the_backend_refuses_is_na_before_any_build(tmp_path):
     """Fault and migration modules on a cloud: N/A cells with the fault API's reason,
     and no stack built for nothing (a build would need the cloud 'c1', which is not
     there, and would show as not built instead)."""
-    (tmp_path / "test_refused.py").write_text(REFUSED_MODULE)
-    done = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "vnetbench.functional.plugin",
-         str(tmp_path / "test_refused.py"), "--vswitch=ovs", "--network=vxlan",
-         "--backend=openstack", "--cloud=c1", f"--matrix-out={tmp_path / 'm'}",
-         "-p", "no:cacheprovider"], capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    done = _on_a_cloud(tmp_path, "test_refused.py", REFUSED_MODULE)
     assert done.returncode == 0, done.stdout[-2000:]
     cell, = json.loads((tmp_path / "m" / "matrix.json").read_text())["cells"]
     assert cell["status"] == "N/A" and cell["detail"] == (
