@@ -29,3 +29,15 @@ def test_parse_total_loss_has_no_rtt():
 def test_parse_rejects_other_output():
     with pytest.raises(ValueError, match="not ping output"):
         ping.parse("ping: connect: Network is unreachable\n")
+
+
+def test_reachability_of_a_source_without_a_route():
+    """A guest whose deprovisioned port the cloud unplugged has no route: iputils prints
+    only why (recorded: ping -n -c 2 in a namespace without links), and that is a ping
+    that reached nothing, not output the suite cannot read."""
+    stderr = (DATA / "unreachable.stderr.txt").read_text()
+    assert ping.reachability("", stderr) == {"sent": 0, "received": 0,
+                                             "unreachable": "Network is unreachable"}
+    assert ping.reachability((DATA / "lost.txt").read_text())["received"] == 0
+    with pytest.raises(ValueError, match=r"no 'packets transmitted' summary \(ping: unknown host x\)"):
+        ping.reachability("", "ping: unknown host x\n")

@@ -100,3 +100,19 @@ def test_a_receiver_waits_for_a_late_sender(tool, native):
     t0 = time.monotonic()
     got = probe.parse(recv.communicate(timeout=15)[0])
     assert got["received"] == 60 and time.monotonic() - t0 < 1.0
+
+
+@pytest.mark.parametrize("native", [False, True], ids=["python", "go"])
+def test_sends_that_fail_still_mark_how_long_the_sender_tried(tool, native):
+    """A sender without a route (a guest whose NIC the cloud unplugged) gets ENETUNREACH
+    for every probe: none sent, each counted, and end_ns is its last attempt, which is
+    what tells the deprovisioning verdict the window it watched. Run in a network
+    namespace of its own (unshare -rn) that has no route at all: nothing leaves."""
+    argv = probe.send_command(probe.SendParams("198.19.1.2", 47100, 5.0, 0.2, 9), native)
+    done = subprocess.run(["unshare", "-rn", *argv], capture_output=True, text=True, timeout=30)
+    if done.returncode != 0 and "unshare" in done.stderr:
+        pytest.skip(f"no network namespace for the test (unshare -rn: {done.stderr.strip()})")
+    got = probe.parse(done.stdout)
+    assert got["sent"] == 0 and got["errors"] == 40
+    assert got["first_ns"] is None and got["last_ns"] is None
+    assert got["end_ns"] is not None

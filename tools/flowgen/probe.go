@@ -100,12 +100,13 @@ func probeSendMain(args []string) error {
 	}
 	start := monotonicNs()
 	sent, errs := 0, 0
-	var first, last interface{}
+	var first, last, end interface{}
 	for seq := 0; seq < total; seq++ {
 		if d := start + int64(seq)*interval - monotonicNs(); d > 0 {
 			time.Sleep(time.Duration(d))
 		}
 		now := monotonicNs()
+		end = now // the last attempt, sent or not: how long the sender kept trying
 		err := syscall.Sendto(fd, probeFrame(uint32(a.marker), uint32(seq), now), 0, to)
 		if seq == 0 { // the first probe is out: a caller may time its change by it
 			printJSON(map[string]interface{}{"ready": true})
@@ -121,7 +122,7 @@ func probeSendMain(args []string) error {
 		last = now
 	}
 	printJSON(map[string]interface{}{"sent": sent, "errors": errs, "first_ns": first,
-		"last_ns": last, "interval_ns": interval})
+		"last_ns": last, "end_ns": end, "interval_ns": interval})
 	return nil
 }
 

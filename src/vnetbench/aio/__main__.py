@@ -23,12 +23,13 @@ def guest_image(arg: str | None, progress) -> Path:
     from vnetbench.image import build, recipe
     from vnetbench.image.commands import _cache
     # keyed by what the image is made from: a changed recipe is not served a stale image
-    digest = hashlib.sha256(b"".join(Path(m.__file__).read_bytes() for m in (recipe, build)))
+    flowgen = build.default_flowgen()
+    digest = hashlib.sha256(b"".join(Path(f).read_bytes() for f in
+                                     (recipe.__file__, build.__file__, flowgen)))
     out = _cache() / f"aio-image-{digest.hexdigest()[:12]}"
     if not (out / "disk.qcow2").is_file():
         progress(f"aio: building the guest image into {out}")
-        build.build(out, _cache() / "image", formats=("kernel", "qcow2"),
-                    flowgen=build.default_flowgen())
+        build.build(out, _cache() / "image", formats=("kernel", "qcow2"), flowgen=flowgen)
     return out / "disk.qcow2"
 
 

@@ -52,7 +52,7 @@ def sender_clock(first_ns: int, t_popen: int, t_ready: int, est: dict) -> dict:
 def _on_our_clock(sender: dict, probes: list, src: dict, dst: dict) -> tuple[dict, list]:
     """The probe tools' times (each VM's own clock) on the runner's clock."""
     so, do = src["offset_ns"], dst["offset_ns"]
-    sender = {**sender, **{k: sender[k] - so for k in ("first_ns", "last_ns")
+    sender = {**sender, **{k: sender[k] - so for k in ("first_ns", "last_ns", "end_ns")
                            if sender.get(k) is not None}}
     return sender, [[seq, sent - so, got - do] for seq, sent, got in probes]
 
@@ -74,8 +74,8 @@ def ping_once(dep, src: str, dst_ip: str, count: int = 5) -> dict:
     """Reachability, not latency: a reactive first packet may take a while (2 s each)."""
     argv = ping.command(ping.PingParams(dest=dst_ip, count=count, interval_s=0.2,
                                         reply_timeout_s=2))
-    res = ping.parse(dep.exec(src, argv, timeout=30).stdout)
-    return {"sent": res["transmitted"], "received": res["received"]}
+    done = dep.exec(src, argv, timeout=30)
+    return ping.reachability(done.stdout, done.stderr)
 
 
 def resolved_pair(dep, a: str, b: str) -> dict:

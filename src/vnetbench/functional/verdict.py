@@ -104,7 +104,10 @@ def deprovision(m: dict) -> Verdict:
     before = [p for p in m["probes"] if p[1] < t0]
     if not before:
         return error("no probe arrived before the vnet was deprovisioned: nothing to stop")
-    if m["sender"]["last_ns"] is None or m["sender"]["last_ns"] < t1 + MIN_WATCH_S * 1e9:
+    # how long the sender kept trying: its last attempt, a failed one included (a guest
+    # whose NIC the cloud unplugged gets ENETUNREACH: its traffic stopped at the source)
+    tried = m["sender"].get("end_ns") or m["sender"]["last_ns"]
+    if tried is None or tried < t1 + MIN_WATCH_S * 1e9:
         return error(f"probes stopped less than {MIN_WATCH_S} s after the change: "
                      "the window cannot show whether traffic went on")
     last = max(p[1] for p in m["probes"])

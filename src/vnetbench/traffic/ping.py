@@ -8,6 +8,7 @@ from dataclasses import dataclass
 _REPLY = re.compile(r"icmp_seq=(\d+) .*time=([\d.]+) ms")
 _SENT = re.compile(r"(\d+) packets transmitted, (\d+) received")
 _RTT = re.compile(r"= ([\d.]+)/([\d.]+)/([\d.]+)/([\d.]+) ms")
+_NO_ROUTE = re.compile(r"ping: (?:connect|sendto): (Network is unreachable|No route to host)")
 
 
 @dataclass(frozen=True)
@@ -38,3 +39,18 @@ def parse(text: str) -> dict:
     return {"transmitted": tx, "received": rx,
             "loss_pct": 100.0 * (tx - rx) / tx if tx else 100.0,
             **stats, "samples_ms": samples}
+
+
+def reachability(stdout: str, stderr: str = "") -> dict:
+    """{sent, received} of a reachability ping. A source with no route at all (its NIC
+    gone: a cloud unplugs a deleted port from the guest) sends nothing and reaches
+    nothing: iputils then prints no summary, only why, on stderr."""
+    try:
+        res = parse(stdout)
+    except ValueError:
+        why = _NO_ROUTE.search(stderr or "")
+        if why is None:
+            raise ValueError("not ping output: no 'packets transmitted' summary "
+                             f"({(stderr or '').strip()[-200:] or 'nothing on stderr'})") from None
+        return {"sent": 0, "received": 0, "unreachable": why.group(1)}
+    return {"sent": res["transmitted"], "received": res["received"]}

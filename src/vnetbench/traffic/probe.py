@@ -126,7 +126,8 @@ def summarize(sent: int, received, interval_ms: float) -> dict:
 
 
 def parse(text: str) -> dict:
-    """The tool's last JSON line. send -> sent, errors, first_ns, last_ns, interval_ns;
+    """The tool's last JSON line. send -> sent, errors, first_ns, last_ns (last sent),
+    end_ns (last attempt, sent or failed), interval_ns;
     recv -> received, probes ([seq, send_ns, recv_ns] in arrival order); rtt -> sent,
     received (sequence numbers that came back), interval_ms."""
     for line in reversed(text.strip().splitlines()):
@@ -145,12 +146,12 @@ def send(a) -> dict:
     total = max(1, int(a.seconds * 1e3 / a.interval_ms))
     start = time.monotonic_ns()
     sent = errors = 0
-    first = last = None
+    first = last = end = None
     for seq in range(total):
         delay = start + seq * interval - time.monotonic_ns()
         if delay > 0:
             time.sleep(delay / 1e9)
-        now = time.monotonic_ns()
+        now = end = time.monotonic_ns()     # end: the last attempt, sent or not
         try:
             s.sendto(HEADER.pack(MAGIC, a.marker, seq, now), (a.dest, a.port))
             sent += 1
@@ -160,7 +161,7 @@ def send(a) -> dict:
             errors += 1
         if seq == 0:             # the first probe is out: a caller may time its change by it
             print(json.dumps({"ready": True}), flush=True)
-    return {"sent": sent, "errors": errors, "first_ns": first, "last_ns": last,
+    return {"sent": sent, "errors": errors, "first_ns": first, "last_ns": last, "end_ns": end,
             "interval_ns": interval}
 
 
