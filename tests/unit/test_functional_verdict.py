@@ -359,3 +359,16 @@ def test_an_ovn_standby_that_takes_over_passes_and_one_that_does_not_fails():
     lost = v.survives_instance_loss(none)
     assert lost.status is Status.FAIL and "no new configuration change" in lost.detail
     assert lost.value == ok.value             # the data plane went on either way
+
+
+def test_deprovision_on_a_cloud_the_sender_kept_trying_after_its_nic_went():
+    """Recorded on the all-in-one cloud: the vnet's ports deleted through Neutron (2.7 s),
+    the guest's NIC unplugged, its sends failing (ENETUNREACH) until its window ended.
+    Its last attempt (end_ns), not its last sent probe, is how long it was watched; a
+    sender that stopped trying as early would leave the verdict blind (Error)."""
+    m = rec("deprovision-cloud")
+    got = v.deprovision(m)
+    assert got.status is Status.PASS and got.label == "≤", got
+    assert m["sender"]["errors"] > 0 and m["new_ping"]["received"] == 0
+    blind = {**m, "sender": {**m["sender"], "end_ns": m["sender"]["last_ns"]}}
+    assert v.deprovision(blind).status is Status.ERROR
