@@ -215,10 +215,7 @@ def test_a_stop_time_across_clocks_is_reported_as_its_bound():
 
 REFUSED_MODULE = '''
 import pytest
-from vnetbench.faults import refusal
-from vnetbench.functional.plugin import deployment_fixture, one_vnet
-
-dep = deployment_fixture(one_vnet(2), "faults", refusal=refusal)
+from vnetbench.functional.tests.test_faults import dep, faultable  # noqa: F401
 
 @pytest.mark.row("fault.vswitch-restart")
 def test_needs_faults(dep, record):
@@ -234,4 +231,5 @@ def test_a_module_the_backend_refuses_is_na_before_any_build(tmp_path):
     assert done.returncode == 0, done.stdout[-2000:]
     cell, = json.loads((tmp_path / "m" / "matrix.json").read_text())["cells"]
     assert cell["status"] == "N/A" and cell["detail"] == (
-        "openstack: the cloud's controllers, vSwitches and hypervisors are not vnetbench's")
+        "openstack: no controller or vSwitch faults: the cloud's controllers, vSwitches and "
+        "hypervisors are not vnetbench's")

@@ -24,23 +24,15 @@ LOCAL_HOSTS = ("netns", "libvirt")
 MIGRATABLE = ("netns",)
 
 
-def refusal(backend: str, migration: bool = False) -> str | None:
-    """Why BACKEND's deployments take no faults (or, MIGRATION, no VM migration); None
-    when they do. The functional suite asks before building a testbed for nothing."""
-    if backend in (MIGRATABLE if migration else LOCAL_HOSTS):
-        return None
-    return {"openstack": "the cloud's controllers, vSwitches and hypervisors are not vnetbench's",
-            "libvirt": "the libvirt backend does not migrate domains (virDomainMigrate between "
-                       "two hypervisors is not implemented; one local libvirtd cannot migrate "
-                       "to itself)"}.get(backend, "not implemented")
-
-
 def unsupported(dep, what: str, backends) -> None:
     """UnsupportedError naming the backend and why, before anything changes."""
     if dep.backend in backends:
         return
-    raise UnsupportedError(f"{dep.backend}: no {what}: "
-                           f"{refusal(dep.backend, migration=backends == MIGRATABLE)}")
+    why = {"openstack": "the cloud's controllers, vSwitches and hypervisors are not vnetbench's",
+           "libvirt": "the libvirt backend does not migrate domains (virDomainMigrate between "
+                      "two hypervisors is not implemented; one local libvirtd cannot migrate "
+                      "to itself)"}.get(dep.backend, "not implemented")
+    raise UnsupportedError(f"{dep.backend}: no {what}: {why}")
 
 
 class Faults:

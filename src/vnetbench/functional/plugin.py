@@ -193,15 +193,10 @@ def one_vnet(vms: int) -> str:
             "vnets: [{{name: red, cidr: 198.19.1.0/24}}]\nvms:\n" + "\n".join(lines) + "\n")
 
 
-def deployment_fixture(text: str, name: str, refusal=None):
-    """A module-scoped ``dep`` fixture: ``text`` built for each combo (``deployment``).
-    ``refusal(backend)``: why every row of the module is N/A on that backend (None: it
-    is not), said before a testbed is built for nothing."""
+def deployment_fixture(text: str, name: str):
+    """A module-scoped ``dep`` fixture: ``text`` built for each combo (``deployment``)."""
     @pytest.fixture(scope="module")
     def dep(combo, caps, target):
-        why = refusal(target[0]) if refusal else None
-        if why:
-            pytest.skip(f"{target[0]}: {why}")
         with deployment(combo, caps, text, name, target) as d:
             yield d
     return dep

@@ -42,7 +42,7 @@ PACKET_IN_PRIORITY = 1
 PACKET_IN_TABLE = 1          # the bridge-wide packet-in meter's table
 GLOBAL_METER = 0xFFFF        # its meter id (per-port meters are numbered by port, < 0xFF00)
 SETTINGS: dict = {}          # set by vnetbench.sdn.controller before the app starts
-POLL_S = 0.02                # the watcher threads' period
+POLL_S = 0.02                # the deleted-vnets watcher's period
 
 
 class EventRemoveVnets(event.EventBase):

@@ -8,12 +8,13 @@ fault API gives. Every controller test starts the controller again afterwards.
 
 import subprocess
 import time
+from types import SimpleNamespace
 
 import pytest
 
 from vnetbench.battery import session
 from vnetbench.errors import VnetbenchError
-from vnetbench.faults import Faults, control, refusal
+from vnetbench.faults import LOCAL_HOSTS, Faults, control, unsupported
 from vnetbench.functional import measure, verdict
 from vnetbench.testbed.model import VSwitchKind
 from vnetbench.functional.plugin import deployment, deployment_fixture, one_vnet
@@ -25,7 +26,14 @@ CONNECT_TIMEOUT_MS = 5000     # a new session that cannot connect: Fail-close af
 
 PER_KIND = True      # controller faults and migration hardly depend on the encapsulation:
                      # one network per kind unless --every-network
-dep = deployment_fixture(TESTBED, "faults", refusal=refusal)
+dep = deployment_fixture(TESTBED, "faults")
+
+
+@pytest.fixture(scope="module", autouse=True)
+def faultable(target):
+    """N/A with the backend's reason before any testbed is built for nothing (as
+    test_migration does)."""
+    unsupported(SimpleNamespace(backend=target[0]), "controller or vSwitch faults", LOCAL_HOSTS)
 
 
 class Controller:

@@ -8,7 +8,7 @@ from types import SimpleNamespace
 import pytest
 
 from vnetbench.errors import VnetbenchError
-from vnetbench.faults import MIGRATABLE, Faults, control, refusal, unsupported
+from vnetbench.faults import MIGRATABLE, Faults, control, unsupported
 from vnetbench.functional import measure, verdict
 from vnetbench.functional.plugin import deployment_fixture, one_vnet
 
@@ -16,7 +16,7 @@ TESTBED = one_vnet(3)
 
 PER_KIND = True      # controller faults and migration hardly depend on the encapsulation:
                      # one network per kind unless --every-network
-dep = deployment_fixture(TESTBED, "migration", refusal=lambda b: refusal(b, migration=True))
+dep = deployment_fixture(TESTBED, "migration")
 
 
 @pytest.fixture(scope="module", autouse=True)

@@ -240,7 +240,8 @@ def python_daemon_report(rundir, name: str, dump_wait_s: float = 1.0) -> str:
             f"{'; last exception in its log: ' + error if error else ''}")
 
 
-_FRAME = re.compile(r'File "([^"]+)", line (\d+) in (\S+)')
+# a frame line of a faulthandler dump ('line N in f') and of a traceback ('line N, in f')
+_FRAME = re.compile(r'File "([^"]+)", line (\d+),? in (\S+)')
 
 
 def _threads(dump: str) -> list[str]:
@@ -283,15 +284,12 @@ def _last_exception(log: Path, end: int, tail: int = 65536) -> str | None:
         return None
     where = ""
     for line in text[i:].splitlines()[1:]:
-        at = _TB_FRAME.match(line)
+        at = line[:1].isspace() and _FRAME.search(line)
         if at:
-            where = f" (at {at[3]} ({Path(at[1]).name}:{at[2]}))"
+            where = f" (at {_frame(at.groups())})"
         elif line and not line[0].isspace():
             return line.strip()[:300] + where
     return None
-
-
-_TB_FRAME = re.compile(r'\s+File "([^"]+)", line (\d+), in (\S+)')
 
 
 def _last_line(log: Path) -> str:

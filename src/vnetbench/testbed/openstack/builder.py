@@ -167,11 +167,10 @@ class _Build:
         pairs = [(p.name, p.placement, *p.vms) for p in tb.pairs]
         place = verify.placement(pairs, servers, self.admin)
         loose = [(v.name, v.host) for v in st.unpaired(tb)]
-        hosts = verify.host_groups(loose, servers, self.admin,
-                                   [h for h in (self.opts.host_a, self.opts.host_b) if h])
-        place.facts.update(hosts.facts)
-        place.problems += hosts.problems
-        place.warnings += hosts.warnings
+        groups = verify.host_groups(loose, servers, self.admin, self.opts.named_hosts)
+        place.facts.update(groups.facts)
+        place.problems += groups.problems
+        place.warnings += groups.warnings
         if self.opts.pinned:
             topo = {vm: topology(self.conn, s["id"]) for vm, s in servers.items()}
             hosts = {vm: s["host"] or s["host_id"] for vm, s in servers.items()}

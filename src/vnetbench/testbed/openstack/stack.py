@@ -44,6 +44,11 @@ class Options:
     timeout_s: float = 900              # stack creation deadline
     ready_timeout_s: float = 600        # SSH into every guest after the stack is complete (TCG boots)
 
+    @property
+    def named_hosts(self) -> list[str]:
+        """The compute hosts named for zone:host placement, in the testbed's host order."""
+        return [h for h in (self.host_a, self.host_b) if h]
+
     def __post_init__(self):
         if not self.cloud:
             raise VnetbenchError("openstack backend: no cloud named; pass --cloud NAME (a cloud of "
@@ -149,7 +154,7 @@ def vm_parameters(testbed: Testbed, run_id: str, options: Options, fixed_ips: bo
     its IP (two vnets with the same addresses: the isolation tests)."""
     loose = unpaired(testbed)
     hosts = list(dict.fromkeys(v.host for v in loose))
-    explicit = [h for h in (options.host_a, options.host_b) if h]
+    explicit = options.named_hosts
     if explicit and len(hosts) > len(explicit):
         raise VnetbenchError(f"{testbed.source}: its VMs are on {len(hosts)} hosts "
                              f"({', '.join(hosts)}); --host-a/--host-b name {len(explicit)}")
