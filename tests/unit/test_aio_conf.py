@@ -54,6 +54,19 @@ def test_neutron_ml2_ovs_netdev_on_the_owned_bridges():
     assert _parse(conf.neutron(LAY))["DEFAULT"]["api_workers"] == "1"
 
 
+def test_every_network_type_of_the_templates_is_enabled():
+    """A provider network of each type heat-templates/ offers can be made on the AIO."""
+    import yaml
+    tpl = yaml.safe_load((Path(__file__).parents[2] / "heat-templates/testbed.yaml").read_text())
+    offered = tpl["parameters"]["network_type"]["constraints"][0]["allowed_values"]
+    m = _parse(conf.ml2(LAY))
+    assert m["ml2"]["type_drivers"].split(",") == offered
+    assert m["ml2_type_vlan"]["network_vlan_ranges"] == conf.PHYSNET
+    tunnels = [t for t in offered if t not in ("flat", "vlan")]
+    assert all(m[f"ml2_type_{t}"] for t in tunnels)
+    assert _parse(conf.ovs_agent(LAY))["agent"]["tunnel_types"].split(",") == tunnels
+
+
 def test_host_address_and_pool_in_the_benchmarking_range():
     assert LAY.host_cidr == "198.19.250.1/24"
     assert LAY.pool == ("198.19.250.10", "198.19.250.254")

@@ -42,6 +42,13 @@ def test_parameters_admin_make_provider_networks_and_a_pinned_flavor():
     assert len(set(macs)) == 3 and all(m.startswith("fa:0a:1b:2c:") for m in macs)
 
 
+def test_physical_network_only_when_named():
+    """Unset, the SDN environment file's default stands (a parameter passed would win)."""
+    assert "physical_network" not in st.parameters(_tb(network="vlan"), RID, _opts(), True, "k")
+    p = st.parameters(_tb(network="vlan"), RID, _opts(physical_network="datacentre"), True, "k")
+    assert p["physical_network"] == "datacentre" and p["network_type"] == "vlan"
+
+
 def test_macs_differ_between_runs():
     a = st.parameters(_tb(), RID, _opts(), True, "k")["macs"]
     b = st.parameters(_tb(), "ffeedd", _opts(), True, "k")["macs"]

@@ -13,6 +13,10 @@ DATABASES = ("keystone", "glance", "placement", "nova_api", "nova", "nova_cell0"
 PORT_NAMES = ("keystone", "glance", "placement", "nova", "neutron", "heat", "mysql", "rabbit",
               "epmd", "rabbit_dist", "openflow")
 PHYSNET = "physnet1"
+# every tenant network type heat-templates/ offers (one node: a tunnel type has no
+# peer to tunnel to, but Neutron and the agent hold networks of it all the same)
+NETWORK_TYPES = ("flat", "vlan", "vxlan", "gre", "geneve")
+TUNNEL_TYPES = ("vxlan", "gre", "geneve")
 IMAGE_NAME = "vnetbench-guest"
 NETWORK_NAME = "vnetbench-flat"
 REGION = "RegionOne"
@@ -217,10 +221,14 @@ def neutron(lay: Layout) -> str:
 
 def ml2(lay: Layout) -> str:
     return ini({
-        "ml2": {"type_drivers": "flat,vxlan", "tenant_network_types": "vxlan",
+        "ml2": {"type_drivers": ",".join(NETWORK_TYPES), "tenant_network_types": "vxlan",
                 "mechanism_drivers": "openvswitch", "extension_drivers": "port_security,qos"},
         "ml2_type_flat": {"flat_networks": PHYSNET},
+        # the physnet alone: provider VLANs of any id on it, no tenant VLAN pool
+        "ml2_type_vlan": {"network_vlan_ranges": PHYSNET},
         "ml2_type_vxlan": {"vni_ranges": "1:1000"},
+        "ml2_type_gre": {"tunnel_id_ranges": "1:1000"},
+        "ml2_type_geneve": {"vni_ranges": "1:1000"},
         "securitygroup": {"firewall_driver": "noop", "enable_security_group": True}})
 
 
@@ -232,7 +240,7 @@ def ovs_agent(lay: Layout) -> str:
                 "tunnel_bridge": lay.br_tun, "datapath_type": "netdev", "local_ip": local_ip,
                 "ovsdb_connection": lay.ovsdb, "of_listen_address": "127.0.0.1",
                 "of_listen_port": lay.port("openflow")},
-        "agent": {"tunnel_types": "vxlan", "root_helper": "env", "root_helper_daemon": "",
+        "agent": {"tunnel_types": ",".join(TUNNEL_TYPES), "root_helper": "env", "root_helper_daemon": "",
                   "extensions": "qos"},
         "securitygroup": {"firewall_driver": "noop"}})
 

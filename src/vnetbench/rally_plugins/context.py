@@ -33,7 +33,8 @@ def _backend_options(cfg) -> dict:
 
 
 # context key -> the openstack backend's option of the same name (stack.Options)
-OPENSTACK_KEYS = ("flavor", "gateway", "prometheus", "cpu_thread_policy", "no_server_groups")
+OPENSTACK_KEYS = ("flavor", "gateway", "prometheus", "cpu_thread_policy", "no_server_groups",
+                  "physical_network")
 
 
 @context.configure(name="vnetbench_testbed", platform="default", order=100)
@@ -68,6 +69,9 @@ class VnetbenchTestbed(context.Context):
             "cloud": {"type": "string", "description": "openstack: the cloud's name in clouds.yaml"},
             "existing_network": {"type": "string", "description": "openstack: an existing "
                                  "network for the VMs (default: the stack makes its own)"},
+            "physical_network": {"type": "string", "description": "openstack: the physical "
+                                 "network of flat and VLAN provider networks (default: the SDN "
+                                 "environment file's)"},
             "flavor": {"type": "string", "description": "openstack: an existing pinned flavor "
                        "(default: the stack makes one, admin only)"},
             "cpu_thread_policy": {"enum": ["prefer", "isolate"],

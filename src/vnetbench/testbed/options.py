@@ -30,6 +30,9 @@ ARGUMENTS = (
     (("--existing-network",), dict(help="openstack: put the VMs on this existing network "
                                          "(default: the stack makes its vnets: provider networks "
                                          "as admin, tenant ones otherwise)")),
+    (("--physical-network",), dict(help="openstack: the physical network of flat and VLAN "
+                                        "provider networks (default: the SDN environment file's, "
+                                        "physnet1)")),
     (("--flavor",), dict(help="openstack: an existing (pinned) flavor (default: the stack makes "
                               "a pinned one, admin only)")),
     (("--gateway",), dict(help="openstack: SSH jump host [user@]host[:port] to the VMs")),
@@ -105,6 +108,7 @@ def build_options(ns, command: str = "testbed up") -> dict:
         return {"cloud_name": ns.cloud, "image": ns.image or DEFAULT_GLANCE_IMAGE,
                 "memory_mib": ns.memory, "network": ns.existing_network or "",
                 "flavor": ns.flavor or "", "gateway": ns.gateway or "",
+                "physical_network": ns.physical_network or "",
                 "mgmt_network": ns.mgmt_network or "",
                 "prometheus": ns.prometheus or "", "timeout_s": ns.timeout,
                 "no_server_groups": bool(ns.no_server_groups), "pinned": not ns.unpinned}

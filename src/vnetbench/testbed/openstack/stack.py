@@ -28,6 +28,7 @@ class Options:
     image: str = "vnetbench-guest"      # Glance image (make image; tools/aio uploads it)
     network: str = ""                   # an existing network ('' = the stack makes its own)
     subnet: str = ""
+    physical_network: str = ""          # flat/vlan provider networks ('' = the environment file's)
     flavor: str = ""                    # an existing flavor ('' = a pinned one, admin)
     cpu_thread_policy: str = "prefer"
     pinned: bool = True                 # False: unpinned guests (functional runs on small clouds)
@@ -123,6 +124,8 @@ def parameters(testbed: Testbed, run_id: str, options: Options, admin: bool,
         "macs": macs, "port_overrides": admin or owner or mode != "existing",
         **vm_parameters(testbed, run_id, options, fixed_ips=mode != "existing"),
     }
+    if options.physical_network:
+        params["physical_network"] = options.physical_network
     seg = testbed.vnets[0].segmentation_id
     if mode == "provider" and seg and testbed.network.type is NetType.VLAN:
         # a VLAN id must be the one the trunk carries; a tunnel's VNI is the cloud's to
