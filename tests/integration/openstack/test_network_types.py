@@ -1,8 +1,8 @@
 """Every provider network type heat-templates/ offers, made on the all-in-one cloud by
-Heat from the parameters the backend computes (admin: provider attributes through the
-Net's value_specs), and read back from Neutron: the type asked for, VLAN ids as the
-testbed declares them on the environment file's physical network, tunnel ids allocated
-and distinct for the two vnets.
+Heat from the parameters the backend computes for the isolation testbed's two vnets
+(admin: provider attributes through the Net's value_specs), and read back from Neutron:
+the type asked for, VLAN ids as the testbed declares them on the environment file's
+physical network, tunnel ids allocated and distinct for the two vnets.
 
 The networks only: a guest pair of each type would be 8 more TCG boots, and the flat
 network's pair is booted and measured in test_openstack_cloud. Flat is not among them:
@@ -16,21 +16,12 @@ import time
 import pytest
 
 from vnetbench.aio import conf
+from vnetbench.functional.tests.test_isolation import TESTBED as ISOLATION   # two vnets, same CIDR
 from vnetbench.state import new_run_id
 from vnetbench.testbed.loader import loads
 from vnetbench.testbed.openstack import builder, cloud, stack as st
 
 CLOUD = "vnetbench-aio"
-TWO_VNETS = """
-vswitch: ovs
-network: {{type: {ntype}}}
-vnets:
-  - {{name: red, cidr: 198.19.1.0/24}}
-  - {{name: blue, cidr: 198.19.1.0/24}}
-vms:
-  - {{name: red-1, host: h1, vnets: [red]}}
-  - {{name: blue-1, host: h1, vnets: [blue]}}
-"""
 TYPES = [t for t in conf.NETWORK_TYPES if t != "flat"]
 NO_GUESTS = {"same_host_pairs": 0, "cross_host_pairs": 0, "unplaced_pairs": 0, "vnet_b_pairs": 0,
              "vm_count": 0, "vm_layout": [], "host_count": 0}
@@ -47,7 +38,8 @@ def test_provider_networks_of_every_type(conn):
     made = {}
     try:
         for ntype in TYPES:      # created together, waited for together
-            tb = loads(TWO_VNETS.format(ntype=ntype), source=f"<{ntype}>", online_cpus=[0, 1])
+            tb = loads(ISOLATION.format(kind="ovs", ntype=ntype), source=f"<{ntype}>",
+                       online_cpus=[0, 1])
             rid = new_run_id()
             params = {**st.parameters(tb, rid, st.Options(cloud=CLOUD, flavor="vnetbench-shared"),
                                       admin=True, public_key="", owner=True),
