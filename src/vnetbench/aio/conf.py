@@ -240,8 +240,8 @@ def ovs_agent(lay: Layout) -> str:
                 "tunnel_bridge": lay.br_tun, "datapath_type": "netdev", "local_ip": local_ip,
                 "ovsdb_connection": lay.ovsdb, "of_listen_address": "127.0.0.1",
                 "of_listen_port": lay.port("openflow")},
-        "agent": {"tunnel_types": ",".join(TUNNEL_TYPES), "root_helper": "env", "root_helper_daemon": "",
-                  "extensions": "qos"},
+        "agent": {"tunnel_types": ",".join(TUNNEL_TYPES), "root_helper": "env",
+                  "root_helper_daemon": "", "extensions": "qos"},
         "securitygroup": {"firewall_driver": "noop"}})
 
 
