@@ -8,15 +8,17 @@ import ipaddress
 from dataclasses import dataclass
 from pathlib import Path
 
+from vnetbench.testbed.model import NetType
+
 SERVICES = ("keystone", "glance", "placement", "nova", "neutron", "heat")
 DATABASES = ("keystone", "glance", "placement", "nova_api", "nova", "nova_cell0", "neutron", "heat")
 PORT_NAMES = ("keystone", "glance", "placement", "nova", "neutron", "heat", "mysql", "rabbit",
               "epmd", "rabbit_dist", "openflow")
 PHYSNET = "physnet1"
-# every tenant network type heat-templates/ offers (one node: a tunnel type has no
-# peer to tunnel to, but Neutron and the agent hold networks of it all the same)
-NETWORK_TYPES = ("flat", "vlan", "vxlan", "gre", "geneve")
-TUNNEL_TYPES = ("vxlan", "gre", "geneve")
+# every tenant network type (heat-templates/ offers the same; one node: a tunnel type has
+# no peer to tunnel to, but Neutron and the agent hold networks of it all the same)
+NETWORK_TYPES = tuple(t.value for t in NetType)
+TUNNEL_TYPES = tuple(t.value for t in NetType if t.is_tunnel)
 IMAGE_NAME = "vnetbench-guest"
 NETWORK_NAME = "vnetbench-flat"
 REGION = "RegionOne"

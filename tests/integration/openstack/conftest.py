@@ -61,6 +61,15 @@ def aio_cloud(aio_image):
             shutil.rmtree(state, ignore_errors=True)
 
 
+@pytest.fixture
+def conn(aio_cloud):
+    """An openstacksdk connection to the AIO as admin (cloud vnetbench-aio)."""
+    from vnetbench.testbed.openstack import cloud
+    c = cloud.connect("vnetbench-aio", str(aio_cloud))
+    yield c
+    c.close()
+
+
 def _wait_for_other_aio(timeout_s: float) -> None:
     """One AIO per machine (tools/aio/README.md): give another session's AIO that is being
     torn down a bounded time to go; `up` then says which is in the way if it is still up."""

@@ -11,15 +11,13 @@ vnetbench-flat."""
 
 from __future__ import annotations
 
-import time
-
-import pytest
+from types import SimpleNamespace
 
 from vnetbench.aio import conf
 from vnetbench.functional.tests.test_isolation import TESTBED as ISOLATION   # two vnets, same CIDR
 from vnetbench.state import new_run_id
 from vnetbench.testbed.loader import loads
-from vnetbench.testbed.openstack import builder, cloud, stack as st
+from vnetbench.testbed.openstack import builder, stack as st, undo
 
 CLOUD = "vnetbench-aio"
 TYPES = [t for t in conf.NETWORK_TYPES if t != "flat"]
@@ -27,15 +25,8 @@ NO_GUESTS = {"same_host_pairs": 0, "cross_host_pairs": 0, "unplaced_pairs": 0, "
              "vm_count": 0, "vm_layout": [], "host_count": 0}
 
 
-@pytest.fixture
-def conn(aio_cloud):
-    c = cloud.connect(CLOUD, str(aio_cloud))
-    yield c
-    c.close()
-
-
 def test_provider_networks_of_every_type(conn):
-    made = {}
+    made = {}       # network type -> (run id, testbed)
     try:
         for ntype in TYPES:      # created together, waited for together
             tb = loads(ISOLATION.format(kind="ovs", ntype=ntype), source=f"<{ntype}>",
@@ -44,32 +35,25 @@ def test_provider_networks_of_every_type(conn):
             params = {**st.parameters(tb, rid, st.Options(cloud=CLOUD, flavor="vnetbench-shared"),
                                       admin=True, public_key="", owner=True),
                       **NO_GUESTS, "key_name": "unused (no guests)"}
-            name = st.stack_name(rid)
-            made[ntype] = (name, tb)
-            conn.create_stack(name, tags=",".join(st.tags(rid)), template_file=str(st.TEMPLATE),
+            made[ntype] = (rid, tb)
+            conn.create_stack(st.stack_name(rid), tags=",".join(st.tags(rid)),
+                              template_file=str(st.TEMPLATE),
                               environment_files=[str(st.environment(tb))], rollback=False,
                               wait=False, timeout=300, **params)
-        for ntype, (name, tb) in made.items():
-            stack = builder.wait_created(conn, name, 300)
+        for ntype, (rid, tb) in made.items():
+            stack = builder.wait_created(conn, st.stack_name(rid), 300)
             outputs = {o["output_key"]: o["output_value"] for o in stack.outputs or []}
             nets = [conn.network.get_network(outputs["networks"][v]) for v in ("a", "b")]
-            assert [n.provider_network_type for n in nets] == [ntype, ntype], name
+            assert [n.provider_network_type for n in nets] == [ntype, ntype], stack.name
             segs = [n.provider_segmentation_id for n in nets]
             if ntype == "vlan":
                 assert segs == [v.segmentation_id for v in tb.vnets]
                 assert {n.provider_physical_network for n in nets} == {conf.PHYSNET}
             else:       # the cloud allocates a tunnel's id (the testbed's could collide there)
                 assert len(set(segs)) == 2 and all(segs), segs
-    finally:
-        _delete(conn, {name for name, _ in made.values()})
-
-
-def _delete(conn, names: set[str], timeout_s: float = 300) -> None:
-    """Delete them together and wait until none is left."""
-    for name in names:
-        conn.delete_stack(name)
-    deadline = time.monotonic() + timeout_s
-    while left := sorted(s.name for s in conn.orchestration.stacks()
-                         if s.name in names and s.status != "DELETE_COMPLETE"):
-        assert time.monotonic() < deadline, f"stacks not deleted after {timeout_s:.0f} s: {left}"
-        time.sleep(2)
+    finally:        # deleted together, each waited for by the backend's own undo
+        for rid, _ in made.values():
+            conn.delete_stack(st.stack_name(rid))
+        for rid, _ in made.values():
+            undo.undo_stack(SimpleNamespace(run_id=rid), {"name": st.stack_name(rid), "cloud": CLOUD},
+                            conn=conn)

@@ -33,14 +33,6 @@ def cloud_env(aio_cloud, tmp_path):
             "VNETBENCH_STATE_DIR": str(tmp_path / "state")}
 
 
-@pytest.fixture
-def conn(aio_cloud):
-    from vnetbench.testbed.openstack import cloud
-    c = cloud.connect(CLOUD, str(aio_cloud))
-    yield c
-    c.close()
-
-
 def _stacks(conn) -> dict:
     """The project's stacks (a deleted one may still be listed a moment, as deleted)."""
     return {s.name: s for s in conn.orchestration.stacks() if s.status != "DELETE_COMPLETE"}
