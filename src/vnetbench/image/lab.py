@@ -62,11 +62,12 @@ class Lab:
     def boot(self, name: str, mac: str, boot: list[str]) -> Path:
         console, pidfile = self.root / f"{name}.console", self.root / f"{name}.pid"
         tap = f"vnbt{secrets.token_hex(2)}"
-        sh("ip", "netns", "exec", self.ns, "qemu-system-x86_64", "-accel", self.accel, "-m", str(self.memory_mib),
-           "-smp", "1", "-display", "none", "-no-reboot", *boot,
-           "-netdev", f"tap,id=n0,ifname={tap},script=no,downscript=no",
-           "-device", f"virtio-net-pci,netdev=n0,mac={mac}",
-           "-serial", f"file:{console}", "-pidfile", str(pidfile), "-daemonize")
+        start_qemu(self.ns, ["qemu-system-x86_64", "-accel", self.accel, "-m", str(self.memory_mib),
+                             "-smp", "1", "-display", "none", "-no-reboot", *boot,
+                             "-netdev", f"tap,id=n0,ifname={tap},script=no,downscript=no",
+                             "-device", f"virtio-net-pci,netdev=n0,mac={mac}",
+                             "-serial", f"file:{console}", "-pidfile", str(pidfile), "-daemonize"],
+                   console)
         self.pidfiles.append(pidfile)
         sh("ip", "-n", self.ns, "link", "set", tap, "master", "br0", "up")
         return console
@@ -92,6 +93,32 @@ class Lab:
             p.wait()
         subprocess.run(["ip", "netns", "del", self.ns], capture_output=True)
         shutil.rmtree(self.mux, ignore_errors=True)
+
+
+def start_qemu(ns: str, argv: list[str], console: Path) -> None:
+    """Start a daemonizing QEMU in NS. QEMU reports why it could not start only on its
+    stderr before it detaches (a tap it cannot open, a kernel it cannot read): a failure
+    raises with that text and the console's last lines, not just an exit status."""
+    p = subprocess.run(["ip", "netns", "exec", ns, *argv], capture_output=True, text=True)
+    if p.returncode:
+        raise QemuError(f"QEMU exited {p.returncode} at start in namespace {ns}: "
+                        f"{tail(p.stderr) or 'no stderr'}; console {console}: {tail_file(console)}; "
+                        f"command: {' '.join(argv)}")
+
+
+class QemuError(RuntimeError):
+    """QEMU did not start; the message carries its own words."""
+
+
+def tail(text: str, lines: int = 12) -> str:
+    return " | ".join(line.strip() for line in text.strip().splitlines()[-lines:])
+
+
+def tail_file(path: Path, lines: int = 12) -> str:
+    try:
+        return tail(path.read_text(errors="replace"), lines) or "empty"
+    except OSError as exc:
+        return f"unreadable ({exc.strerror})"
 
 
 def wait_ready(console: Path, timeout_s=120) -> float:
