@@ -43,7 +43,7 @@ venv: $(VENV)/.installed
 $(VENV)/.installed: pyproject.toml collectors/pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/pip install -q --upgrade pip
-	$(VENV)/bin/pip install -q -e '.[test]'
+	$(VENV)/bin/pip install -q -e '.[test,tox]'
 	$(VENV)/bin/pip install -q -e ./collectors
 	touch $@
 

@@ -44,3 +44,86 @@ def leftovers(run_id: str, run_dir: Path) -> dict:
             "processes": processes_mentioning(str(run_dir)),
             "state": [str(run_dir)] if run_dir.exists() else []}
     return {k: v for k, v in left.items() if v}
+
+
+# --- the module guard (conftest): what each test module leaves, compared with before it ---
+
+QEMU_EXE = "qemu-system"
+
+
+def _processes() -> list[tuple[str, str, str]]:
+    """(pid, executable's name, command line) of every process that has a command line."""
+    out = []
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            cmd = Path(entry.path, "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            exe = os.path.basename(os.readlink(Path(entry.path, "exe")))
+        except OSError:
+            continue
+        if cmd:
+            out.append((entry.name, exe, cmd.strip()))
+    return out
+
+
+def _root_links() -> set[str]:
+    from pyroute2 import IPRoute
+    with IPRoute() as ipr:
+        return {link.get_attr("IFLA_IFNAME") for link in ipr.get_links()}
+
+
+def _domains() -> set[str]:
+    """Libvirt domains of the system libvirtd, when one is running (read-only, no error
+    output: a stale socket or no daemon is simply 'none')."""
+    if not Path("/run/libvirt/libvirt-sock-ro").exists():
+        return set()
+    try:
+        import libvirt
+        libvirt.registerErrorHandler(lambda *_: None, None)
+        conn = libvirt.openReadOnly("qemu:///system")
+    except Exception:
+        return set()
+    try:
+        return {d.name() for d in conn.listAllDomains()}
+    except Exception:
+        return set()
+    finally:
+        conn.close()
+
+
+def suite_objects(markers: tuple[str, ...]) -> dict[str, set[str]]:
+    """What a test module may create and must remove: network namespaces, links in the
+    root namespace (taps, veths, bridges), QEMU processes, libvirt domains, and processes
+    whose command line names one of MARKERS (the session's temp tree, the default state
+    root): daemons a testbed started from its run directory."""
+    procs = _processes()
+    return {
+        "namespaces": set(netns.listnetns()),
+        "root-namespace links": _root_links(),
+        "QEMU processes": {f"{pid}: {cmd[:150]}" for pid, exe, cmd in procs if exe.startswith(QEMU_EXE)},
+        "libvirt domains": _domains(),
+        "processes": {f"{pid}: {cmd[:150]}" for pid, exe, cmd in procs
+                      if pid != str(os.getpid()) and any(m in cmd for m in markers)},
+    }
+
+
+def added(before: dict[str, set[str]], after: dict[str, set[str]]) -> dict[str, list[str]]:
+    return {k: sorted(after[k] - before.get(k, set())) for k in after if after[k] - before.get(k, set())}
+
+
+def merge(into: dict[str, set[str]], more: dict[str, list[str]]) -> None:
+    for k, v in more.items():
+        into.setdefault(k, set()).update(v)
+
+
+def left_since(before: dict[str, set[str]], markers: tuple[str, ...], grace_s: float = 15.0) -> dict:
+    """What exists now and did not BEFORE; a few seconds' grace for what is going (a killed
+    QEMU not yet reaped, a port a daemon is unplugging), so that only what stays is named."""
+    import time
+    deadline = time.monotonic() + grace_s
+    while True:
+        left = added(before, suite_objects(markers))
+        if not left or time.monotonic() > deadline:
+            return left
+        time.sleep(0.5)

@@ -20,6 +20,7 @@ import pytest
 
 from vnetbench.image import build, recipe
 from vnetbench.image.lab import NET, Lab, sh, wait_ready
+from vnetbench.image.qemu import QemuError
 from vnetbench.traffic import iperf3, ping
 
 
@@ -94,3 +95,12 @@ def test_disk_boots_like_a_cloud_vm(image, lab):
         assert ip in {a["local"] for a in addr[0]["addr_info"]}
     finally:
         guest.close()
+
+
+def test_a_qemu_that_cannot_start_says_why(lab, tmp_path):
+    """QEMU's own reason reaches the error (CI once saw only 'exit status 1')."""
+    missing = tmp_path / "no-such-kernel"
+    with pytest.raises(QemuError) as err:
+        lab.boot("broken", "02:00:00:00:fa:31", ["-kernel", str(missing)])
+    assert str(missing) in str(err.value).split("; console")[0]      # QEMU's stderr names it
+    assert "exited 1" in str(err.value) and "console" in str(err.value)

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from vnetbench.image import recipe
 from vnetbench.image.channel import Ssh
+from vnetbench.image.qemu import start_daemonized, tail_file
 
 NET = "198.18.250"
 METADATA = "169.254.169.254"
@@ -62,7 +63,7 @@ class Lab:
     def boot(self, name: str, mac: str, boot: list[str]) -> Path:
         console, pidfile = self.root / f"{name}.console", self.root / f"{name}.pid"
         tap = f"vnbt{secrets.token_hex(2)}"
-        start_qemu(self.ns, ["qemu-system-x86_64", "-accel", self.accel, "-m", str(self.memory_mib),
+        start_daemonized(self.ns, ["qemu-system-x86_64", "-accel", self.accel, "-m", str(self.memory_mib),
                              "-smp", "1", "-display", "none", "-no-reboot", *boot,
                              "-netdev", f"tap,id=n0,ifname={tap},script=no,downscript=no",
                              "-device", f"virtio-net-pci,netdev=n0,mac={mac}",
@@ -95,37 +96,10 @@ class Lab:
         shutil.rmtree(self.mux, ignore_errors=True)
 
 
-def start_qemu(ns: str, argv: list[str], console: Path) -> None:
-    """Start a daemonizing QEMU in NS. QEMU reports why it could not start only on its
-    stderr before it detaches (a tap it cannot open, a kernel it cannot read): a failure
-    raises with that text and the console's last lines, not just an exit status."""
-    p = subprocess.run(["ip", "netns", "exec", ns, *argv], capture_output=True, text=True)
-    if p.returncode:
-        raise QemuError(f"QEMU exited {p.returncode} at start in namespace {ns}: "
-                        f"{tail(p.stderr) or 'no stderr'}; console {console}: {tail_file(console)}; "
-                        f"command: {' '.join(argv)}")
-
-
-class QemuError(RuntimeError):
-    """QEMU did not start; the message carries its own words."""
-
-
-def tail(text: str, lines: int = 12) -> str:
-    return " | ".join(line.strip() for line in text.strip().splitlines()[-lines:])
-
-
-def tail_file(path: Path, lines: int = 12) -> str:
-    try:
-        return tail(path.read_text(errors="replace"), lines) or "empty"
-    except OSError as exc:
-        return f"unreadable ({exc.strerror})"
-
-
 def wait_ready(console: Path, timeout_s=120) -> float:
     t0 = time.monotonic()
     while time.monotonic() - t0 < timeout_s:
         if console.exists() and recipe.READY in console.read_text(errors="replace"):
             return time.monotonic() - t0
         time.sleep(0.2)
-    tail = console.read_text(errors="replace")[-800:] if console.exists() else "no console output"
-    raise AssertionError(f"{console.name}: not ready after {timeout_s} s:\n{tail}")
+    raise AssertionError(f"{console.name}: not ready after {timeout_s} s; console: {tail_file(console)}")

@@ -20,7 +20,7 @@ from pathlib import Path
 from pyroute2 import IPRoute, NetNS, netns
 
 from vnetbench.errors import BuildError, VnetbenchError
-from vnetbench.image import recipe
+from vnetbench.image import qemu, recipe
 from vnetbench.image.build import boot_files
 from vnetbench.state import Run
 from vnetbench.testbed.libvirt import domain as dom
@@ -121,7 +121,7 @@ class _Guests:
             consoles[vm.name] = self._boot(vm_i, vm, key)
         progress(f"{len(consoles)} guests started ({time.monotonic() - t0:.1f} s)")
         for name, console in consoles.items():
-            _wait_ready(name, console, READY_TIMEOUT_S)
+            _wait_ready(name, self.n.domain(name), console, READY_TIMEOUT_S)
         progress(f"guests ready ({time.monotonic() - t0:.1f} s)")
         dep = LibvirtDeployment(self.run, self.tb)
         for vm in self.tb.vms:          # one master connection per guest, owned by the run
@@ -174,7 +174,7 @@ class _Guests:
                           cmdline=recipe.cmdline(nics, key=key, mgmt=len(taps)),
                           nics=(*taps, mgmt), console=str(console), domain_type=self.dtype)
         self.run.record("domain", name=guest.name, uri=self.uris[vm.host])
-        d = self.conns[vm.host].createXML(dom.domain_xml(guest), 0)
+        d = _create(self.conns[vm.host], guest, console, remote=is_remote(self.uris[vm.host]))
         _check_pinning(d, vm)
         vns = self.nn.vm_ns(vm.name)
         for k, (tap, _) in enumerate(taps):
@@ -224,7 +224,20 @@ def _check_pinning(d, vm) -> None:
                              f"not only {vm.cpus[i]}")
 
 
-def _wait_ready(name: str, console: Path, timeout_s: float) -> None:
+def _create(conn, guest, console: Path, remote: bool):
+    """Start the domain; libvirt's error names the failing step, QEMU's own words are in
+    libvirtd's log of the domain (here, unless the hypervisor is remote) and the console."""
+    import libvirt
+    try:
+        return conn.createXML(dom.domain_xml(guest), 0)
+    except libvirt.libvirtError as exc:
+        log = "on the remote hypervisor" if remote else qemu.libvirt_log(guest.name)
+        raise BuildError(f"libvirt could not start guest {guest.name}: {exc}; QEMU's log "
+                         f"({qemu.LIBVIRT_LOGS}/{guest.name}.log): {log}; "
+                         f"console: {qemu.tail_file(console)}") from None
+
+
+def _wait_ready(name: str, domain: str, console: Path, timeout_s: float) -> None:
     t0 = time.monotonic()
     while time.monotonic() - t0 < timeout_s:
         try:
@@ -233,4 +246,5 @@ def _wait_ready(name: str, console: Path, timeout_s: float) -> None:
         except OSError:
             pass
         time.sleep(0.2)
-    raise BuildError(f"guest {name} not ready after {timeout_s:.0f} s (console: {console})")
+    raise BuildError(f"guest {name} not ready after {timeout_s:.0f} s; console {console}: "
+                     f"{qemu.tail_file(console)}; QEMU's log: {qemu.libvirt_log(domain, 4)}")

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from vnetbench import signals
 from vnetbench.errors import VnetbenchError
-from vnetbench.image import recipe
+from vnetbench.image import qemu, recipe
 from vnetbench.state import Run, new_run_id, state_root
 from vnetbench.testbed.codec import to_dict
 from vnetbench.testbed.libvirt import domain as dom
@@ -144,7 +144,21 @@ class _Remote:
                           nics=(*nics, mgmt), console=f"{self.rdir}/console-{vm.name}.log",
                           domain_type=domain_type)
         self.run.record("domain", name=guest.name, uri=self.uri)
-        self.check_pinning(conn.createXML(dom.domain_xml(guest), 0), vm)
+        import libvirt
+        try:
+            d = conn.createXML(dom.domain_xml(guest), 0)
+        except libvirt.libvirtError as exc:
+            raise VnetbenchError(f"libvirt on {self.hv.host} could not start guest {guest.name}: {exc}; "
+                                 f"{self._qemu_words(guest.name, vm.name)}") from None
+        self.check_pinning(d, vm)
+
+    def _qemu_words(self, domain: str, vm: str) -> str:
+        """The end of libvirtd's log of DOMAIN and of VM's console, read on the hypervisor."""
+        log, console = f"{qemu.LIBVIRT_LOGS}/{domain}.log", f"{self.rdir}/console-{vm}.log"
+        words = [f"{what} ({path}): " + (qemu.tail(self.sh(f"tail -n 12 {shlex.quote(path)} 2>&1; true").stdout)
+                                        or "empty")
+                 for what, path in (("QEMU's log", log), ("console", console))]
+        return "; ".join(words)
 
     def _wait_ready(self, t0, timeout_s: float = 180) -> None:
         consoles = " ".join(f"{self.rdir}/console-{vm.name}.log" for vm in self.tb.vms)
@@ -154,5 +168,7 @@ class _Remote:
             if len(done.stdout.split()) == want:
                 return
             time.sleep(1)
-        raise VnetbenchError(f"guests on {self.hv.host} not ready after {timeout_s:.0f} s "
-                             f"(consoles: {self.hv.host}:{self.rdir})")
+        late = [vm.name for vm in self.tb.vms
+                if recipe.READY not in self.sh(f"cat {self.rdir}/console-{vm.name}.log 2>/dev/null; true").stdout]
+        raise VnetbenchError(f"guests on {self.hv.host} not ready after {timeout_s:.0f} s: "
+                             + "; ".join(f"{vm}: {self._qemu_words(self.n.domain(vm), vm)}" for vm in late))
