@@ -16,7 +16,7 @@ table{border-collapse:collapse;margin:.5em 0 1.5em;font-size:13px}
 th,td{border:1px solid #ccc;padding:2px 6px}
 th{background:#f3f3f3;text-align:left;white-space:nowrap}td.v{text-align:right;white-space:nowrap}
 td.na{color:#999;text-align:center}span.cpu{color:#666;font-size:85%}
-td.unstable{background:#fde2c8}p.stability{font-weight:bold}
+td.unstable{background:#fde2c8}td.bound{background:#e4e4f7}p.stability{font-weight:bold}
 figure{margin:1em 0}figure svg{max-width:100%;height:auto}figcaption{font-style:italic}
 caption{text-align:left;font-weight:bold}"""
 
@@ -28,6 +28,7 @@ def page(runs: list[Run], table: Table, charts: list[Chart], title="vnetbench co
     body = [f"<h1>{escape(title)}</h1>",
             f"<p>Generated {time.strftime('%Y-%m-%d %H:%M:%S %Z')} from:</p><ul>{sources}</ul>",
             f"<p class='stability' id='stability'>{escape(table.stability())}</p>",
+            _bound(table),
             "<h2 id='notes'>Reading notes</h2><ul>" +
             "".join(f"<li>{escape(n)}</li>" for n in NOTES) + "</ul>",
             "<h2 id='charts'>Charts</h2>"] + [_figure(c) for c in charts] + \
@@ -38,6 +39,14 @@ def page(runs: list[Run], table: Table, charts: list[Chart], title="vnetbench co
     return (f"<!DOCTYPE html>\n<html lang='en'><head><meta charset='utf-8'>"
             f"<title>{escape(title)}</title><style>{CSS}</style></head>\n<body>\n" +
             "\n".join(body) + "\n</body></html>\n")
+
+
+def _bound(table: Table) -> str:
+    rows = table.emulation_bound()
+    if not rows:
+        return ""
+    return ("<h2 id='emulation-bound'>Conclusions this machine cannot support</h2><ul>" +
+            "".join(f"<li>{escape(r)}</li>" for r in rows) + "</ul>")
 
 
 def _figure(chart: Chart) -> str:
@@ -65,6 +74,9 @@ def _cell(table: Table, row: Row, column) -> str:
     value, _, cpu = cell.text(row.metric).partition(" (")
     cpu = f" <span class='cpu'>({escape(cpu)}</span>" if cpu else ""
     cls = "v unstable" if s and s.unstable else "v"
+    if cell.bound:
+        cls += " bound"
+        hover += "; emulation-bound: " + "; ".join(b.text() for b in cell.bound)
     return f"<td class='{cls}' title='{escape(hover)}'>{escape(value)}{cpu}</td>"
 
 

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from vnetbench.report.cpu import NOTE as CPU_NOTE
 from vnetbench.report.cpu import cpu_text
 from vnetbench.report.load import Run
+from vnetbench.results import bound as emulation
 from vnetbench.results import spread
 from vnetbench.results.record import Result
 
@@ -62,14 +63,20 @@ class Cell:
             return None
         return spread.of(self.record, metric)
 
+    @property
+    def bound(self) -> list[emulation.Bound]:
+        """The emulating components at their CPU ceiling while this cell was measured."""
+        return emulation.bound(self.record)
+
     def text(self, metric: str) -> str:
-        """e.g. '1.02 ±0.05 ci @1410 (86% CPU ±4 ci)', '9.4 [3–16] ! (86% CPU [80–90])';
+        """e.g. '1.02 ±0.05 ci @1410 (86% CPU ±4 ci)', '9.4 [3–16] ! ‡ (86% CPU [80–90])';
         'N/A'; '' when not measured."""
         if self.na or not self.record:
             return "N/A" if self.na else ""
         s, cpu = self.spread(metric), self.spread("cpu_pct")
         value = s.text() + (" !" if s.unstable else "") if s else "-"
         value += f" @{self.mss_used}" if self.mss_used else ""
+        value += f" {emulation.MARK}" if self.bound else ""
         if cpu is None or cpu.mean is None:
             return value
         return value + f" ({cpu_text(self.record, cpu.text('% CPU', lambda x: f'{x:.0f}'))})"
@@ -91,6 +98,20 @@ class Table:
         """The headline spread of every measured cell."""
         return [s for row in self.rows for c in self.columns
                 if (s := self.cell(row, c).spread(row.metric)) is not None and s.mean is not None]
+
+    def emulation_bound(self) -> list[str]:
+        """The conclusions this machine cannot support: per row, the columns whose cell was
+        emulation-bound and by what (one line each), for the summary under the table."""
+        out = []
+        for row in self.rows:
+            hit = [(c.label, b) for c in self.columns for b in self.cell(row, c).bound]
+            if hit:
+                cols = ", ".join(dict.fromkeys(label for label, _ in hit))
+                why = "; ".join(dict.fromkeys(f"{b.component} up to {b.peak_pct:.0f}%" for _, b in hit))
+                out.append(f"{row.label} {row.placement}: {cols} emulation-bound ({why}): this row "
+                           f"does not rank {'that column' if len({label for label, _ in hit}) == 1 else 'those columns'} "
+                           f"against the others")
+        return out
 
     def stability(self) -> str:
         """How many cells are unstable or have no spread at all, and what to do about it."""
@@ -167,5 +188,6 @@ NOTES = ("cell: the test's headline metric with its spread, "
          "@N: the MSS the path really used when not the nominal one",
          *spread.NOTES,
          CPU_NOTE + "; its spread follows the rule for repetitions",
+         emulation.NOTE,
          "N/A: the configuration cannot be built on the machine that ran it (the reason is "
          "listed, and shown on hover in HTML); blank: not measured")

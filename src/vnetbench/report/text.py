@@ -10,6 +10,7 @@ import io
 from vnetbench.cpu import PART_METRICS
 from vnetbench.report.cpu import cpu_method
 from vnetbench.report.table import NOTES, Table
+from vnetbench.results.bound import MARK
 
 
 def plain(table: Table) -> str:
@@ -19,7 +20,7 @@ def plain(table: Table) -> str:
     widths = [max(len(x[i]) for x in [head] + body) for i in range(len(head))]
     fmt = lambda line: " | ".join(v.ljust(w) for v, w in zip(line, widths)).rstrip()
     lines = [fmt(head), "-+-".join("-" * w for w in widths)] + [fmt(b) for b in body]
-    return "\n".join(lines + ["", table.stability()] + list(NOTES) + na_list(table)) + "\n"
+    return "\n".join(lines + ["", table.stability()] + bound_list(table) + list(NOTES) + na_list(table)) + "\n"
 
 
 def markdown(table: Table, title="vnetbench comparison") -> str:
@@ -34,12 +35,19 @@ def markdown(table: Table, title="vnetbench comparison") -> str:
                                   [_md(table.cell(r, c).text(r.metric)) for c in table.columns]) + " |"
                 for r in rows]
         out.append("")
-    notes = [table.stability(), *NOTES, *na_list(table)]
+    notes = [table.stability(), *bound_list(table), *NOTES, *na_list(table)]
     return "\n".join(out + [f"- {n}" for n in notes]) + "\n"
 
 
 def _md(text: str) -> str:
     return text.replace("|", "\\|")
+
+
+def bound_list(table: Table) -> list[str]:
+    """The summary's list of what this machine cannot conclude (emulation-bound rows)."""
+    rows = table.emulation_bound()
+    return ([f"conclusions this machine cannot support: {len(rows)} row(s) emulation-bound (marked "
+             f"{MARK})"] + [f"  {r}" for r in rows]) if rows else []
 
 
 def na_list(table: Table) -> list[str]:
@@ -52,7 +60,7 @@ CSV_FIELDS = ("configuration", "run", "vswitch", "network", "test", "variable", 
               "metric", "mean", "spread", "lo", "hi", "unstable", "ci95", "sd", "n", "repetitions",
               "p50", "p99", "cpu_pct", "cpu_lo", "cpu_hi", "cpu_pct_err", *PART_METRICS, "cpu_method",
               "vswitch_proc_pct", "softirq_pct",
-              "mss_used", "not_applicable")
+              "mss_used", "emulation_bound", "not_applicable")
 
 
 def csv_text(table: Table) -> str:
@@ -76,7 +84,8 @@ def _csv_row(row, column, cell) -> dict:
            "cpu_pct_err": mean("cpu_pct_err"), **{k: mean(k) for k in PART_METRICS},
            "cpu_method": cpu_method(cell.record),
            "vswitch_proc_pct": mean("vswitch_proc_pct"), "softirq_pct": mean("softirq_pct"),
-           "mss_used": cell.mss_used, "not_applicable": cell.na}
+           "mss_used": cell.mss_used, "not_applicable": cell.na,
+           "emulation_bound": "; ".join(b.text() for b in cell.bound)}
     s, cpu = cell.spread(row.metric), cell.spread("cpu_pct")
     if s:
         out.update(mean=s.mean, spread=s.kind, lo=s.lo, hi=s.hi, unstable=int(s.unstable),
