@@ -434,6 +434,8 @@ def _parser():
     monitor_commands.add_parsers(sub)
     from vnetbench.image import commands as image_commands
     image_commands.add_parsers(sub)
+    from vnetbench.reproduce import commands as reproduce_commands
+    reproduce_commands.add_parsers(sub)
 
     s = sub.add_parser("compare", help="the battery over vSwitch x network type through Rally")
     s.add_argument("--profile", choices=["smoke", "quick", "full"], default="quick",

@@ -58,13 +58,16 @@ class Rally:
 
 
 def run(profile="quick", vswitches=None, networks=None, out_dir=Path("results"), task=TASK,
-        monitor=True, testbed: dict | None = None) -> dict:
+        monitor=True, testbed: dict | None = None, columns=None, name="comparison") -> dict:
     """With ``monitor``, a Prometheus (data in OUT/prometheus) watches every testbed of
     the matrix and receives the results, for the Grafana dashboards. ``testbed``: task
-    arguments for every testbed of the matrix (backend, image, placements)."""
-    out = out_dir / time.strftime(f"comparison-{profile}-%Y%m%d-%H%M%S")
+    arguments for every testbed of the matrix (backend, image, placements); ``columns``:
+    these "vswitch/network" columns instead of the default ones or the grid."""
+    out = out_dir / time.strftime(f"{name}-{profile}-%Y%m%d-%H%M%S")
     out.mkdir(parents=True)
     extra = {k: v for k, v in (testbed or {}).items() if v}
+    if columns:
+        extra["columns"] = list(columns)
     if not monitor:
         return _run(profile, vswitches, networks, out_dir, task, out, None, extra)
     from vnetbench.monitor import server

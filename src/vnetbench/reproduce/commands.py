@@ -1,0 +1,55 @@
+"""`vnetbench reproduce SEED`: the seed's data-plane table measured here, the seed's figure
+beside each measured one, and each of its claims judged (vnetbench.reproduce.judge)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+from vnetbench.report import table
+from vnetbench.report.load import load
+from vnetbench.report.write import atomic_write
+from vnetbench.reproduce import judge, render, seed
+
+
+def add_parsers(sub) -> None:
+    s = sub.add_parser("reproduce", help="a seed's data-plane table measured here, beside the "
+                                         "seed's figures, with each of its claims judged")
+    s.add_argument("seed", choices=seed.available(), help="the seed document (shared/seeds/NNN_...)")
+    s.add_argument("--profile", choices=["smoke", "quick", "full"], default="quick",
+                   help="the comparison profile the seed's columns are measured with")
+    s.add_argument("--from", dest="source", metavar="RESULTS",
+                   help="judge these records (a compare or reproduce directory, or a records.jsonl) "
+                        "instead of measuring")
+    s.add_argument("--placement", action="append", choices=["same-host", "cross-host"],
+                   help="only these VM pair placements (default: both)")
+    s.add_argument("--results", default="results", help="directory for the run's records and reports")
+    s.add_argument("--no-monitor", action="store_true", help="run without Prometheus")
+    s.set_defaults(func=cmd_reproduce)
+
+
+def cmd_reproduce(args) -> int:
+    s = seed.load(args.seed)
+    if args.source:
+        runs, out = load([args.source]), _dir(Path(args.source))
+    else:
+        from vnetbench import compare
+        print(f"measuring the columns of seed {s.id}: {', '.join(s.columns)} ({args.profile})",
+              file=sys.stderr, flush=True)
+        res = compare.run(args.profile, out_dir=Path(args.results), monitor=not args.no_monitor,
+                          columns=s.columns, name=f"reproduce-{s.id}",
+                          testbed={"placements": args.placement})
+        runs, out = load([res["dir"]]), res["dir"]
+    results = judge.judge(s, table.build(runs))
+    text = render.plain(s, results)
+    files = {f"reproduce-{s.id}.txt": text, f"reproduce-{s.id}.md": render.markdown(s, results),
+             f"reproduce-{s.id}.json": json.dumps(render.to_dict(s, results), indent=1) + "\n"}
+    print(text)
+    for name, content in files.items():
+        print(atomic_write(out / name, content))
+    return 0
+
+
+def _dir(source: Path) -> Path:
+    return source if source.is_dir() else source.parent

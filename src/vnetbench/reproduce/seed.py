@@ -1,0 +1,120 @@
+"""A seed's published data-plane figures and claims, read from the data files beside this
+module (``<seed>.yaml``: figures with their source, never in code) into frozen records."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from importlib import resources
+
+import yaml
+
+from vnetbench.errors import VnetbenchError
+
+KINDS = ("highest", "lowest", "greater", "about", "at_most", "at_least")
+
+
+@dataclass(frozen=True)
+class Figure:
+    """One published cell: its value (None when the seed printed none), spread, CPU%,
+    loss, and the seed's words where it gave no number ('TODO', 'kernel panic')."""
+    value: float | None = None
+    spread: float | None = None
+    cpu_pct: float | None = None
+    loss_pct: float | None = None
+    text: str = ""
+
+    def show(self, unit: str) -> str:
+        if self.value is None:
+            return self.text or "-"
+        out = f"{self.value:g}" + (f" ±{self.spread:g}" if self.spread is not None else "")
+        out += "" if unit.startswith("%") else f" {unit}"
+        out += " loss" if unit.startswith("%") else ""
+        extra = [f"{self.loss_pct:g}% loss"] if self.loss_pct is not None else []
+        extra += [f"CPU {self.cpu_pct:g}%"] if self.cpu_pct is not None else []
+        return out + (f" ({', '.join(extra)})" if extra else "")
+
+
+@dataclass(frozen=True)
+class Claim:
+    """One qualitative statement of the seed about a row, checkable on measurements."""
+    says: str
+    kind: str                       # one of KINDS
+    systems: tuple                  # the seed systems it names, in order
+    limits: tuple = ()              # at_most / at_least: one limit per system
+    factor: float = 1.0             # greater: X > factor x Y
+    within_pct: float = 0.0         # about
+    metric: str = ""                # "" = the row's metric
+
+
+@dataclass(frozen=True)
+class Row:
+    id: str
+    source: str                     # the seed table's row, as printed
+    test: str
+    variable: str
+    placement: str
+    metric: str
+    unit: str
+    figures: dict                   # seed system -> Figure
+    claims: tuple
+    explain: dict                   # category (definition, model, kernel) -> one line
+
+
+@dataclass(frozen=True)
+class Seed:
+    id: str
+    file: str
+    title: str
+    table: str
+    systems: dict                   # seed system -> vnetbench column "vswitch/network"
+    beside: tuple                   # columns measured in the same run with no seed figure
+    rows: tuple
+
+    @property
+    def columns(self) -> list[str]:
+        return list(dict.fromkeys([*self.systems.values(), *self.beside]))
+
+
+def available() -> list[str]:
+    return sorted(p.name[:-5] for p in resources.files(__package__).iterdir() if p.name.endswith(".yaml"))
+
+
+def load(seed_id: str) -> Seed:
+    path = resources.files(__package__) / f"{seed_id}.yaml"
+    if seed_id not in available():
+        raise VnetbenchError(f"seed {seed_id!r}: no such data file; the seeds with figures are "
+                             f"{', '.join(available())}")
+    return parse(yaml.safe_load(path.read_text()), f"{seed_id}.yaml")
+
+
+def parse(d: dict, where: str) -> Seed:
+    systems = dict(d["systems"])
+    rows = tuple(_row(r, systems, f"{where}: row {r.get('id', i)}") for i, r in enumerate(d["rows"]))
+    return Seed(str(d["seed"]), d["file"], d["title"], d["table"], systems,
+                tuple(d.get("beside", ())), rows)
+
+
+def _row(r: dict, systems: dict, where: str) -> Row:
+    figures = {name: Figure(**f) for name, f in r["seed"].items()}
+    unknown = set(figures) - set(systems)
+    if unknown:
+        raise ValueError(f"{where}: seed figures of unknown systems {sorted(unknown)}")
+    claims = tuple(_claim(c, systems, where) for c in r.get("claims") or ())
+    return Row(r["id"], r["source"], r["test"], str(r["variable"]), r["placement"], r["metric"],
+               r["unit"], figures, claims, dict(r.get("explain") or {}))
+
+
+def _claim(c: dict, systems: dict, where: str) -> Claim:
+    kind = next((k for k in KINDS if k in c), None)
+    if kind is None:
+        raise ValueError(f"{where}: claim {c.get('says')!r} has none of {', '.join(KINDS)}")
+    arg = c[kind]
+    if kind in ("at_most", "at_least"):
+        names, limits = tuple(arg), tuple(float(v) for v in arg.values())
+    else:
+        names, limits = ((arg,) if isinstance(arg, str) else tuple(arg)), ()
+    unknown = [n for n in names if n not in systems]
+    if unknown:
+        raise ValueError(f"{where}: claim {c['says']!r} names unknown systems {unknown}")
+    return Claim(c["says"], kind, names, limits, float(c.get("factor", 1.0)),
+                 float(c.get("within_pct", 0.0)), c.get("metric", ""))

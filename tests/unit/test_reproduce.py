@@ -1,0 +1,134 @@
+"""Seed reproduction (issue 22): the seed's figures come from its data file; each claim is
+judged on measured records as agrees / differs / cannot tell here, with the reason."""
+
+import json
+
+import pytest
+
+from vnetbench.report import table
+from vnetbench.report.load import Run
+from vnetbench.reproduce import judge, render, seed
+from vnetbench.results.record import Result
+
+OF, LB, VR = "ovs-openflow/vxlan", "linuxbridge/flat", "vrouter/gre"
+
+
+def rec(column, test, variable, placement, metric, values, extra=None, **more):
+    vswitch, network = column.split("/")
+    params = {"mode": variable} if test == "icmp_rtt" else {"nominal": int(variable.split()[1])} \
+        if test == "tcp_stream" else {}
+    labels = {"vswitch": vswitch, "network": network, "placement": placement, "params": params}
+    if test not in ("icmp_rtt", "tcp_stream"):
+        labels["point"] = variable
+    samples = {metric: list(values), **{k: list(v) for k, v in more.items()}}
+    if test == "icmp_rtt":      # RTT's spread pools echoes: give each repetition its sd
+        samples["rtt_sd_ms"] = [0.01] * len(values)
+    return Result(test=test, labels=labels, samples=samples,
+                  provenance={"ovs_datapath": "netdev" if "ovs" in vswitch else None},
+                  extra=extra or {})
+
+
+def judged(records, seed_id="003"):
+    s = seed.load(seed_id)
+    return s, {r.row.id: r for r in judge.judge(s, table.build([Run("", None, tuple(records))]))}
+
+
+def verdicts(result):
+    return [(v.claim.kind, v.status) for v in result.verdicts]
+
+
+def deferred(of, lb, vr, placement="same-host"):
+    return [rec(c, "icmp_rtt", "deferred", placement, "rtt_mean_ms", v)
+            for c, v in ((OF, of), (LB, lb), (VR, vr))]
+
+
+def test_every_shipped_seed_file_loads_with_its_source():
+    for sid in seed.available():
+        s = seed.load(sid)
+        assert s.rows and s.file.startswith("seeds/") and s.systems
+        for row in s.rows:
+            assert row.source and row.metric and row.figures
+    assert {"003"} <= set(seed.available())
+
+
+def test_the_seed_figures_are_the_papers():
+    s = seed.load("003")
+    row = next(r for r in s.rows if r.id == "tcp-1468-same")
+    assert row.figures["OpenContrail"].value == 10.8 and row.figures["OpenContrail"].cpu_pct == 203.1
+    assert row.figures["Floodlight"].show("Gbit/s") == "11.12 Gbit/s (CPU 197%)"
+    assert next(r for r in s.rows if r.id == "tcp-68-cross").figures["Linux bridge"].show("Gbit/s") == "TODO"
+
+
+def test_clear_measurements_agree():
+    _, res = judged(deferred(of=[1.2, 1.25, 1.22], lb=[0.30, 0.31, 0.30], vr=[0.5, 0.52, 0.51]))
+    assert verdicts(res["rtt-deferred-same"]) == [("highest", "agrees"), ("lowest", "agrees")]
+
+
+def test_clear_measurements_that_contradict_the_seed_differ_with_the_declared_reason():
+    _, res = judged(deferred(of=[0.4, 0.41, 0.40], lb=[0.30, 0.31, 0.30], vr=[1.4, 1.42, 1.41]))
+    v = res["rtt-deferred-same"].verdicts[0]
+    assert v.status == "differs" and v.reason.startswith("model: each echo meets an emptied flow cache")
+
+
+def test_overlapping_measurements_cannot_tell():
+    _, res = judged(deferred(of=[0.3, 0.9, 0.6], lb=[0.4, 0.7, 0.5], vr=[0.35, 0.8, 0.55]))
+    v = res["rtt-deferred-same"].verdicts[0]
+    assert v.status == "cannot tell here" and "overlaps" in v.reason
+
+
+def test_a_missing_or_na_system_cannot_tell_and_says_which():
+    records = deferred(of=[1.2, 1.2, 1.2], lb=[0.3, 0.3, 0.3], vr=[0.5, 0.5, 0.5])[:2]
+    _, res = judged(records)
+    assert res["rtt-deferred-same"].verdicts[0].reason == "OpenContrail: not measured"
+    na = Result(test="icmp_rtt", labels={"vswitch": "vrouter", "network": "gre"}, samples={},
+                extra={"not_applicable": "kernel lacks X"})
+    _, res = judged(records + [na])
+    assert res["rtt-deferred-same"].verdicts[0].reason == "OpenContrail: N/A here (kernel lacks X)"
+
+
+def test_an_emulation_bound_cell_is_the_reason_before_anything_declared():
+    saturated = {"repetitions": [{"cpu": {"components": {"vswitch/ovs-vswitchd/main": 97.0}}}] * 3}
+    records = [rec(OF, "tcp_stream", "mss 1468", "same-host", "gbps", [0.8, 0.82, 0.81], saturated),
+               rec(LB, "tcp_stream", "mss 1468", "same-host", "gbps", [15.0, 15.2, 15.1])]
+    _, res = judged(records)
+    v = next(v for v in res["tcp-1468-same"].verdicts if v.claim.systems == ("Floodlight", "Linux bridge"))
+    assert v.status == "differs"
+    assert v.reason.startswith("emulation-bound: Floodlight's model: ovs-vswitchd/main at 97%")
+
+
+@pytest.mark.parametrize("kind, values, expected", [
+    ("at_most", [0.0, 0.0, 0.3], "agrees"), ("at_most", [90.0, 95.0, 99.0], "differs"),
+    ("at_most", [0.0, 0.5, 4.0], "cannot tell here"),
+])
+def test_limits_both_ways(kind, values, expected):
+    records = [rec(c, "broadcast", "icmp", "cross-host", "loss_pct", values) for c in (OF, LB, VR)]
+    _, res = judged(records)
+    assert verdicts(res["bcast-icmp-cross"]) == [(kind, expected)]
+
+
+def test_about_and_greater_with_factor():
+    cpu = {"cpu_pct": [190.0, 195.0, 200.0]}
+    records = [rec(VR, "tcp_stream", "mss 68", "same-host", "gbps", [11.0, 11.2, 11.1], **cpu),
+               rec(OF, "tcp_stream", "mss 68", "same-host", "gbps", [9.0, 9.1, 9.2]),
+               rec(LB, "tcp_stream", "mss 68", "same-host", "gbps", [7.4, 7.5, 7.6], cpu_pct=[40.0, 41.0, 42.0])]
+    _, res = judged(records)
+    assert [v.status for v in res["tcp-68-same"].verdicts] == ["agrees", "agrees", "agrees"]
+    records = [rec(c, "udp_stream", "p=5", "same-host", "gbps", v)
+               for c, v in ((OF, [3.5, 3.6, 3.55]), (LB, [1.0, 1.05, 1.1]), (VR, [0.5, 0.5, 0.5]))]
+    _, res = judged(records)
+    assert res["udp-5-same"].verdicts[0].status == "differs"      # 3.55 vs 1.05: not within 10%
+
+
+def test_renderings_carry_seed_and_measured_side_by_side():
+    s, res = judged(deferred(of=[1.2, 1.25, 1.22], lb=[0.30, 0.31, 0.30], vr=[0.5, 0.52, 0.51]))
+    results = list(res.values())
+    text = render.plain(s, results)
+    assert "0.408 ±0.035 ms" in text and "agrees: Floodlight's time-deferred RTT is the highest" in text
+    assert "claims on 26 rows" in text
+    md = render.markdown(s, results)
+    assert md.count("\n| ") == 27 and "## The seed's claims" in md
+    js = json.loads(json.dumps(render.to_dict(s, results)))
+    row = next(r for r in js["rows"] if r["id"] == "rtt-deferred-same")
+    assert row["source"]["file"] == "seeds/003_5cfb4f2c8bcd21f9.txt"
+    assert row["systems"]["Floodlight"]["seed"]["value"] == 1.102
+    assert row["claims"][0]["verdict"] == "agrees"
