@@ -58,16 +58,20 @@ class Rally:
 
 
 def run(profile="quick", vswitches=None, networks=None, out_dir=Path("results"), task=TASK,
-        monitor=True, testbed: dict | None = None, columns=None, name="comparison") -> dict:
+        monitor=True, testbed: dict | None = None, columns=None, name="comparison",
+        tests=None) -> dict:
     """With ``monitor``, a Prometheus (data in OUT/prometheus) watches every testbed of
     the matrix and receives the results, for the Grafana dashboards. ``testbed``: task
     arguments for every testbed of the matrix (backend, image, placements); ``columns``:
-    these "vswitch/network" columns instead of the default ones or the grid."""
+    these "vswitch/network" columns instead of the default ones or the grid; ``tests``: only
+    these families (scenario names) of the battery."""
     out = out_dir / time.strftime(f"{name}-{profile}-%Y%m%d-%H%M%S")
     out.mkdir(parents=True)
     extra = {k: v for k, v in (testbed or {}).items() if v}
     if columns:
         extra["columns"] = list(columns)
+    if tests:
+        extra["tests"] = list(tests)
     if not monitor:
         return _run(profile, vswitches, networks, out_dir, task, out, None, extra)
     from vnetbench.monitor import server

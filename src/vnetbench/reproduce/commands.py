@@ -38,7 +38,7 @@ def cmd_reproduce(args) -> int:
         print(f"measuring the columns of seed {s.id}: {', '.join(s.columns)} ({args.profile})",
               file=sys.stderr, flush=True)
         res = compare.run(args.profile, out_dir=Path(args.results), monitor=not args.no_monitor,
-                          columns=s.columns, name=f"reproduce-{s.id}",
+                          columns=s.columns, name=f"reproduce-{s.id}", tests=families(s),
                           testbed={"placements": args.placement})
         runs, out = load([res["dir"]]), res["dir"]
     results = judge.judge(s, table.build(runs))
@@ -49,6 +49,16 @@ def cmd_reproduce(args) -> int:
     for name, content in files.items():
         print(atomic_write(out / name, content))
     return 0
+
+
+#: record test -> the battery family (Rally scenario) that measures it
+FAMILY = {"rfc2544_throughput": "rfc2544", "rfc2544_latency": "rfc2544", "rfc2544_frame_loss": "rfc2544",
+          "rfc2544_back_to_back": "rfc2544", "udp_fairness": "fairness"}
+
+
+def families(s: seed.Seed) -> list[str]:
+    """Only the families the seed's rows need: seed 004 needs one, not the whole battery."""
+    return list(dict.fromkeys(FAMILY.get(r.test, r.test) for r in s.rows))
 
 
 def _dir(source: Path) -> Path:
