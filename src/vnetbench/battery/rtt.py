@@ -1,10 +1,13 @@
-"""ICMP RTT: single-packet time-deferred (slow path), steady-state flood, payload sweep.
+"""ICMP RTT: single-packet time-deferred, steady-state flood, payload sweep.
 
-'deferred' sends one echo at a time and, before each, empties the vSwitch's
-datapath flow cache (OVS ``dpctl/del-flows``; on ``ovs-openflow`` also the
-controller's reactive flows, so the echo takes the packet-ins) -- the same effect as
-waiting out the flow idle timeout, without waiting -- unless ``gap_s`` is used to
-really wait.
+'deferred' sends one echo at a time, each as after ``defer_s`` seconds of silence on
+the path: before each echo the battery empties exactly the flow state the *modelled*
+system would have let go in that time (vnetbench.testbed.flowstate: Floodlight's
+reactive flows after 5 s, an OVS datapath's cached flows after 10 s; a vRouter's flows
+live 180 s, so its echo meets an existing flow) -- the same effect as waiting, without
+waiting. ``gap_s`` really waits (then the running system's own timers decide, and with
+``flush_flows`` false nothing is emptied). The record's params say which layers were
+emptied (``expired``).
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ import time
 
 from vnetbench.battery.common import repeat, result
 from vnetbench.results.record import now
+from vnetbench.testbed import flowstate
 from vnetbench.results.stats import percentiles
 from vnetbench.traffic import ping
 
@@ -21,16 +25,20 @@ MODES = ("deferred", "flood")
 
 
 def run(dep, pair, mode="flood", count=100, interval_s=0.01, payload=56, gap_s=0.0,
-        flush_flows=True, repetitions=3):
+        flush_flows=True, repetitions=3, defer_s=flowstate.DEFER_S):
     if mode not in MODES:
         raise ValueError(f"icmp_rtt: mode {mode!r} is unknown; use one of {', '.join(MODES)}")
     src, dst = pair.vms
     started = now()
-    measure = (lambda: _deferred(dep, src, dst, count, payload, gap_s, flush_flows)) \
+    expired = flowstate.expiring(dep.testbed, defer_s) if flush_flows else ()
+    measure = (lambda: _deferred(dep, src, dst, count, payload, gap_s, expired)) \
         if mode == "deferred" else (lambda: _flood(dep, src, dst, count, interval_s, payload))
     samples, extras = repeat(dep, repetitions, measure)
     params = {"mode": mode, "count": count, "interval_s": interval_s, "payload": payload,
               "gap_s": gap_s, "flush_flows": flush_flows}
+    if mode == "deferred":
+        params.update(defer_s=defer_s, expired=[s.label() for s in expired],
+                      kept=[s.label() for s in flowstate.layers(dep.testbed) if s not in expired])
     return result(dep, pair, "icmp_rtt", params, samples, extras, started)
 
 
@@ -48,11 +56,11 @@ def _flood(dep, src, dst, count, interval_s, payload):
     return _metrics(ping.parse(out.stdout))
 
 
-def _deferred(dep, src, dst, count, payload, gap_s, flush_flows):
+def _deferred(dep, src, dst, count, payload, gap_s, expired):
     rtts, lost = [], 0
     for _ in range(count):
-        if flush_flows:
-            _flush(dep)
+        if expired:
+            dep.expire_flows([s.layer for s in expired])
         if gap_s:
             time.sleep(gap_s)
         params = ping.PingParams(dest=dep.ip(dst), count=1, payload=payload, reply_timeout_s=2)
@@ -60,12 +68,6 @@ def _deferred(dep, src, dst, count, payload, gap_s, flush_flows):
         rtts += res["samples_ms"]
         lost += res["transmitted"] - res["received"]
     return _metrics({"samples_ms": rtts, "transmitted": count, "received": count - lost})
-
-
-def _flush(dep):
-    """Empty the flow caches (and a reactive controller's flows: it sets them up again)
-    so the next packet takes the slow path."""
-    dep.expire_flows()
 
 
 def _metrics(res):

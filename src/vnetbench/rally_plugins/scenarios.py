@@ -87,15 +87,18 @@ class IcmpRtt(_Base):
     TEST = "icmp_rtt"
 
     def run(self, mode="flood", count=100, interval_s=0.01, payload=56, gap_s=0.0,
-            flush_flows=True, repetitions=3, placements=None, payloads=None):
-        """ICMP RTT between a VM pair: 'deferred' single packets (slow path) or 'flood'.
+            flush_flows=True, repetitions=3, placements=None, payloads=None, defer_s=10.0):
+        """ICMP RTT between a VM pair: 'deferred' single packets or 'flood'.
 
         :param mode: deferred | flood
         :param count: echoes per repetition
         :param interval_s: flood interval
         :param payload: ICMP payload bytes
         :param gap_s: deferred: wait before each echo (e.g. > flow idle timeout)
-        :param flush_flows: deferred: empty the OVS datapath flow cache before each echo
+        :param flush_flows: deferred: before each echo, empty the flow state the modelled
+            system lets go in defer_s seconds idle (false: only gap_s decides)
+        :param defer_s: deferred: the idle time each echo models (vnetbench.testbed.flowstate:
+            Floodlight's flows age in 5 s, an OVS datapath's in 10 s, a vRouter's in 180 s)
         :param repetitions: repetitions per pair (mean, sd and 95% CI over them)
         :param placements: same-host and/or cross-host (default: every pair of the testbed)
         :param payloads: RTT-vs-payload sweep (000_...): these ICMP payload sizes instead
@@ -107,7 +110,8 @@ class IcmpRtt(_Base):
             top = dep.testbed.network.tenant_mtu - 28
             out = []
             for size in ([p for p in payloads if p <= top] if payloads else [payload]):
-                r = rtt.run(dep, pair, mode, count, interval_s, size, gap_s, flush_flows, repetitions)
+                r = rtt.run(dep, pair, mode, count, interval_s, size, gap_s, flush_flows, repetitions,
+                            defer_s=defer_s)
                 r.labels["point"] = f"{size} B" if payloads else ""
                 out.append(r)
             return out

@@ -82,9 +82,10 @@ class Deployment(Protocol):
     def ovs_appctl(self, host: str, *args, timeout: float = 10) -> str:
         """ovs-appctl against HOST's ovs-vswitchd (datapath facts, flow cache)."""
 
-    def expire_flows(self) -> None:
-        """Empty the vSwitches' flow caches and a reactive controller's flows: the state
-        the flows' idle timeout leaves, so the next packet takes the slow path."""
+    def expire_flows(self, layers=None) -> None:
+        """Empty the per-flow state of LAYERS (vnetbench.testbed.flowstate: "datapath",
+        "controller", "agent"; None: all the kind has): the state those layers' idle
+        timeouts leave, so the next packet takes the path it takes after that much time."""
 
     def cpu_probe(self, wait: bool = True) -> Path | None:
         """The snapshot file of the run's interrupt-time probe (docs/metrics.md, method

@@ -92,8 +92,8 @@ class RemoteLibvirtDeployment(SshGuests, RunDeployment):
         return self.hypervisor(host).run(self.mux, shlex.join(["ovs-appctl", *map(str, args)]),
                                          timeout_s=timeout).stdout.decode()
 
-    def expire_flows(self) -> None:
-        if self.testbed.vswitch.kind is VSwitchKind.OVS:
+    def expire_flows(self, layers=None) -> None:
+        if self.testbed.vswitch.kind is VSwitchKind.OVS and (layers is None or "datapath" in layers):
             for h in self.testbed.hosts:
                 self.ovs_appctl(h.name, "revalidator/purge")
 

@@ -90,18 +90,22 @@ class Deployment(RunDeployment):
         return proc.run(["ovs-appctl", "-t", str(ctl), *args], timeout=timeout,
                         what=f"ovs-appctl on {host}")
 
-    def expire_flows(self) -> None:
-        """OVS kinds: the datapath flow cache of every host (``dpctl/del-flows``) and, for
-        ovs-openflow and vrouter, the controller's (agent's) reactive flows; kernel bridges
-        cache no flows."""
+    def expire_flows(self, layers=None) -> None:
+        """Empty the flow state of LAYERS (vnetbench.testbed.flowstate: "datapath",
+        "controller", "agent"; None: every layer the kind has) on every host: the datapath
+        flow cache (``dpctl/del-flows``), the reactive controller's flows, the vRouter
+        agent's flows with the datapath cache that is part of its one flow table."""
+        from vnetbench.testbed import flowstate
         kind = self.testbed.vswitch.kind
-        if kind is VSwitchKind.OVS_OPENFLOW:
+        layers = {s.layer for s in flowstate.layers(self.testbed)} if layers is None else set(layers)
+        if "controller" in layers and kind is VSwitchKind.OVS_OPENFLOW:
             from vnetbench.testbed.netns import openflow
             openflow.expire_flows(self)
-        if kind is VSwitchKind.VROUTER:
+        if "agent" in layers and kind is VSwitchKind.VROUTER:
             from vnetbench.testbed.netns import vrouter
             vrouter.expire_flows(self)
-        if kind in (VSwitchKind.OVS, VSwitchKind.OVS_OPENFLOW, VSwitchKind.VROUTER):
+            layers.add("datapath")
+        if "datapath" in layers and kind is not VSwitchKind.LINUXBRIDGE:
             for h in self.testbed.hosts:
                 self.ovs_appctl(h.name, "dpctl/del-flows")
 

@@ -57,7 +57,7 @@ class OpenstackDeployment(SshGuests, RunDeployment):
     def ovs_appctl(self, host: str, *args, timeout: float = 10) -> str:
         raise UnsupportedError(f"openstack: no ovs-appctl on {host} ({NOT_OURS})")
 
-    def expire_flows(self) -> None:
+    def expire_flows(self, layers=None) -> None:
         """Nothing: the flow caches are the compute nodes'. 'deferred' echoes then take
         the slow path only when spaced beyond the flow idle timeout (gap_s); the run's
         meta says so (flow_flush)."""
