@@ -45,3 +45,35 @@ def test_native_commands_run_the_go_tool_with_the_same_flags():
     c = bc.CountParams("eth0", "icmp", "198.19.1.1", "198.19.1.255", 3, 77)
     assert bc.count_command(c, native=True)[1:2] == ["bcast-count"]
     assert bc.count_command(c, native=True)[2:] == bc.count_command(c)[4:]
+
+
+ARP_REPLY = bytes.fromhex("02766e00000002766e0000010806000108000604000202766e000001c613010202766e000000"
+                          "c6130101000000000000000000000000000000000000")
+ICMP_REPLY = bytes.fromhex("02766e00000002766e00000108004500002c0009000040010000c6130102c613010100000000"
+                           "004d0005766e657462656e63682d626361737421")
+
+
+def test_replies_are_answers_to_our_requests_only():
+    """The sender-side definition (answered at the sender): the same bytes as the Go tool's test."""
+    assert bc.is_reply(ARP_REPLY, "arp", "198.19.1.1", "198.19.1.2", 77)
+    assert not bc.is_reply(ARP_REPLY, "arp", "198.19.1.1", "198.19.1.3", 77)
+    own = bc.arp_frame(bytes.fromhex("02766e000000"), "198.19.1.1", "198.19.1.2", 77)
+    assert not bc.is_reply(own, "arp", "198.19.1.1", "198.19.1.2", 77)
+    assert bc.is_reply(ICMP_REPLY, "icmp", "198.19.1.1", "198.19.1.255", 77)
+    assert not bc.is_reply(ICMP_REPLY, "icmp", "198.19.1.1", "198.19.1.255", 78)
+    argv = bc.count_command(bc.CountParams("eth0", "arp", "198.19.1.1", "198.19.1.2", 2, 77, replies=True))
+    assert argv[-1] == "--replies"
+
+
+def test_both_definitions_are_rows_of_the_table():
+    from vnetbench.report import table, text
+    from vnetbench.report.load import Run
+    from vnetbench.results.record import Result
+    r = Result(test="broadcast", labels={"vswitch": "vrouter", "network": "gre", "placement": "same-host",
+                                         "point": "arp", "params": {"kind": "arp"}},
+               samples={"loss_pct": [100.0, 100.0, 100.0], "answered_loss_pct": [0.0, 0.0, 0.0]})
+    model = table.build([Run("", None, (r,))])
+    assert [(row.variable, row.metric) for row in model.rows] == [("arp", "loss_pct"),
+                                                                   ("arp answered", "answered_loss_pct")]
+    plain = text.plain(model)
+    assert "broadcast arp [loss_pct]" in plain and "broadcast arp answered [answered_loss_pct]" in plain

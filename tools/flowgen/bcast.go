@@ -2,11 +2,12 @@
 // pacing and JSON lines as vnetbench.traffic.broadcast, so results compare across backends.
 //
 //	vnetbench-flowgen bcast-send  -iface IF -kind arp|icmp -src-ip IP -target-ip IP -rate N -seconds S -marker M
-//	vnetbench-flowgen bcast-count -iface IF -kind arp|icmp -src-ip IP -target-ip IP -seconds S -marker M
+//	vnetbench-flowgen bcast-count -iface IF -kind arp|icmp -src-ip IP -target-ip IP -seconds S -marker M [-replies]
 //
 // ARP: a request for -target-ip with M in the padding. ICMP: an echo request to the
 // broadcast address -target-ip with identifier M. The counter counts only frames that
-// carry the sender's address and the marker.
+// carry the sender's address and the marker; with -replies (run at the sender) it counts
+// the answers instead: ARP replies from -target-ip, echo replies with identifier M.
 package main
 
 import (
@@ -22,6 +23,7 @@ import (
 
 const (
 	ethPAll, ethPArp, ethPIP = 0x0003, 0x0806, 0x0800
+	packetOutgoing           = 4 // PACKET_OUTGOING: a frame this host sent, looped back to the socket
 )
 
 var broadcastMAC = bytes.Repeat([]byte{0xff}, 6)
@@ -31,6 +33,7 @@ type bcastArgs struct {
 	src, target   [4]byte
 	rate, seconds float64
 	marker        uint32
+	replies       bool
 }
 
 func bcastFlags(name string, args []string, withRate bool) (*bcastArgs, error) {
@@ -42,13 +45,17 @@ func bcastFlags(name string, args []string, withRate bool) (*bcastArgs, error) {
 	seconds := fs.Float64("seconds", 5, "duration, s")
 	marker := fs.Uint("marker", 0, "ICMP id / ARP padding tag")
 	rate := new(float64)
+	replies := new(bool)
 	if withRate {
 		rate = fs.Float64("rate", 1000, "frames per second")
+	} else {
+		replies = fs.Bool("replies", false, "count the answers to our requests, at the sender")
 	}
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
-	a := &bcastArgs{iface: *iface, kind: *kind, rate: *rate, seconds: *seconds, marker: uint32(*marker)}
+	a := &bcastArgs{iface: *iface, kind: *kind, rate: *rate, seconds: *seconds, marker: uint32(*marker),
+		replies: *replies}
 	if a.kind != "arp" && a.kind != "icmp" {
 		return nil, fmt.Errorf("-kind %q: want arp or icmp", a.kind)
 	}
@@ -119,6 +126,21 @@ func isOurs(f []byte, a *bcastArgs) bool {
 	}
 	return etype == ethPIP && f[23] == 1 && bytes.Equal(f[30:34], a.target[:]) &&
 		bytes.Equal(f[26:30], a.src[:]) && f[34] == 8 &&
+		binary.BigEndian.Uint16(f[38:40]) == uint16(a.marker)
+}
+
+// isReply: an answer to one of our requests arriving at the sender (a.src): an ARP reply
+// from a.target (the peer or a proxy), or an echo reply with our identifier.
+func isReply(f []byte, a *bcastArgs) bool {
+	if len(f) < 42 {
+		return false
+	}
+	etype := binary.BigEndian.Uint16(f[12:14])
+	if a.kind == "arp" {
+		return etype == ethPArp && f[20] == 0 && f[21] == 2 &&
+			bytes.Equal(f[28:32], a.target[:]) && bytes.Equal(f[38:42], a.src[:])
+	}
+	return etype == ethPIP && f[23] == 1 && bytes.Equal(f[30:34], a.src[:]) && f[34] == 0 &&
 		binary.BigEndian.Uint16(f[38:40]) == uint16(a.marker)
 }
 
@@ -197,12 +219,19 @@ func bcastCountMain(args []string) error {
 	end := time.Now().Add(time.Duration(a.seconds * float64(time.Second)))
 	buf := make([]byte, 2048)
 	received := 0
+	match := isOurs
+	if a.replies {
+		match = isReply
+	}
 	for time.Now().Before(end) {
-		n, _, err := syscall.Recvfrom(fd, buf, 0)
+		n, from, err := syscall.Recvfrom(fd, buf, 0)
 		if err != nil {
 			continue // timeout (EAGAIN) or EINTR
 		}
-		if isOurs(buf[:n], a) {
+		if ll, ok := from.(*syscall.SockaddrLinklayer); ok && ll.Pkttype == packetOutgoing {
+			continue
+		}
+		if match(buf[:n], a) {
 			received++
 		}
 	}

@@ -61,3 +61,37 @@ func TestBcastFlagsRejectBadInput(t *testing.T) {
 		}
 	}
 }
+
+// Answers as they arrive at the sender 198.19.1.1 (built by hand, the same bytes as in
+// tests/unit/test_broadcast.py): an ARP reply from the asked 198.19.1.2 and an echo reply
+// with identifier 77.
+const (
+	arpReply  = "02766e00000002766e0000010806000108000604000202766e000001c613010202766e000000c6130101000000000000000000000000000000000000"
+	icmpReply = "02766e00000002766e00000108004500002c0009000040010000c6130102c613010100000000004d0005766e657462656e63682d626361737421"
+)
+
+func TestIsReplyCountsAnswersToOurRequestsOnly(t *testing.T) {
+	a := &bcastArgs{kind: "arp", src: [4]byte{198, 19, 1, 1}, target: [4]byte{198, 19, 1, 2}, marker: 77, replies: true}
+	f, _ := hex.DecodeString(arpReply)
+	if !isReply(f, a) {
+		t.Fatal("ARP reply from the asked address not counted")
+	}
+	other := *a
+	other.target = [4]byte{198, 19, 1, 3}
+	if isReply(f, &other) {
+		t.Error("ARP reply for another address counted")
+	}
+	mac, _ := net.ParseMAC("02:76:6e:00:00:00")
+	if isReply(arpFrame(mac, a.src, a.target, 77), a) {
+		t.Error("our own request counted as a reply")
+	}
+	i := &bcastArgs{kind: "icmp", src: a.src, target: [4]byte{198, 19, 1, 255}, marker: 77, replies: true}
+	e, _ := hex.DecodeString(icmpReply)
+	if !isReply(e, i) {
+		t.Error("echo reply with our identifier not counted")
+	}
+	i.marker = 78
+	if isReply(e, i) {
+		t.Error("echo reply with another identifier counted")
+	}
+}

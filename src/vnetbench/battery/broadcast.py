@@ -1,12 +1,21 @@
 """Broadcast (seed 003 row 4): ARP requests and ICMP to the broadcast address at a
-set rate from one VM; loss = what did not arrive at the other VM. Unicast paths
-get static ARP entries first, so the only broadcast traffic is the test's."""
+set rate from one VM, with loss by both definitions, measured at once:
+
+- ``loss_pct`` (delivered): what did not arrive at the other VM;
+- ``answered_loss_pct`` (answered): what the sender got no answer to -- an ARP reply for
+  the asked address, whoever sent it (the peer, or a datapath's proxy ARP), an echo reply
+  from the peer (which answers broadcast echo for the test's duration only).
+
+They disagree on a proxy-ARP datapath: the peer never sees the request (100% loss
+delivered), the sender gets every answer (0% answered) -- seed 003's OpenContrail column.
+Unicast paths get static ARP entries first, so the only broadcast traffic is the test's."""
 
 from __future__ import annotations
 
 import random
 import select
 import subprocess
+from contextlib import contextmanager
 
 from vnetbench.battery.common import repeat, result, static_arp
 from vnetbench.battery.session import start_timeout
@@ -41,22 +50,46 @@ def _one(dep, pair, kind, rate_pps, seconds):
     vnet = dep.testbed.vnet(pair.vnet)
     target = dep.ip(dst) if kind == "arp" else str(vnet.cidr.broadcast_address)
     marker = random.randrange(1, 2**16)
-    counter = dep.popen(dst, bc.count_command(bc.CountParams(
-        "eth0", kind, dep.ip(src), target, seconds + _slack(dep), marker), native),
-        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-    try:
-        ready, _, _ = select.select([counter.stdout], [], [], start_timeout(dep))
-        if not ready:
-            raise RuntimeError(f"broadcast counter in {dst} did not start")
-        counter.stdout.readline()
-        sent = bc.parse(dep.exec(src, bc.send_command(bc.SendParams(
-            "eth0", kind, dep.ip(src), target, rate_pps, seconds, marker), native),
-            timeout=seconds + 30).stdout)
-        got = bc.parse(counter.communicate(timeout=seconds + _slack(dep) + 10)[0])
-    finally:
-        if counter.poll() is None:
-            counter.kill()
-            counter.wait()
-    loss = 100.0 * (sent["sent"] - got["received"]) / sent["sent"] if sent["sent"] else 100.0
-    return ({"loss_pct": max(0.0, loss), "sent": sent["sent"], "received": got["received"],
+    counters = {}
+    with _answering_broadcast_echo(dep, dst, kind == "icmp"):
+        try:
+            for vm, replies in ((dst, False), (src, True)):
+                counters[replies] = dep.popen(vm, bc.count_command(bc.CountParams(
+                    "eth0", kind, dep.ip(src), target, seconds + _slack(dep), marker, replies), native),
+                    stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+            for replies, counter in counters.items():
+                ready, _, _ = select.select([counter.stdout], [], [], start_timeout(dep))
+                if not ready:
+                    raise RuntimeError(f"broadcast counter in {src if replies else dst} did not start")
+                counter.stdout.readline()
+            sent = bc.parse(dep.exec(src, bc.send_command(bc.SendParams(
+                "eth0", kind, dep.ip(src), target, rate_pps, seconds, marker), native),
+                timeout=seconds + 30).stdout)
+            got, answered = (bc.parse(counters[r].communicate(timeout=seconds + _slack(dep) + 10)[0])
+                             for r in (False, True))
+        finally:
+            for counter in counters.values():
+                if counter.poll() is None:
+                    counter.kill()
+                    counter.wait()
+    n = sent["sent"]
+    lost = lambda k: max(0.0, 100.0 * (n - min(k, n)) / n) if n else 100.0
+    return ({"loss_pct": lost(got["received"]), "answered_loss_pct": lost(answered["received"]),
+             "sent": n, "received": got["received"], "answered": answered["received"],
              "achieved_pps": sent["achieved_pps"]}, {})
+
+
+@contextmanager
+def _answering_broadcast_echo(dep, vm: str, on: bool):
+    """VM answers echo requests sent to a broadcast address while the body runs (Linux
+    ignores them by default: icmp_echo_ignore_broadcasts); the old value is put back."""
+    key = "net.ipv4.icmp_echo_ignore_broadcasts"
+    if not on:
+        yield
+        return
+    old = dep.exec(vm, ["sysctl", "-n", key]).stdout.strip() or "1"
+    dep.exec(vm, ["sysctl", "-q", "-w", f"{key}=0"])
+    try:
+        yield
+    finally:
+        dep.exec(vm, ["sysctl", "-q", "-w", f"{key}={old}"])

@@ -29,6 +29,9 @@ class Column:
     network: str
     run: str
     records: list = field(default_factory=list)    # every record of it, N/A ones too
+# test -> (metric, variable suffix): a second definition of the same measurement, shown as
+# a row of its own beside the headline (broadcast: loss at the peer vs answered at the sender)
+BESIDE = {"broadcast": (("answered_loss_pct", "answered"),)}
 
 
 @dataclass(frozen=True)
@@ -140,6 +143,11 @@ def build(runs: list[Run]) -> Table:
                 continue
             rows.append(_row(r))
             cells[(rows[-1], col.label)] = Cell(r)
+            for metric, suffix in BESIDE.get(r.test, ()):
+                if metric in r.samples:
+                    head = rows[-1]
+                    rows.append(Row(head.test, f"{head.variable} {suffix}".strip(), head.placement, metric))
+                    cells[(rows[-1], col.label)] = Cell(r)
     rows += [Row(r.test, "", "-", "") for r, _ in na if not any(covers(r.test, x.test) for x in rows)]
     for r, col in na:
         for row in (x for x in rows if covers(r.test, x.test)):

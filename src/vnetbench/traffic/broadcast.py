@@ -1,5 +1,8 @@
 """Broadcast sender and counter: ARP requests or ICMP echo to the broadcast address
-at a set rate from one VM, counted where they arrive in another VM.
+at a set rate from one VM, counted where they arrive in another VM -- or, with
+``replies``, the answers to them counted back at the sender (ARP replies for the asked
+address, echo replies carrying the marker): the two definitions of broadcast loss
+(delivered to the peer; answered at the sender), which disagree on a proxy-ARP datapath.
 
 The executor part (``*_command``, ``parse``) is pure. Running this module is the
 tool itself (``python -m vnetbench.traffic.broadcast send|count ...``): raw
@@ -45,6 +48,7 @@ class CountParams:
     target_ip: str
     seconds: float
     marker: int
+    replies: bool = False     # count the answers arriving at the sender (run it there)
 
 
 def _tool(mode: str, native: bool) -> list[str]:
@@ -63,7 +67,8 @@ def send_command(p: SendParams, native: bool = False) -> list[str]:
 def count_command(p: CountParams, native: bool = False) -> list[str]:
     return [*_tool("count", native), "--iface", p.iface,
             "--kind", p.kind, "--src-ip", p.src_ip, "--target-ip", p.target_ip,
-            "--seconds", f"{p.seconds:g}", "--marker", str(p.marker)]
+            "--seconds", f"{p.seconds:g}", "--marker", str(p.marker),
+            *(["--replies"] if p.replies else [])]
 
 
 def parse(text: str) -> dict:
@@ -120,6 +125,20 @@ def is_ours(frame: bytes, kind, src_ip, target_ip, marker) -> bool:
             and frame[34] == 8 and frame[38:40] == struct.pack("!H", marker & 0xFFFF))
 
 
+def is_reply(frame: bytes, kind, src_ip, target_ip, marker) -> bool:
+    """An answer to one of our requests, arriving at the sender SRC_IP: an ARP reply from
+    TARGET_IP (whoever sent it: the peer or a proxy) or an echo reply with our marker."""
+    if len(frame) < 42:
+        return False
+    etype = struct.unpack("!H", frame[12:14])[0]
+    if kind == "arp":
+        return (etype == ETH_P_ARP and frame[20:22] == b"\0\2"
+                and frame[28:32] == socket.inet_aton(target_ip)
+                and frame[38:42] == socket.inet_aton(src_ip))
+    return (etype == ETH_P_IP and frame[23] == 1 and frame[30:34] == socket.inet_aton(src_ip)
+            and frame[34] == 0 and frame[38:40] == struct.pack("!H", marker & 0xFFFF))
+
+
 def send(a) -> dict:
     s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW)
     s.bind((a.iface, 0))
@@ -151,12 +170,14 @@ def count(a) -> dict:
     print(json.dumps({"ready": True}), flush=True)
     end = time.monotonic() + a.seconds
     received = 0
+    match = is_reply if a.replies else is_ours
     while time.monotonic() < end:
         try:
-            frame = s.recv(2048)
+            frame, addr = s.recvfrom(2048)
         except socket.timeout:
             continue
-        received += is_ours(frame, a.kind, a.src_ip, a.target_ip, a.marker)
+        if addr[2] != socket.PACKET_OUTGOING:
+            received += match(frame, a.kind, a.src_ip, a.target_ip, a.marker)
     return {"received": received}
 
 
@@ -170,6 +191,8 @@ def main(argv=None):
     p.add_argument("--rate", type=float, default=100)
     p.add_argument("--seconds", type=float, required=True)
     p.add_argument("--marker", type=int, default=os.getpid())
+    p.add_argument("--replies", action="store_true",
+                   help="count: the answers to our requests, at the sender")
     a = p.parse_args(argv)
     ipaddress.IPv4Address(a.src_ip), ipaddress.IPv4Address(a.target_ip)
     print(json.dumps(send(a) if a.mode == "send" else count(a)), flush=True)
