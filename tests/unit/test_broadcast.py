@@ -73,7 +73,10 @@ def test_both_definitions_are_rows_of_the_table():
                                          "point": "arp", "params": {"kind": "arp"}},
                samples={"loss_pct": [100.0, 100.0, 100.0], "answered_loss_pct": [0.0, 0.0, 0.0]})
     model = table.build([Run("", None, (r,))])
-    assert [(row.variable, row.metric) for row in model.rows] == [("arp", "loss_pct"),
-                                                                   ("arp answered", "answered_loss_pct")]
+    assert [(row.variable, row.metric) for row in model.rows] == [("arp", "answered_loss_pct"),
+                                                                   ("arp delivered", "loss_pct")]
     plain = text.plain(model)
-    assert "broadcast arp [loss_pct]" in plain and "broadcast arp answered [answered_loss_pct]" in plain
+    assert "broadcast arp [answered_loss_pct]" in plain and "broadcast arp delivered [loss_pct]" in plain
+    old = Result(test="broadcast", labels=r.labels, samples={"loss_pct": [3.0, 4.0]})   # one definition
+    assert [(row.variable, row.metric) for row in table.build([Run("", None, (old,))]).rows] == \
+        [("arp", "loss_pct")]

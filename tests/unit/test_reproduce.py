@@ -101,7 +101,7 @@ def test_an_emulation_bound_cell_is_the_reason_before_anything_declared():
     ("at_most", [0.0, 0.5, 4.0], "cannot tell here"),
 ])
 def test_limits_both_ways(kind, values, expected):
-    records = [rec(c, "broadcast", "icmp", "cross-host", "loss_pct", values) for c in (OF, LB, VR)]
+    records = [rec(c, "broadcast", "icmp", "cross-host", "answered_loss_pct", values) for c in (OF, LB, VR)]
     _, res = judged(records)
     assert verdicts(res["bcast-icmp-cross"]) == [(kind, expected)]
 

@@ -27,8 +27,7 @@ class Figure:
         if self.value is None:
             return self.text or "-"
         out = f"{self.value:g}" + (f" ±{self.spread:g}" if self.spread is not None else "")
-        out += "" if unit.startswith("%") else f" {unit}"
-        out += " loss" if unit.startswith("%") else ""
+        out += unit if unit.startswith("%") else f" {unit}"
         extra = [f"{self.loss_pct:g}% loss"] if self.loss_pct is not None else []
         extra += [f"CPU {self.cpu_pct:g}%"] if self.cpu_pct is not None else []
         return out + (f" ({', '.join(extra)})" if extra else "")
