@@ -123,18 +123,34 @@ class Window:
         self.result: dict = {}
 
     def __enter__(self):
-        self._start = read(self.collectors)
+        self._start = read(self.collectors), procfs.cpu_times(Path("/proc"))
         return self
 
     def __exit__(self, *exc):
-        (hosts_a, all_a), (hosts_b, all_b) = self._start, read(self.collectors)
+        ((hosts_a, all_a), times_a), (hosts_b, all_b) = self._start, read(self.collectors)
+        times_b = procfs.cpu_times(Path("/proc"))
         self.split = attribution.split(all_a, all_b)
         self.result = {**describe(self.split), "hosts": {
-            h: attribution.split(hosts_a[h], hosts_b[h]).percent() for h in hosts_b}}
+            c.host: _host(attribution.split(hosts_a[c.host], hosts_b[c.host]), c.cpus, times_a, times_b)
+            for c in self.collectors if c.host in hosts_b}}
         return False
 
     def metrics(self) -> dict:
         return metrics(self.split)
+
+
+def _host(split: attribution.Split, cpus, times_a: dict, times_b: dict) -> dict:
+    """One host's window: its parts (%), its components by thread class (%: a component
+    is summed over the testbed's hosts in the window's own components, so a saturated
+    thread shows only here), and how busy its CPUs were with anything at all (% of one
+    CPU, from /proc/stat: the guests' work included), which tells a CPU this machine ran
+    out of from one the vSwitch left idle (vnetbench.results.bound)."""
+    busy = sum(procfs.busy_seconds(times_b[c]) - procfs.busy_seconds(times_a[c])
+               for c in (cpus or ()) if c in times_a and c in times_b)
+    out = {**split.percent(), "components": describe(split)["components"], "cpus": len(cpus or ())}
+    if cpus and split.seconds:
+        out["busy_pct"] = 100.0 * busy / split.seconds
+    return out
 
 
 def provenance(deployment) -> dict:

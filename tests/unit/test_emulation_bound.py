@@ -82,3 +82,42 @@ def test_every_format_marks_the_cell_and_the_summary_names_the_row():
     html = page([Run("", None, [bound_rec, free])], model, [])
     assert "class='v bound'" in html and "emulation-bound: ovs-vswitchd/main" in html
     assert "Conclusions this machine cannot support" in html
+
+
+def hosts_record(hosts: dict, datapath="netdev"):
+    """One repetition whose window has per-host splits: {host: (components, busy%, cpus)}."""
+    window = {"components": {}, "hosts": {h: {"components": c, "busy_pct": b, "cpus": n}
+                                          for h, (c, b, n) in hosts.items()}}
+    for c, _, _ in hosts.values():      # the testbed-wide split sums the hosts
+        for k, v in c.items():
+            window["components"][k] = window["components"].get(k, 0.0) + v
+    return Result(test="tcp_stream", labels={"vswitch": "ovs", "network": "vxlan", "placement": "cross-host"},
+                  samples={"gbps": [0.5]}, provenance={"ovs_datapath": datapath},
+                  extra={"repetitions": [{"cpu": window}]})
+
+
+def test_two_half_busy_hosts_are_not_one_saturated_thread():
+    """The testbed-wide split adds h1's and h2's main threads (96%): per host neither is at
+    its ceiling, and their CPUs had room."""
+    half = {"vswitch/ovs-vswitchd/main": 40.0, "softirq_in_vswitch/ovs-vswitchd/main": 8.0}
+    r = hosts_record({"h1": (half, 60.0, 1), "h2": (half, 55.0, 1)})
+    assert bound.bound(r) == []
+
+
+def test_a_saturated_host_cpu_the_emulated_datapath_dominates_marks():
+    """Same host: the guests and the datapath share one CPU; it ran out, and the datapath
+    took most of it (63% here, as measured for ovs/vxlan same-host TCP)."""
+    dominant = {"vswitch/ovs-vswitchd/main": 43.0, "softirq_in_vswitch/ovs-vswitchd/main": 20.0}
+    (b,) = bound.bound(hosts_record({"h1": (dominant, 99.0, 1)}))
+    assert b.component == "h1: ovs-vswitchd/main" and b.busy_pct == 99.0
+    assert "saturated host (99% busy)" in b.text()
+    assert bound.bound(hosts_record({"h1": (dominant, 80.0, 1)})) == []       # CPU had room
+    minor = {"vswitch/ovs-vswitchd/main": 20.0}
+    assert bound.bound(hosts_record({"h1": (minor, 99.0, 1)})) == []          # the guests' CPU
+
+
+def test_one_host_at_the_ceiling_is_named():
+    hot = {"vswitch/ovs-vswitchd/main": 70.0, "softirq_in_vswitch/ovs-vswitchd/main": 25.0}
+    cool = {"vswitch/ovs-vswitchd/main": 30.0}
+    (b,) = bound.bound(hosts_record({"h1": (cool, 50.0, 1), "h2": (hot, 97.0, 1)}))
+    assert b.component == "h2: ovs-vswitchd/main" and b.busy_pct is None and round(b.peak_pct) == 95
