@@ -108,6 +108,12 @@ class Table:
         """The conclusions this machine cannot support: per row, the columns whose cell was
         emulation-bound and by what (one line each), for the summary under the table."""
         out = []
+        userspace = [c.label for c in self.columns
+                     if any((r.provenance or {}).get("ovs_datapath") == "netdev" for r in c.records)]
+        if userspace:
+            out.append(f"{', '.join(userspace)}: OVS's userspace datapath (netdev on AF_PACKET ports; the "
+                       "modelled systems forward in a kernel module): their throughput and latency are the "
+                       "emulation's on every row, CPU-bound or not; ‡ marks where it ran out of CPU")
         for row in self.rows:
             hit = [(c.label, b) for c in self.columns for b in self.cell(row, c).bound]
             if hit:

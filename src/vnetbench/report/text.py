@@ -46,8 +46,8 @@ def _md(text: str) -> str:
 def bound_list(table: Table) -> list[str]:
     """The summary's list of what this machine cannot conclude (emulation-bound rows)."""
     rows = table.emulation_bound()
-    return ([f"conclusions this machine cannot support: {len(rows)} row(s) emulation-bound (marked "
-             f"{MARK})"] + [f"  {r}" for r in rows]) if rows else []
+    return (["conclusions this machine cannot support (emulated datapaths; rows marked "
+             f"{MARK}: emulation-bound):"] + [f"  {r}" for r in rows]) if rows else []
 
 
 def na_list(table: Table) -> list[str]:
