@@ -31,67 +31,12 @@ def pytest_collection_modifyitems(config, items):
 # nobody can see (issue 21). What session-scoped fixtures make (the all-in-one cloud) is
 # theirs: it is checked once they are torn down, at the end of the session.
 # VNETBENCH_LEAK_GUARD=off turns it off (e.g. with another suite running on the machine).
+# A plugin, not hooks of this conftest: pytest asks a session-scoped fixture's hooks of
+# the session node, which a conftest below the root directory does not reach.
 
-_guard: dict = {}
-
-
-def _guard_on() -> bool:
-    return os.geteuid() == 0 and os.environ.get("VNETBENCH_LEAK_GUARD", "on") != "off"
-
-
-def _markers(config) -> tuple[str, ...]:
-    return (str(config._tmp_path_factory.getbasetemp()), "/run/vnetbench/")
-
-
-@pytest.hookimpl(wrapper=True)
-def pytest_runtest_setup(item):
-    module = item.nodeid.split("::")[0]
-    if _guard_on() and _guard.get("module") != module:
-        now = leaks.suite_objects(_markers(item.config))
-        _guard.setdefault("session", {k: set(v) for k, v in now.items()})
-        _guard.update(module=module, before=now)
-        leaks.merge(_guard["before"], {k: list(v) for k, v in _guard.get("owned", {}).items()})
-    return (yield)
-
-
-@pytest.hookimpl(wrapper=True)
-def pytest_fixture_setup(fixturedef, request):
-    """What a session- or package-scoped fixture makes belongs to it, not to the module
-    whose test first asked for it."""
-    if not (_guard_on() and "before" in _guard and fixturedef.scope in ("session", "package")):
-        return (yield)
-    markers = _markers(request.config)
-    before = leaks.suite_objects(markers)
-    try:
-        return (yield)
-    finally:
-        made = leaks.added(before, leaks.suite_objects(markers))
-        leaks.merge(_guard.setdefault("owned", {}), made)
-        leaks.merge(_guard["before"], made)
-
-
-@pytest.hookimpl(wrapper=True)
-def pytest_runtest_teardown(item, nextitem):
-    failed = None
-    try:
-        result = yield
-    except BaseException as exc:
-        failed = exc
-    module = item.nodeid.split("::")[0]
-    if _guard_on() and "before" in _guard and (nextitem is None or nextitem.nodeid.split("::")[0] != module):
-        last = nextitem is None         # session fixtures are gone too: compare with the start
-        left = leaks.left_since(_guard["session"] if last else _guard["before"], _markers(item.config))
-        _guard.pop("module", None)
-        if left:
-            what = "; ".join(f"{k}: {', '.join(v[:8])}" for k, v in left.items())
-            message = (f"{'the session' if last else module} left {what} "
-                       f"(the module guard of tests/integration/conftest.py)")
-            if failed is None:
-                raise AssertionError(message)
-            print(message, file=sys.stderr)
-    if failed is not None:
-        raise failed
-    return result
+def pytest_configure(config):
+    if os.geteuid() == 0 and os.environ.get("VNETBENCH_LEAK_GUARD", "on") != "off":
+        config.pluginmanager.register(leaks.ModuleGuard(Path(__file__).parent), "vnetbench-module-guard")
 
 
 @pytest.fixture(scope="session")

@@ -1,8 +1,10 @@
 """What a run may have left behind, found by looking (never used to delete anything)."""
 
 import os
+import sys
 from pathlib import Path
 
+import pytest
 from pyroute2 import netns
 
 
@@ -115,6 +117,77 @@ def added(before: dict[str, set[str]], after: dict[str, set[str]]) -> dict[str, 
 def merge(into: dict[str, set[str]], more: dict[str, list[str]]) -> None:
     for k, v in more.items():
         into.setdefault(k, set()).update(v)
+
+
+class ModuleGuard:
+    """The integration suite's module guard (registered by its conftest): a snapshot of
+    suite_objects before each module of DIRECTORY, what session- or package-scoped
+    fixtures make during it attributed to them, and the module's last teardown failing
+    on anything it added that is still there; at the session's end, once every fixture
+    is gone, everything compared with the very start."""
+
+    def __init__(self, directory: Path):
+        self.directory = Path(directory)
+        self.session = self.before = None
+        self.module = None
+        self.owned: dict[str, set[str]] = {}
+
+    def _ours(self, item) -> bool:
+        return self.directory in Path(item.path).parents
+
+    @staticmethod
+    def _markers(config) -> tuple[str, ...]:
+        return (str(config._tmp_path_factory.getbasetemp()), "/run/vnetbench/")
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_setup(self, item):
+        module = item.nodeid.split("::")[0]
+        if self._ours(item) and self.module != module:
+            now = suite_objects(self._markers(item.config))
+            if self.session is None:
+                self.session = {k: set(v) for k, v in now.items()}
+            self.module, self.before = module, now
+            merge(self.before, {k: list(v) for k, v in self.owned.items()})
+        return (yield)
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_fixture_setup(self, fixturedef, request):
+        if self.before is None or fixturedef.scope not in ("session", "package"):
+            return (yield)
+        markers = self._markers(request.config)
+        before = suite_objects(markers)
+        try:
+            return (yield)
+        finally:
+            made = added(before, suite_objects(markers))
+            merge(self.owned, made)
+            merge(self.before, made)
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_teardown(self, item, nextitem):
+        failed = None
+        try:
+            result = yield
+        except BaseException as exc:
+            failed = exc
+        last = nextitem is None         # session fixtures are gone too: compare with the start
+        module = item.nodeid.split("::")[0]
+        ends = self.module == module and (last or nextitem.nodeid.split("::")[0] != module)
+        message = None
+        if self.session is not None and (ends or last):
+            left = left_since(self.session if last else self.before, self._markers(item.config))
+            self.module = None
+            if left:
+                what = "; ".join(f"{k}: {', '.join(v[:8])}" for k, v in left.items())
+                message = (f"{'the session' if last else module} left {what} "
+                           f"(the module guard of tests/integration/conftest.py)")
+        if failed is not None:
+            if message:
+                print(message, file=sys.stderr)
+            raise failed
+        if message:
+            raise AssertionError(message)
+        return result
 
 
 def left_since(before: dict[str, set[str]], markers: tuple[str, ...], grace_s: float = 15.0) -> dict:
