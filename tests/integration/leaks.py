@@ -190,7 +190,8 @@ class ModuleGuard:
         return result
 
 
-def left_since(before: dict[str, set[str]], markers: tuple[str, ...], grace_s: float = 15.0) -> dict:
+def left_since(before: dict[str, set[str]], markers: tuple[str, ...],
+               grace_s: float = float(os.environ.get("VNETBENCH_LEAK_GRACE_S", "15"))) -> dict:
     """What exists now and did not BEFORE; a few seconds' grace for what is going (a killed
     QEMU not yet reaped, a port a daemon is unplugging), so that only what stays is named."""
     import time

@@ -1,0 +1,64 @@
+"""The module guard itself (issue 21), on a suite of its own: a module that leaves a link
+fails at its last teardown naming it; what a session-scoped fixture of a deeper conftest
+makes is the session's, not the first module's (the all-in-one cloud's bridges were once
+blamed on test_aio.py), and is checked once the session is over."""
+
+import secrets
+import subprocess
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+CONFTEST = f"""
+import os, sys
+from pathlib import Path
+sys.path.insert(0, {str(HERE)!r})
+import leaks
+
+def pytest_configure(config):
+    config.pluginmanager.register(leaks.ModuleGuard(Path(__file__).parent), "guard")
+"""
+SESSION = """
+import subprocess
+import pytest
+
+@pytest.fixture(scope="session")
+def sess():
+    subprocess.run(["ip", "link", "add", "{s}a", "type", "veth", "peer", "name", "{s}b"], check=True)
+    yield
+    subprocess.run(["ip", "link", "del", "{s}a"], check=True)
+"""
+LEAKY = """
+import subprocess
+def test_one(sess):
+    pass
+def test_two():
+    subprocess.run(["ip", "link", "add", "{l}a", "type", "veth", "peer", "name", "{l}b"], check=True)
+"""
+
+
+def _suite(root: Path, leaky: bool, s: str, l: str) -> subprocess.CompletedProcess:
+    (root / "inner").mkdir(parents=True)
+    (root / "conftest.py").write_text(CONFTEST)
+    (root / "inner" / "conftest.py").write_text(SESSION.format(s=s))
+    body = LEAKY.format(l=l) if leaky else "def test_one(sess):\n    pass\n"
+    (root / "inner" / "test_a.py").write_text(body)
+    (root / "inner" / "test_b.py").write_text("def test_three(sess):\n    pass\n")
+    return subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--rootdir",
+                           str(root.parent), str(root)], capture_output=True, text=True, timeout=120,
+                          env={"VNETBENCH_LEAK_GRACE_S": "1", "PATH": "/usr/sbin:/usr/bin:/sbin:/bin"})
+
+
+def test_a_leaking_module_fails_and_a_session_fixture_is_the_sessions(tmp_path):
+    s, l = f"vgs{secrets.token_hex(2)}", f"vgl{secrets.token_hex(2)}"
+    try:
+        clean = _suite(tmp_path / "clean" / "suite", False, s, l)
+        assert clean.returncode == 0, clean.stdout[-2000:]
+        leaky = _suite(tmp_path / "leaky" / "suite", True, s, l)
+        out = leaky.stdout
+        assert leaky.returncode == 1, out[-2000:]
+        blamed = [line for line in out.splitlines() if "left root-namespace links" in line]
+        assert blamed and all(f"test_a.py left root-namespace links: {l}a, {l}b " in line for line in blamed), out[-2000:]
+        assert not any(s in line for line in blamed), blamed
+    finally:
+        subprocess.run(["ip", "link", "del", f"{l}a"], capture_output=True)
