@@ -132,3 +132,14 @@ def test_renderings_carry_seed_and_measured_side_by_side():
     assert row["source"]["file"] == "seeds/003_5cfb4f2c8bcd21f9.txt"
     assert row["systems"]["Floodlight"]["seed"]["value"] == 1.102
     assert row["claims"][0]["verdict"] == "agrees"
+
+
+def test_the_cli_does_not_load_the_report_stack_for_other_commands():
+    """`reproduce` registers its parser without importing the report (matplotlib): every
+    other command would pay for it, and a user without a writable HOME got matplotlib's
+    complaint on stderr before vnetbench's one-line error (CI run B, test_not_root_is_refused)."""
+    import subprocess
+    import sys
+    code = "import sys; from vnetbench import cli; cli._parser(); print('matplotlib' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.stdout.strip() == "False", out.stderr

@@ -7,10 +7,7 @@ import json
 import sys
 from pathlib import Path
 
-from vnetbench.report import table
-from vnetbench.report.load import load
-from vnetbench.report.write import atomic_write
-from vnetbench.reproduce import judge, render, seed
+from vnetbench.reproduce import seed
 
 
 def add_parsers(sub) -> None:
@@ -30,6 +27,12 @@ def add_parsers(sub) -> None:
 
 
 def cmd_reproduce(args) -> int:
+    # imported here, not at parser time: the report pulls in matplotlib, which every other
+    # command must not pay for (nor its complaints about a HOME it cannot write)
+    from vnetbench.report import table
+    from vnetbench.report.load import load
+    from vnetbench.report.write import atomic_write
+    from vnetbench.reproduce import judge, render
     s = seed.load(args.seed)
     if args.source:
         runs, out = load([args.source]), _dir(Path(args.source))
