@@ -13,16 +13,8 @@ def namespaces_of(run_id: str) -> list[str]:
 
 
 def processes_mentioning(text: str) -> list[str]:
-    found = []
-    for entry in os.scandir("/proc"):
-        if entry.name.isdigit() and int(entry.name) != os.getpid():
-            try:
-                cmd = Path(entry.path, "cmdline").read_bytes().replace(b"\0", b" ").decode()
-            except OSError:
-                continue
-            if text in cmd:
-                found.append(f"{entry.name}: {cmd[:120]}")
-    return found
+    return [f"{pid}: {cmd[:120]}" for pid, _, cmd in _processes()
+            if pid != str(os.getpid()) and text in cmd]
 
 
 def decoys_touched(decoys) -> list[str]:
@@ -54,16 +46,19 @@ QEMU_EXE = "qemu-system"
 
 
 def _processes() -> list[tuple[str, str, str]]:
-    """(pid, executable's name, command line) of every process that has a command line."""
+    """(pid, executable's name or "", command line) of every process that has a command line."""
     out = []
     for entry in os.scandir("/proc"):
         if not entry.name.isdigit():
             continue
         try:
             cmd = Path(entry.path, "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-            exe = os.path.basename(os.readlink(Path(entry.path, "exe")))
         except OSError:
             continue
+        try:
+            exe = os.path.basename(os.readlink(Path(entry.path, "exe")))
+        except OSError:         # gone meanwhile, or exiting: its command line still counts
+            exe = ""
         if cmd:
             out.append((entry.name, exe, cmd.strip()))
     return out

@@ -8,6 +8,7 @@ import sys
 from rally.task import scenario
 
 from vnetbench.rally_plugins import charts
+from vnetbench.testbed import flowstate
 
 TCP_KEYS = ("gbps", "retransmits", "mss_on_wire", "cpu_pct")
 UDP_KEYS = ("gbps", "pps", "loss_pct", "jitter_ms", "cpu_pct")
@@ -87,7 +88,7 @@ class IcmpRtt(_Base):
     TEST = "icmp_rtt"
 
     def run(self, mode="flood", count=100, interval_s=0.01, payload=56, gap_s=0.0,
-            flush_flows=True, repetitions=3, placements=None, payloads=None, defer_s=10.0):
+            flush_flows=True, repetitions=3, placements=None, payloads=None, defer_s=flowstate.DEFER_S):
         """ICMP RTT between a VM pair: 'deferred' single packets or 'flood'.
 
         :param mode: deferred | flood
