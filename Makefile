@@ -22,7 +22,7 @@ APT_PACKAGES := iproute2 iputils-ping util-linux procps ethtool iperf3 tcpdump \
                 $(AIO_PACKAGES)
 PYTEST_ARGS ?=
 
-.PHONY: install deps venv flowgen demo smoke test unit integration functional capabilities cleanup clean dashboards image
+.PHONY: install deps venv flowgen demo smoke test unit integration functional capabilities cleanup clean dashboards image schema
 
 install: deps venv flowgen
 
@@ -69,6 +69,11 @@ test: install
 
 unit: venv
 	$(VENV)/bin/pytest -ra tests/unit
+
+# regenerate schemas/testbed.schema.json: the packaged schema with every registered
+# vSwitch kind and its options (vnetbench.kinds) put in
+schema: venv
+	$(VENV)/bin/python -m vnetbench.testbed.loader > schemas/testbed.schema.json
 
 # regenerate dashboards/json/ from src/vnetbench/dashboards/ (CHECK=1: only compare)
 dashboards: venv

@@ -21,7 +21,7 @@ from _common import capacity_args, deployed, load_testbed, show, sweep, write_js
 
 from vnetbench.battery.common import static_arp  # noqa: E402
 from vnetbench.battery.session import stop  # noqa: E402
-from vnetbench.testbed.netns import vrouter  # noqa: E402
+from vnetbench.kinds.vrouter import netns as vrouter  # noqa: E402
 from vnetbench.traffic import flowgen  # noqa: E402
 
 TESTBED = ("name: vrouter-capacity\nvswitch: {kind: vrouter, vrouter: {flow_setup_rate: 0}}\n"

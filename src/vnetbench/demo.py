@@ -9,14 +9,15 @@ import platform
 import time
 from pathlib import Path
 
-from vnetbench import __version__
+from vnetbench import __version__, kinds
 from vnetbench.testbed import capabilities
 from vnetbench.testbed.loader import loads
 from vnetbench.testbed.model import NetType, VSwitchKind
 from vnetbench.testbed import deployment
 from vnetbench.traffic import ping
 
-KINDS = (VSwitchKind.LINUXBRIDGE, VSwitchKind.OVS, VSwitchKind.OVN)
+#: the kinds the demo brings up (``Kind.demo``: no controller to wait for, or a fast one)
+KINDS = tuple(VSwitchKind(k.name) for k in kinds.all_kinds() if k.demo)
 
 
 def run(kinds=KINDS, types=tuple(NetType), count=20, interval_s=0.02,

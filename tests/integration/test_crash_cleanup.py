@@ -71,7 +71,8 @@ def test_failed_bring_up_unwinds(state_dir, caps, monkeypatch):
     """A failure half-way (here: an OVS transaction rejected) leaves nothing behind."""
     from vnetbench.errors import BuildError
     from vnetbench.testbed.loader import load
-    from vnetbench.testbed.netns import builder, ovs
+    from vnetbench.kinds.ovs import netns as ovs
+    from vnetbench.testbed.netns import builder
     if caps.why_not(*_ovs_vxlan()):
         pytest.skip(caps.why_not(*_ovs_vxlan()))
     monkeypatch.setattr(ovs.OvsHost, "_transaction",

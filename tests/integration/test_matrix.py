@@ -3,7 +3,7 @@ same CIDR stay apart, and teardown leaves nothing of the run behind."""
 
 import pytest
 
-from vnetbench.sdn.vrouter import VROUTER_MAC
+from vnetbench.kinds.vrouter.logic import VROUTER_MAC
 from vnetbench.testbed.capabilities import LB_NOT_WIRED   # not built yet: no cell to test
 from vnetbench.testbed.loader import loads
 from vnetbench.testbed.model import NetType, VSwitchKind

@@ -46,7 +46,7 @@ def test_switches_are_not_refused_by_a_controller_still_importing(up):
 def test_a_restarted_controller_starts_from_an_empty_flow_table(up):
     """Floodlight clears a switch's flows at the handshake: flows pushed before a
     controller restart are gone after it (idle_timeout 60 s: they would still be there)."""
-    from vnetbench.sdn.floodlight import COOKIE_FORWARDING
+    from vnetbench.kinds.ovs_openflow.floodlight import COOKIE_FORWARDING
     dep = up("idle_timeout: 60")
 
     def forwarding_flows(host):
@@ -162,7 +162,7 @@ def test_deleting_a_vnet_in_the_controller_alone_stops_its_ongoing_traffic(up):
     installed flows go and VNF drops its MACs from then on, so a stream that never
     idles out stops; the other vnet keeps going."""
     from vnetbench.functional import measure, verdict
-    from vnetbench.testbed.netns import openflow
+    from vnetbench.kinds.ovs_openflow import netns as openflow
     dep = up("", TWO_VNETS)
     measure.ping_once(dep, "blue-a", dep.ip("blue-b"))
     m = measure.probes_around(dep, "blue-a", "blue-b", lambda: openflow.remove_vnet(dep, "blue"))

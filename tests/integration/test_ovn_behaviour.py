@@ -17,7 +17,7 @@ from vnetbench.faults import Faults, control
 from vnetbench.functional import measure, verdict
 from vnetbench.functional.verdict import Status
 from vnetbench.testbed.loader import loads
-from vnetbench.testbed.netns import ovn
+from vnetbench.kinds.ovn import netns as ovn
 from vnetbench.traffic import ping
 
 TESTBED = """

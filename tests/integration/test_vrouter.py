@@ -10,9 +10,9 @@ import pytest
 
 from vnetbench.faults import Faults
 from vnetbench.functional import measure
-from vnetbench.sdn.vrouter import LABEL_BASE, VROUTER_MAC
+from vnetbench.kinds.vrouter.logic import LABEL_BASE, VROUTER_MAC
 from vnetbench.testbed.loader import loads
-from vnetbench.testbed.netns import vrouter
+from vnetbench.kinds.vrouter import netns as vrouter
 from vnetbench.traffic import flowgen, ping
 
 

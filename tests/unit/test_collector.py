@@ -182,7 +182,7 @@ def test_python_controller_is_named_by_the_comm_it_sets(proc):
 
 
 def test_python_agent_named_past_comms_15_bytes(proc):
-    """vnetbench.sdn.vrouter_agent sets comm contrail-vrouter-agent, which the kernel cuts
+    """vnetbench.kinds.vrouter.agent sets comm contrail-vrouter-agent, which the kernel cuts
     to contrail-vroute; by pidfile it is still the agent, not its interpreter."""
     add_process(proc, 62, "contrail-vrouter-agent", exe="/usr/bin/python3.11")
     assert procfs.find_processes(proc, (), extra_pids=[62]) == {62: "contrail-vrouter-agent"}

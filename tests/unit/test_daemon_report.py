@@ -22,8 +22,10 @@ def _start(tmp_path):
     with open(log, "ab") as out:
         p = subprocess.Popen([sys.executable, "-c", HUNG, f"--pidfile={pf}"], stdout=out,
                              stderr=subprocess.STDOUT)
+    # until the pid is in it: the file exists (open) a moment before its pid is written,
+    # and a daemon killed in that moment leaves an empty pidfile (seen under load)
     deadline = time.monotonic() + 10
-    while not pf.exists() and time.monotonic() < deadline:
+    while not (pf.exists() and pf.read_text().strip()) and time.monotonic() < deadline:
         time.sleep(0.02)
     return p
 
@@ -97,7 +99,7 @@ def test_no_exception_no_mention(tmp_path):
 DUMP = """Thread 0x1 (most recent call first):
   File "/v/lib/python3.11/site-packages/os_ken/lib/hub.py", line 99 in put
   File "/v/lib/python3.11/site-packages/os_ken/controller/controller.py", line 400 in send_msg
-  File "/w/src/vnetbench/sdn/floodlight.py", line 170 in _remove_vnets
+  File "/w/src/vnetbench/kinds/ovs_openflow/floodlight.py", line 170 in _remove_vnets
   File "/v/lib/python3.11/site-packages/os_ken/base/app_manager.py", line 289 in _event_loop
 
 """ + "".join(f"""Thread 0x{i + 2} (most recent call first):

@@ -1,4 +1,4 @@
-"""The Floodlight v0.90 model's decisions (vnetbench.sdn.forwarding) against OpenFlow
+"""The Floodlight v0.90 model's decisions (vnetbench.kinds.ovs_openflow.forwarding) against OpenFlow
 messages recorded from a real run, parsed by os-ken, without a switch.
 
 tests/data/openflow/two-vnets-vxlan.*: a two-host VXLAN testbed with vnets red and
@@ -13,8 +13,8 @@ from types import SimpleNamespace
 import pytest
 from os_ken.ofproto import ofproto_parser, ofproto_v1_3, ofproto_v1_3_parser
 
-from vnetbench.sdn.floodlight import parse_frame
-from vnetbench.sdn.forwarding import (
+from vnetbench.kinds.ovs_openflow.floodlight import parse_frame
+from vnetbench.kinds.ovs_openflow.forwarding import (
     DeleteFlows, Drop, FlowMod, Forwarding, Frame, Link, Options, PacketOut, Topology,
 )
 
@@ -222,7 +222,7 @@ def test_packet_in_path_meters_each_port_then_the_whole_switch(global_rate):
     ~333/s, burst 32). The per-port flows and the table miss go on to table 1, whose one
     flow passes the switch's meter and sends to the controller; without a global limit
     they send directly."""
-    from vnetbench.sdn import floodlight
+    from vnetbench.kinds.ovs_openflow import floodlight
     sent = []
     dp = SimpleNamespace(ofproto=ofproto_v1_3, ofproto_parser=ofproto_v1_3_parser, id=1,
                          send_msg=sent.append)

@@ -10,8 +10,8 @@ import time
 from types import SimpleNamespace
 
 
-from vnetbench.sdn import floodlight
-from vnetbench.sdn.floodlight import EventRemoveVnets, Floodlight
+from vnetbench.kinds.ovs_openflow import floodlight
+from vnetbench.kinds.ovs_openflow.floodlight import EventRemoveVnets, Floodlight
 
 
 def _watch(path):

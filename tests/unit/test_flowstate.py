@@ -35,7 +35,7 @@ def test_a_shorter_idle_time_keeps_the_datapath_and_a_longer_one_ages_the_vroute
 def test_the_timeouts_are_the_testbeds_own():
     base = tb("ovs-openflow-vxlan")
     never = dataclasses.replace(base, vswitch=dataclasses.replace(
-        base.vswitch, openflow=dataclasses.replace(base.vswitch.openflow, idle_timeout=0)))
+        base.vswitch, options=dataclasses.replace(base.vswitch.options, idle_timeout=0)))
     (controller, _) = flowstate.layers(never)
     assert math.isinf(controller.idle_s) and controller.label() == "controller (never ages)"
     assert labels(flowstate.expiring(never)) == ["datapath (idle 10 s)"]

@@ -11,8 +11,8 @@ from os_ken.controller import ofp_event
 from os_ken.controller.handler import CONFIG_DISPATCHER
 from os_ken.ofproto import ofproto_v1_3, ofproto_v1_3_parser
 
-from vnetbench.sdn.floodlight import Floodlight
-from vnetbench.sdn.vrouter_app import VRouterAgent
+from vnetbench.kinds.ovs_openflow.floodlight import Floodlight
+from vnetbench.kinds.vrouter.app import VRouterAgent
 
 
 class Datapath:

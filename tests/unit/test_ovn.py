@@ -9,8 +9,10 @@ import pytest
 from vnetbench.errors import TestbedFileError as FileError
 from vnetbench.monitor import watch
 from vnetbench.testbed.loader import loads
-from vnetbench.testbed.model import NetType, VSwitchKind, encap_overhead
-from vnetbench.testbed.netns import mgmt, ovn
+from vnetbench.kinds import encap_overhead
+from vnetbench.testbed.model import NetType, VSwitchKind
+from vnetbench.kinds.ovn import netns as ovn
+from vnetbench.testbed.netns import mgmt
 from vnetbench.testbed.netns.names import Names
 
 TWO_VNETS = """
@@ -170,7 +172,7 @@ def test_flat_and_vlan_reach_the_provider_network_through_localnet_ports(ntype, 
 def test_faults_name_the_kind_and_the_components():
     from vnetbench.errors import BuildError
     dep = SimpleNamespace(run_id="abc123", testbed=SimpleNamespace(
-        vswitch=SimpleNamespace(kind=VSwitchKind.OVS, ovn=None)))
+        vswitch=SimpleNamespace(kind=VSwitchKind.OVS, options=None)))
     with pytest.raises(BuildError, match="is ovs, not ovn"):
         ovn.stop(dep, "northd")
     dep.testbed.vswitch.kind = VSwitchKind.OVN

@@ -5,9 +5,9 @@ import subprocess
 from pathlib import Path
 from types import SimpleNamespace
 
-from vnetbench.sdn import ovs_agent
+from vnetbench.kinds.ovs import agent as ovs_agent
 from vnetbench.testbed.loader import loads
-from vnetbench.testbed.netns import ovs
+from vnetbench.kinds.ovs import netns as ovs
 from vnetbench.testbed.netns.names import Names
 
 DUMP = ("OFPST_FLOW reply (OF1.3) (xid=0x2):\n"

@@ -10,9 +10,9 @@ from os_ken.base import app_manager
 from os_ken.controller import event
 from os_ken.controller.handler import set_ev_cls
 
-from vnetbench.sdn.floodlight import Floodlight
+from vnetbench.kinds.ovs_openflow.floodlight import Floodlight
 from vnetbench.sdn.guard import guarded
-from vnetbench.sdn.vrouter_app import VRouterAgent
+from vnetbench.kinds.vrouter.app import VRouterAgent
 
 
 class Poke(event.EventBase):

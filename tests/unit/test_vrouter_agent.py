@@ -7,12 +7,12 @@ from pathlib import Path
 
 from os_ken.lib.packet import dhcp as osdhcp, packet
 
-from vnetbench.sdn import dhcp
-from vnetbench.sdn.vrouter import (
+from vnetbench.kinds.vrouter import dhcp
+from vnetbench.kinds.vrouter.logic import (
     BCAST_LABEL_BASE, COOKIE_LEARNED, LABEL_BASE, T_CLASSIFY, T_FLOOD, T_FLOW, T_ROUTE, VROUTER_MAC,
     Agent, Delete, Flow, FlowSetup, Meter, flow_key,
 )
-from vnetbench.sdn.vrouter_app import packet_fields
+from vnetbench.kinds.vrouter.app import packet_fields
 
 DATA = json.loads((Path(__file__).parent.parent / "data" / "vrouter" / "packet_ins.json").read_text())
 OPTS = {"headless": False, "hold_time": 90, "flow_setup_rate": 0, "flow_hold_packets": 3,
@@ -163,7 +163,7 @@ def test_status_writers_on_several_threads_lose_no_key(tmp_path, monkeypatch):
     import threading
     from types import SimpleNamespace
 
-    from vnetbench.sdn import vrouter_app
+    from vnetbench.kinds.vrouter import app as vrouter_app
 
     monkeypatch.setitem(vrouter_app.SETTINGS, "state", str(tmp_path / "state.json"))
     agent = SimpleNamespace(learned={}, setup=SimpleNamespace(set_up=0, dropped=0))

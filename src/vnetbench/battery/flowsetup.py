@@ -13,7 +13,6 @@ import subprocess
 from vnetbench.battery.common import repeat, result, static_arp
 from vnetbench.battery.session import start_timeout, stop
 from vnetbench.results.record import now
-from vnetbench.testbed.model import VSwitchKind
 from vnetbench.traffic import flowgen
 
 _LOOKUPS = re.compile(r"lookups: hit:(\d+) missed:(\d+) lost:(\d+)")
@@ -64,8 +63,10 @@ def _ms(us):
 
 
 def _datapath(dep):
-    """Sum of hit/missed/lost over the hosts' OVS datapaths (None for other vSwitches)."""
-    if dep.testbed.vswitch.kind not in (VSwitchKind.OVS, VSwitchKind.OVS_OPENFLOW, VSwitchKind.VROUTER):
+    """Sum of hit/missed/lost over the hosts' OVS datapaths (None where the kind's datapath
+    has no such counters: ``Kind.dpctl_counters``)."""
+    from vnetbench import kinds
+    if not kinds.of(dep).dpctl_counters:
         return None
     total = [0, 0, 0]
     for h in dep.testbed.hosts:

@@ -1,34 +1,21 @@
 """Control-plane faults: stop, kill, start, restart a kind's controller processes, and
 cut or heal the management network. Generic: each kind lists its components and
-how to stop/start one (``KINDS``); the management network is the same for all."""
+how to stop/start one (``Kind.control``); the management network is the same for all."""
 
 from __future__ import annotations
 
+from vnetbench import kinds
 from vnetbench.errors import VnetbenchError
-from vnetbench.testbed.model import VSwitchKind
-from vnetbench.testbed.netns import mgmt, openflow, ovn, vrouter
-
-
-def _ovn():
-    return {"components": lambda dep: list(ovn.fault_targets(dep.testbed)),
-            "stop": ovn.stop, "start": ovn.start, "active": ovn.active, "sync": ovn.sync}
-
-
-KINDS = {
-    VSwitchKind.OVS_OPENFLOW: {"components": openflow.instances, "stop": openflow.stop_instance,
-                               "start": openflow.start_instance},
-    VSwitchKind.OVN: _ovn(),
-    VSwitchKind.VROUTER: {"components": vrouter.components, "stop": vrouter.stop,
-                          "start": vrouter.start_node},
-}
+from vnetbench.testbed.netns import mgmt
 
 
 def _ops(dep) -> dict:
-    kind = dep.testbed.vswitch.kind
-    if kind not in KINDS:
-        raise VnetbenchError(f"run {dep.run_id} ({kind}) has no controller; controller faults "
-                             f"apply to: {', '.join(k.value for k in KINDS)}")
-    return KINDS[kind]
+    ops = kinds.of(dep).control()
+    if ops is None:
+        having = [k.name for k in kinds.all_kinds() if k.control() is not None]
+        raise VnetbenchError(f"run {dep.run_id} ({dep.testbed.vswitch.kind}) has no controller; "
+                             f"controller faults apply to: {', '.join(having)}")
+    return ops
 
 
 def components(dep) -> list[str]:

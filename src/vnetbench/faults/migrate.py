@@ -6,7 +6,7 @@ into the new host's namespace, attach it to that vSwitch the way the kind plugs 
 VM (ovs: access port with the vnet's local tag; ovs-openflow: a plain port, the
 controller sees port-status and, from the VM's announcement, the new attachment
 point; ovn: iface-id, ovn-controller claims the logical port; linuxbridge: the
-vnet's bridge). Then the VM announces itself as QEMU does after a live migration:
+vnet's bridge: ``Kind.netns_plug``). Then the VM announces itself as QEMU does after a live migration:
 RARP broadcasts from its MAC, so learning switches and controllers find it.
 
 * live: the VM keeps running (its namespace and processes never stop); downtime is
@@ -25,12 +25,11 @@ import subprocess
 import sys
 import time
 
+from vnetbench import kinds
 from vnetbench.errors import VnetbenchError
 from vnetbench.traffic import probe
 from vnetbench.testbed.codec import to_dict
-from vnetbench.testbed.model import NetType, VSwitchKind
 from vnetbench.testbed.netns import links, nsops
-from vnetbench.testbed.netns.ovs import OvsHost
 
 RARP = 0x8035
 ANNOUNCE_DELAYS_S = (0.0, 0.05, 0.15)       # QEMU announce-initial 50 ms, step 100 ms
@@ -77,36 +76,12 @@ def move(dep, vm: str, to_host: str) -> None:
     dep.testbed = new_tb
 
 
-def _ovs(dep, host) -> OvsHost:
-    from types import SimpleNamespace
-    return OvsHost(SimpleNamespace(run=dep.run, names=dep.names, testbed=dep.testbed), host)
-
-
 def _detach(dep, host, port) -> None:
-    kind = dep.testbed.vswitch.kind
-    if kind is VSwitchKind.LINUXBRIDGE:
-        with nsops.rtnl(dep.names.host_ns(host.name)) as ns:
-            ns.link("set", index=links.index(ns, port), master=0)
-    else:
-        _ovs(dep, host).vsctl("--if-exists", "del-port", dep.names.ovs_int, port)
+    kinds.of(dep).netns_unplug(dep, host, port)
 
 
 def _attach(dep, host, port, vm, k, nic) -> None:
-    tb, n, kind = dep.testbed, dep.names, dep.testbed.vswitch.kind
-    vi = [v.name for v in tb.vnets].index(nic.vnet)
-    with nsops.rtnl(n.host_ns(host.name)) as ns:
-        links.up(ns, port, master=n.lb_bridge(vi) if kind is VSwitchKind.LINUXBRIDGE else None)
-    if kind is VSwitchKind.LINUXBRIDGE:
-        return
-    own = f"external_ids:vnetbench-run={dep.run_id}"
-    cols = []
-    if kind is VSwitchKind.OVS:
-        cols = [f"tag={tb.vnet(nic.vnet).segmentation_id if tb.network.type is NetType.VLAN else vi + 1}"]
-    args = ["--", "--may-exist", "add-port", n.ovs_int, port, *cols, own]
-    if kind is VSwitchKind.OVN:
-        from vnetbench.testbed.netns import ovn
-        args += ["--", "set", "Interface", port, f"external_ids:iface-id={ovn.port_name(vm.name, k)}"]
-    _ovs(dep, host).vsctl(*args)
+    kinds.of(dep).netns_plug(dep, host, port, vm, k, nic)
 
 
 def set_nics(dep, vm: str, up: bool) -> None:

@@ -11,6 +11,7 @@ import subprocess
 import time
 from collections import Counter
 
+from vnetbench import kinds
 from vnetbench.battery import session
 from vnetbench.traffic import capture, dhcp, iperf3, ping, probe, wire
 
@@ -102,9 +103,6 @@ def resolved_pair(dep, a: str, b: str) -> dict:
     return entries
 
 
-# Kinds that route (L3): every peer's MAC is the vRouter's, so the MAC tells nothing.
-L3_KINDS = ("vrouter",)
-
 
 def echo_replies(dep, vm: str) -> int:
     """ICMP echo replies the VM has sent (its namespace's Icmp OutEchoReps)."""
@@ -120,7 +118,7 @@ def ping_pair(dep, vnet: str, src: str, dst: str) -> dict:
     dst_ip = dep.ip(dst)
     before = echo_replies(dep, dst)
     res = ping_once(dep, src, dst_ip)
-    l3 = dep.testbed.vswitch.kind.value in L3_KINDS
+    l3 = kinds.of(dep).l3      # a routing kind: every peer's MAC is the vSwitch's
     return {"vnet": vnet, "src": src, "dst": dst, **res,
             "peer_mac": neighbour_mac(dep, src, dst_ip),
             "expected_mac": None if l3 else dep.testbed.vm(dst).nic(vnet).mac,

@@ -18,6 +18,7 @@ from types import SimpleNamespace
 
 import pytest
 
+from vnetbench import kinds
 from vnetbench.errors import UnsupportedError, VnetbenchError
 from vnetbench.functional.matrix import Matrix
 from vnetbench.functional.verdict import FAILURES, Status, error, na
@@ -82,20 +83,17 @@ def deployment_target(config) -> tuple[str, dict]:
 
 
 def combos(config) -> list[tuple[VSwitchKind, NetType]]:
-    kinds = [VSwitchKind(k) for k in config.getoption("vswitch") or []] or list(VSwitchKind)
+    chosen = [VSwitchKind(k) for k in config.getoption("vswitch") or []] or list(VSwitchKind)
     types = [NetType(t) for t in config.getoption("network") or []] or list(NetType)
-    return [(k, t) for k in kinds for t in types]
-
-
-# The network type a kind is tested on when one per kind is run (default: vxlan).
-PREFERRED = {VSwitchKind.VROUTER: NetType.GRE}      # vrouter carries MPLS over GRE only
+    return [(k, t) for k in chosen for t in types]
 
 
 def one_network_per_kind(cs):
-    """Per kind, its preferred type (vxlan, or ``PREFERRED``) when selected, else its first."""
+    """Per kind, its preferred type (``Kind.preferred_network``: vxlan, or what the kind
+    carries) when selected, else its first."""
     picked = {}
     for k, t in cs:
-        if k not in picked or t is PREFERRED.get(k, NetType.VXLAN):
+        if k not in picked or t is kinds.get(k).preferred_network:
             picked[k] = t
     return [(k, t) for k, t in cs if picked[k] is t]
 

@@ -398,13 +398,12 @@ def proxy_arp(m: dict) -> Verdict:
     return na(f"no proxy ARP: the owner saw {m['requests_at_owner']} requests and answered itself")
 
 
-# what each network type puts on the wire; L3 kinds (vrouter) carry MPLS in their GRE
-WIRE = {"flat": "none", "vlan": "VLAN", "vxlan": "VXLAN", "gre": "GRE", "geneve": "Geneve"}
-L3_WIRE = {"gre": "MPLSoGRE"}
-
-
 def wire_expected(kind: str, ntype: str) -> str:
-    return (L3_WIRE if kind == "vrouter" else {}).get(ntype, WIRE[ntype])
+    """What KIND puts on the wire over NTYPE (``Kind.wire``; an L3 overlay carries MPLS
+    in its GRE)."""
+    from vnetbench import kinds
+    from vnetbench.kinds.base import WIRE
+    return kinds.get(kind).wire.get(ntype, WIRE[ntype])
 
 
 def encapsulation(m: dict) -> Verdict:

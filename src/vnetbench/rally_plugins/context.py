@@ -6,6 +6,7 @@ from __future__ import annotations
 from rally import consts
 from rally.task import context
 
+from vnetbench import kinds
 from vnetbench.state import state_root
 
 PLACEMENTS = ("same-host", "cross-host")
@@ -47,7 +48,7 @@ class VnetbenchTestbed(context.Context):
         "additionalProperties": False,
         "properties": {
             "file": {"type": "string", "description": "testbed YAML; overrides the keys below"},
-            "vswitch": {"enum": ["linuxbridge", "ovs", "ovs-openflow", "ovn", "vrouter"]},
+            "vswitch": {"enum": list(kinds.names())},
             "network": {"enum": ["flat", "vlan", "vxlan", "gre", "geneve"]},
             "underlay_mtu": {"type": "integer", "minimum": 576, "maximum": 65535},
             "placements": {"type": "array", "minItems": 1, "uniqueItems": True,
@@ -90,7 +91,7 @@ class VnetbenchTestbed(context.Context):
                     "(slow-booting guests: boot once, run every task file)"},
         },
     }
-    DEFAULT_CONFIG = {"vswitch": "ovs", "network": "vxlan", "placements": list(PLACEMENTS),
+    DEFAULT_CONFIG = {"vswitch": kinds.DEFAULT, "network": "vxlan", "placements": list(PLACEMENTS),
                       "results": "results/records.jsonl", "skip_unsupported": True}
 
     def setup(self):

@@ -21,6 +21,8 @@ from rally.task import exporter
 from rally.task.processing import plot
 from rally.ui import utils as ui_utils
 
+from vnetbench import kinds
+
 CONTEXT = "vnetbench_testbed"
 
 
@@ -35,7 +37,7 @@ def configuration(contexts: dict) -> str:
         return "default"
     if ctx.get("file"):
         return _slug(str(ctx["file"]).rsplit("/", 1)[-1].rsplit(".", 1)[0])
-    return f"{_slug(ctx.get('vswitch', 'ovs'))}-{_slug(ctx.get('network', 'vxlan'))}"
+    return f"{_slug(ctx.get('vswitch', kinds.DEFAULT))}-{_slug(ctx.get('network', 'vxlan'))}"
 
 
 def workload_name(workload: dict) -> str:
@@ -52,7 +54,7 @@ def describe(workload: dict) -> str:
     """The configuration in words, kept ahead of any description the task gave."""
     ctx = (workload.get("contexts") or {}).get(CONTEXT, {})
     where = (f"testbed {ctx['file']}" if ctx.get("file") else
-             f"{ctx.get('vswitch', 'ovs')}/{ctx.get('network', 'vxlan')}")
+             f"{ctx.get('vswitch', kinds.DEFAULT)}/{ctx.get('network', 'vxlan')}")
     own = workload.get("description") or ""
     return own if own.startswith(where) else f"{where} · {own}" if own else where
 

@@ -10,8 +10,7 @@ from vnetbench.report.table import Column, Table
 FIELDS = (
     ("kernel", lambda r: r.provenance.get("kernel")),
     ("machine", lambda r: r.provenance.get("machine")),
-    ("vSwitch", lambda r: r.provenance.get("tools", {}).get("ovs-vswitchd")
-     if r.labels["vswitch"] == "ovs" else "Linux bridge of the kernel"),
+    ("vSwitch", lambda r: _vswitch(r.labels["vswitch"], r.provenance)),
     ("OVS datapath", lambda r: r.provenance.get("ovs_datapath")),
     ("tenant MTU", lambda r: r.provenance.get("tenant_mtu")),
     ("underlay MTU", lambda r: r.provenance.get("underlay_mtu")),
@@ -41,3 +40,13 @@ def _fields(column: Column) -> dict:
 
 def _date(t: float) -> str:
     return time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(t))
+
+
+def _vswitch(label: str, provenance: dict):
+    """The vSwitch's version: ovs-vswitchd's for a kind on OVS, else the kernel's bridge."""
+    from vnetbench import kinds
+    try:
+        on_ovs = kinds.get(label).uses_ovs
+    except kinds.UnknownKind:
+        return None
+    return provenance.get("tools", {}).get("ovs-vswitchd") if on_ovs else "Linux bridge of the kernel"

@@ -1,4 +1,6 @@
-"""Entry point of one controller instance: ``python -m vnetbench.sdn.controller``.
+"""Entry point of one OpenFlow controller instance: ``python -m vnetbench.sdn.controller
+--app MODULE`` (the ``ovs-openflow`` kind's Floodlight model; ``run_osken`` also boots the
+vRouter agent).
 
 os-ken 4.2 ships no ``osken-manager``: patch eventlet, import ``app_manager`` then
 ``os_ken.controller.controller`` (the other order is a circular import) and the app
@@ -30,6 +32,7 @@ PR_SET_NAME = 15
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="vnetbench.sdn.controller")
+    p.add_argument("--app", required=True, help="the os-ken application module to run")
     p.add_argument("--pidfile", required=True)
     p.add_argument("--config", required=True, help="JSON written by the testbed builder")
     p.add_argument("--instance", type=int, default=0)
@@ -43,7 +46,7 @@ def main(argv=None) -> int:
     server = listening((host, int(port)))          # before os-ken: nothing is refused
     with open(args.config) as f:
         config = json.load(f)
-    run_osken(PROCESS_NAME, args.pidfile, args.listen, "vnetbench.sdn.floodlight",
+    run_osken(PROCESS_NAME, args.pidfile, args.listen, args.app,
               dict(config=config, instance=args.instance, lock=args.lock, record=args.record,
                    ready_dir=args.ready_dir, removed=args.removed), server=server)
     return 0

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 
+from vnetbench import kinds
 from vnetbench.errors import PrerequisiteError, UnsupportedError
 from vnetbench.testbed.model import NetType, Testbed, VSwitchKind
 
@@ -30,25 +31,6 @@ PACKAGES = {
     "ovs-vsctl": "openvswitch-switch", "ovs-appctl": "openvswitch-common",
     "ovn-northd": "ovn-central", "ovn-controller": "ovn-host", "ovn-nbctl": "ovn-common",
 }
-COMMON = ("ip", "taskset", "ping")
-OVS_PROGRAMS = ("ethtool", "ovs-vswitchd", "ovsdb-server", "ovsdb-tool", "ovs-vsctl", "ovs-appctl")
-NEEDS = {
-    VSwitchKind.LINUXBRIDGE: COMMON,
-    VSwitchKind.OVS: COMMON + OVS_PROGRAMS,
-    VSwitchKind.OVN: COMMON + OVS_PROGRAMS + ("ovn-northd", "ovn-controller", "ovn-nbctl"),
-}
-# What OVN can carry here, and why not the rest.
-OVN_NOT = {
-    NetType.GRE: "OVN has no GRE encapsulation (ovn-encap-type takes geneve, vxlan or stt)",
-}
-NEEDS[VSwitchKind.OVS_OPENFLOW] = NEEDS[VSwitchKind.OVS]
-OPENFLOW_NOT: dict = {}        # every type: the controller pushes/pops 802.1q tags on vlan
-NEEDS[VSwitchKind.VROUTER] = NEEDS[VSwitchKind.OVS]
-# vrouter carries tenant traffic as MPLS over GRE only: 'gre' means MPLSoGRE for this kind.
-VROUTER_NOT = {t: (f"vrouter emulates OpenContrail's MPLS over GRE only; use network type gre "
-                   f"(it means MPLSoGRE for this kind), not {t}")
-               for t in NetType if t is not NetType.GRE}
-
 # link kind probed -> (what it is, kernel option)
 LINK_KINDS = {
     "veth": ("veth pairs", "CONFIG_VETH"),
@@ -60,19 +42,6 @@ LINK_KINDS = {
     "geneve": ("Geneve devices", "CONFIG_GENEVE"),
     "ifb": ("IFB devices", "CONFIG_IFB"),
 }
-LB_NEEDS = {NetType.FLAT: (), NetType.VLAN: ("vlan",), NetType.VXLAN: ("vxlan",),
-            NetType.GRE: ("gretap",), NetType.GENEVE: ("geneve",)}
-LB_NOT_WIRED = (NetType.GRE, NetType.GENEVE)   # point-to-point devices: not built yet
-IMPLEMENTED = (VSwitchKind.LINUXBRIDGE, VSwitchKind.OVS, VSwitchKind.OVS_OPENFLOW, VSwitchKind.OVN,
-               VSwitchKind.VROUTER)
-# kinds whose controller owns the flow table and meters nothing (vrouter's agent puts an
-# egress limit's meter into its own flows)
-EGRESS_NOT = {
-    VSwitchKind.OVS_OPENFLOW: "an egress bandwidth limit needs the flows to carry a meter, and the "
-                              "reactive controller (Floodlight v0.90 model) owns the flow table and "
-                              "meters nothing",
-}
-OVS_KINDS = (VSwitchKind.OVS, VSwitchKind.OVS_OPENFLOW, VSwitchKind.OVN, VSwitchKind.VROUTER)
 
 
 @dataclass(frozen=True)
@@ -87,42 +56,24 @@ class Capabilities:
     def ovs_datapath(self) -> str:
         return "system" if self.ovs_kernel else "netdev"
 
-    def missing_programs(self, kind: VSwitchKind) -> list[str]:
-        return [p for p in NEEDS.get(kind, COMMON) if not self.binaries.get(p)]
+    def missing_programs(self, kind) -> list[str]:
+        return [p for p in kinds.get(kind).programs if not self.binaries.get(p)]
 
-    def why_not(self, kind: VSwitchKind, ntype: NetType, datapath="auto") -> str | None:
-        """None when the combination can be built here, else the missing feature."""
-        if kind not in IMPLEMENTED:
-            return f"vswitch {kind} is not implemented by the netns backend yet"
+    def link_missing(self, link: str) -> str:
+        what, option = LINK_KINDS[link]
+        return f"kernel lacks {what} ({option}): {self.links[link]}"
+
+    def why_not(self, kind, ntype: NetType, datapath="auto") -> str | None:
+        """None when the combination can be built here, else the missing feature: programs
+        and veth/bridge support for every kind, then what the kind itself needs."""
         missing = self.missing_programs(kind)
         if missing:
             return (f"{missing[0]} not found on PATH (Debian package "
                     f"{PACKAGES[missing[0]]}; 'make install' installs it)")
-        for link in ("veth", "bridge") + (LB_NEEDS[ntype] if kind is VSwitchKind.LINUXBRIDGE else ()):
+        for link in ("veth", "bridge"):
             if self.links.get(link):
-                what, option = LINK_KINDS[link]
-                return f"kernel lacks {what} ({option}): {self.links[link]}"
-        if kind is VSwitchKind.LINUXBRIDGE and ntype in LB_NOT_WIRED:
-            return (f"linuxbridge over {ntype} is not wired by the netns backend yet "
-                    f"(it needs a {LB_NEEDS[ntype][0]} device per remote host); use ovs")
-        if kind is VSwitchKind.OVN and ntype in OVN_NOT:
-            return OVN_NOT[ntype]
-        if kind is VSwitchKind.VROUTER and ntype in VROUTER_NOT:
-            return VROUTER_NOT[ntype]
-        if kind in (VSwitchKind.OVS_OPENFLOW, VSwitchKind.VROUTER):
-            if ntype in OPENFLOW_NOT:
-                return OPENFLOW_NOT[ntype]
-            try:
-                import os_ken  # noqa: F401
-            except ImportError:
-                return "the os-ken Python package is missing; 'make install' installs it"
-        if kind is VSwitchKind.VROUTER and datapath == "system":
-            return ("vrouter needs OVS's userspace datapath (L3 GRE ports, MPLS); use datapath "
-                    "'netdev' or 'auto'")
-        if kind in OVS_KINDS and datapath == "system" and not self.ovs_kernel:
-            return ("OVS datapath 'system' needs the openvswitch kernel module, which this "
-                    "kernel lacks; use datapath 'netdev' or 'auto'")
-        return None
+                return self.link_missing(link)
+        return kinds.get(kind).why_not(self, NetType(ntype), datapath)
 
     def require(self, testbed: Testbed) -> None:
         """Refuse, in one line, what cannot be built here."""
@@ -139,12 +90,7 @@ class Capabilities:
         """An egress bandwidth limit (from the VM) where this kind or kernel cannot shape it."""
         if not any(n.qos and n.qos.egress for vm in testbed.vms for n in vm.nics):
             return None
-        kind = testbed.vswitch.kind
-        if kind in EGRESS_NOT:
-            return EGRESS_NOT[kind]
-        if kind is VSwitchKind.LINUXBRIDGE and self.links.get("ifb"):
-            return f"an egress limit needs IFB devices (CONFIG_IFB): {self.links['ifb']}"
-        return None
+        return kinds.of(testbed).why_not_egress(self)
 
     def matrix(self):
         """(vswitch, network type, reason-or-None) for every combination."""

@@ -5,9 +5,9 @@ from __future__ import annotations
 import dataclasses
 import ipaddress
 
+from vnetbench import kinds
 from vnetbench.testbed.model import (
-    Host, Network, NetType, Nic, OpenFlow, Ovn, Pair, Qos, Testbed, Vm, Vnet, VRouter, VSwitch,
-    VSwitchKind,
+    Host, Network, NetType, Nic, Pair, Qos, Testbed, Vm, Vnet, VSwitch, VSwitchKind,
 )
 
 
@@ -20,17 +20,26 @@ def to_dict(tb: Testbed) -> dict:
         if isinstance(x, (int, float, bool)) or x is None:
             return x
         return str(x)
-    return plain(dataclasses.asdict(tb))
+    d = plain(dataclasses.asdict(tb))
+    d["vswitch"] = _vswitch(d["vswitch"])
+    return d
+
+
+def _vswitch(d: dict) -> dict:
+    """The kind's options under the kind's own key, as a testbed file writes them (every
+    kind's key present, None but for this kind's: the state files' form)."""
+    opts = d.pop("options")
+    own = kinds.get(d["kind"]).options_key
+    d.update({k.options_key: (opts if k.options_key == own else None)
+              for k in kinds.all_kinds() if k.options_key})
+    return d
 
 
 def from_dict(d: dict) -> Testbed:
     net = d["network"]
     return Testbed(
         name=d["name"],
-        vswitch=VSwitch(VSwitchKind(d["vswitch"]["kind"]), d["vswitch"]["datapath"],
-                        openflow=_openflow(d["vswitch"].get("openflow")),
-                        vrouter=_vrouter(d["vswitch"].get("vrouter")),
-                        ovn=_ovn(d["vswitch"].get("ovn"))),
+        vswitch=_from_vswitch(d["vswitch"]),
         network=Network(NetType(net["type"]), net["underlay_mtu"], net["tenant_mtu"],
                         ipaddress.IPv4Network(net["underlay_cidr"])),
         hosts=tuple(Host(h["name"], tuple(h["cpus"]), ipaddress.IPv4Address(h["underlay_ip"]))
@@ -48,15 +57,8 @@ def from_dict(d: dict) -> Testbed:
     )
 
 
-def _openflow(d):
-    if d is None:
-        return None
-    return OpenFlow(**d)
-
-
-def _vrouter(d):
-    return None if d is None else VRouter(**d)
-
-
-def _ovn(d):
-    return None if d is None else Ovn(**d)
+def _from_vswitch(d: dict) -> VSwitch:
+    kind = kinds.get(d["kind"])
+    raw = d.get(kind.options_key) if kind.options_key else None
+    return VSwitch(VSwitchKind(d["kind"]), d["datapath"],
+                   options=None if raw is None else kind.options(**raw))

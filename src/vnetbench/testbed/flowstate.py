@@ -16,7 +16,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from vnetbench.testbed.model import Testbed, VSwitchKind
+from vnetbench.testbed.model import Testbed
 
 #: the idle time a time-deferred echo models: beyond Floodlight's 5 s and OVS's 10 s
 #: datapath ageing, far below Contrail's 180 s flow aging
@@ -38,21 +38,10 @@ class FlowState:
 
 
 def layers(tb: Testbed) -> tuple[FlowState, ...]:
-    """The per-flow state of TB's vSwitch, with the idle timeout of the modelled system."""
-    kind = tb.vswitch.kind
-    datapath = FlowState("datapath", OVS_MAX_IDLE_S, "OVS datapath flows, other_config:max-idle 10 s")
-    if kind is VSwitchKind.OVS or kind is VSwitchKind.OVN:
-        return (datapath,)
-    if kind is VSwitchKind.OVS_OPENFLOW:
-        idle = tb.vswitch.openflow.idle_timeout or math.inf
-        return (FlowState("controller", idle, "Floodlight FLOWMOD_DEFAULT_IDLE_TIMEOUT (openflow.idle_timeout)"),
-                datapath)
-    if kind is VSwitchKind.VROUTER:
-        # one flow table in the real vRouter (its kernel module); the emulation's OVS cache
-        # belongs to it and ages with it
-        idle = tb.vswitch.vrouter.flow_idle_timeout or math.inf
-        return (FlowState("agent", idle, "Contrail vRouter flow aging (vrouter.flow_idle_timeout)"),)
-    return ()           # a kernel bridge keeps no per-flow state a packet waits for
+    """The per-flow state of TB's vSwitch, with the idle timeout of the modelled system
+    (the kind's ``flow_layers``)."""
+    from vnetbench import kinds
+    return tuple(kinds.of(tb).flow_layers(tb))
 
 
 def expiring(tb: Testbed, defer_s: float = DEFER_S) -> tuple[FlowState, ...]:

@@ -13,11 +13,11 @@ from importlib import resources
 
 import jsonschema
 
-from vnetbench import inputs
+from vnetbench import inputs, kinds
 from vnetbench.errors import TestbedFileError
 from vnetbench.testbed.model import (
-    CROSS_HOST, MIN_TENANT_MTU, SAME_HOST, SEGMENTATION_RANGE, encap_overhead,
-    Host, Network, NetType, Nic, OpenFlow, Ovn, Pair, Qos, Testbed, Vm, Vnet, VRouter, VSwitch,
+    CROSS_HOST, MIN_TENANT_MTU, SAME_HOST, SEGMENTATION_RANGE,
+    Host, Network, NetType, Nic, Pair, Qos, Testbed, Vm, Vnet, VSwitch,
     VSwitchKind,
 )
 
@@ -30,9 +30,18 @@ DEFAULT_SEGMENT_BASE = {NetType.VLAN: 100, NetType.VXLAN: 1000,
 
 
 def schema() -> dict:
-    """The published JSON Schema of testbed files."""
+    """The published JSON Schema of testbed files: the generic one packaged here, with
+    the registered kinds and each kind's options schema (``Kind.options_schema``) put in,
+    so adding a kind changes no schema by hand (``make schema`` writes the published copy)."""
     text = resources.files("vnetbench").joinpath("schemas/testbed.schema.json").read_text()
-    return json.loads(text)
+    doc = json.loads(text)
+    doc["$defs"]["vswitchKind"] = {"enum": list(kinds.names())}
+    props = doc["properties"]["vswitch"]["oneOf"][1]["properties"]
+    for kind in kinds.all_kinds():
+        if kind.options_key:
+            doc["$defs"][kind.options_key] = kind.options_schema
+            props[kind.options_key] = {"$ref": f"#/$defs/{kind.options_key}"}
+    return doc
 
 
 def load(path, online_cpus=None) -> Testbed:
@@ -164,29 +173,27 @@ class _Builder:
             raw = {"kind": raw}
         kind = VSwitchKind(raw["kind"])
         datapath = raw.get("datapath", "auto")
-        if datapath != "auto" and kind is VSwitchKind.LINUXBRIDGE:
-            self.fail("vswitch.datapath", "linuxbridge has no datapath choice",
+        if datapath != "auto" and not kinds.get(kind).uses_ovs:
+            self.fail("vswitch.datapath", f"{kind} has no datapath choice",
                       "remove 'datapath' or use an OVS kind")
-        return VSwitch(kind=kind, datapath=datapath,
-                       openflow=self._options(raw, kind, "openflow", OpenFlow, VSwitchKind.OVS_OPENFLOW),
-                       vrouter=self._options(raw, kind, "vrouter", VRouter, VSwitchKind.VROUTER),
-                       ovn=self._options(raw, kind, "ovn", Ovn, VSwitchKind.OVN))
+        return VSwitch(kind=kind, datapath=datapath, options=self._options(raw, kind))
 
-    def _options(self, raw: dict, kind, field: str, cls, owner):
-        """The options object of the kind that owns ``field`` (defaults when absent);
-        the field under any other kind is an error."""
-        if kind is owner:
-            return cls(**(raw.get(field) or {}))
-        if field in raw:
-            self.fail(f"vswitch.{field}", f"{field} options apply to {owner.value}, not {kind}",
-                      f"remove '{field}' or use kind {owner.value}")
-        return None
+    def _options(self, raw: dict, kind):
+        """The kind's options object (defaults when absent); another kind's options key
+        under this kind is an error."""
+        for other in kinds.all_kinds():
+            if other.options_key in raw and other.name != kind.value:
+                field = other.options_key
+                self.fail(f"vswitch.{field}", f"{field} options apply to {other.name}, not {kind}",
+                          f"remove '{field}' or use kind {other.name}")
+        own = kinds.get(kind)
+        return own.options(**(raw.get(own.options_key) or {})) if own.options else None
 
     def _network(self, kind) -> Network:
         raw = self.doc["network"]
         ntype = NetType(raw["type"])
         underlay_mtu = raw.get("underlay_mtu", 1500)
-        overhead = encap_overhead(kind, ntype)
+        overhead = kinds.encap_overhead(kind, ntype)
         room = underlay_mtu - overhead
         if room < MIN_TENANT_MTU:
             self.fail("network.underlay_mtu",
@@ -415,3 +422,9 @@ def _outside_fix(underlay) -> str:
 def _mac(vm_index: int, nic: int) -> str:
     """Locally administered, unique per VM and NIC within a testbed."""
     return "02:76:6e:{:02x}:{:02x}:{:02x}".format(vm_index >> 8 & 0xff, vm_index & 0xff, nic)
+
+
+if __name__ == "__main__":      # make schema: the published copy, kinds included
+    import sys
+    json.dump(schema(), sys.stdout, indent=2, ensure_ascii=False)
+    sys.stdout.write("\n")

@@ -10,16 +10,17 @@ import enum
 import ipaddress
 from dataclasses import dataclass, field
 
+from vnetbench.kinds.registry import REGISTRY
 
-class VSwitchKind(str, enum.Enum):
-    LINUXBRIDGE = "linuxbridge"
-    OVS = "ovs"
-    OVS_OPENFLOW = "ovs-openflow"   # reactive OpenFlow controller (Floodlight/IVS-like)
-    OVN = "ovn"
-    VROUTER = "vrouter"             # Contrail-like L3, MPLS over GRE
 
+class _Kind(str, enum.Enum):
     def __str__(self):
         return self.value
+
+
+# The vSwitch kinds are those registered in vnetbench.kinds (one package each); the model
+# only names them. Members: LINUXBRIDGE, OVS, OVS_OPENFLOW, ...
+VSwitchKind = _Kind("VSwitchKind", [(n.upper().replace("-", "_"), n) for n in REGISTRY])
 
 
 class NetType(str, enum.Enum):
@@ -47,18 +48,6 @@ ENCAP_OVERHEAD = {
     NetType.GENEVE: 50,   # no options
 }
 
-# Where a vSwitch kind adds more than the plain header: OVN's Geneve carries an
-# 8-byte option (the logical ports), so 58 bytes (REFERENCE §3).
-KIND_OVERHEAD = {(VSwitchKind.OVN, NetType.GENEVE): 58,
-                 # vrouter's gre is MPLS over GRE: outer IP 20 + GRE 4 + MPLS 4, no inner
-                 # Ethernet (an L3 overlay)
-                 (VSwitchKind.VROUTER, NetType.GRE): 28}
-
-
-def encap_overhead(kind, ntype: NetType) -> int:
-    """Bytes in front of the tenant IP packet for ``kind`` over ``ntype``."""
-    return KIND_OVERHEAD.get((VSwitchKind(kind), ntype), ENCAP_OVERHEAD[ntype])
-
 
 # Valid segmentation ids per type (flat networks have none).
 SEGMENTATION_RANGE = {
@@ -75,47 +64,10 @@ CROSS_HOST = "cross-host"
 
 
 @dataclass(frozen=True)
-class OpenFlow:
-    """Options of ``ovs-openflow``: Floodlight v0.90 Forwarding + VirtualNetworkFilter
-    behind IVS's packet-in limit (docs/sdn.md gives the source of each default)."""
-    fail_mode: str = "secure"            # OVS bridge fail_mode: secure | standalone
-    controllers: int = 1                 # controller instances every bridge connects to
-    match: str = "host-pair"             # v0.90: L2 + IPv4 pair; "connection": v1.x 5-tuple
-    idle_timeout: int = 5                # Floodlight FLOWMOD_DEFAULT_IDLE_TIMEOUT
-    hard_timeout: int = 0                # Floodlight FLOWMOD_DEFAULT_HARD_TIMEOUT
-    broadcast_isolation: bool = False    # Floodlight's VNF lets broadcast through
-    packet_in_rate: int = 200            # per ingress port, packets/s (IVS); 0 = no limit
-    packet_in_burst: int = 32            # IVS burst
-    packet_in_global_rate: int = 333     # per switch, packets/s (IVS PKTIN_INTERVAL 3000 us); 0 = none
-    packet_in_global_burst: int = 32     # IVS PKTIN_BURST_SIZE
-    inactivity_probe_ms: int = 5000      # OVS Controller inactivity_probe
-
-
-@dataclass(frozen=True)
-class VRouter:
-    """Options of ``vrouter``: the OpenContrail vRouter agent and control node
-    (docs/sdn.md gives the source of each default)."""
-    headless: bool = False               # keep learned routes when the control node is lost
-    hold_time: float = 90.0              # s without a message before the control node counts as lost
-    flow_setup_rate: int = 1000          # new flows/s the agent sets up; 0 = no limit
-    flow_hold_packets: int = 3           # packets queued per flow awaiting set-up
-    flow_idle_timeout: int = 180         # s; Contrail's flow aging
-    dhcp: bool = True                    # the agent answers DHCP for its VMs
-
-
-@dataclass(frozen=True)
-class Ovn:
-    """Options of ``ovn``: its central control plane (docs/sdn.md)."""
-    northd: int = 1                      # ovn-northd instances: one active (SB lock), the others standby
-
-
-@dataclass(frozen=True)
 class VSwitch:
     kind: VSwitchKind
     datapath: str = "auto"   # ovs: "system" (kernel module), "netdev" (userspace), "auto"
-    openflow: OpenFlow | None = None     # only for ovs-openflow
-    vrouter: VRouter | None = None       # only for vrouter
-    ovn: Ovn | None = None               # only for ovn
+    options: object | None = None        # the kind's options dataclass (kinds.get(kind).options)
 
 
 @dataclass(frozen=True)

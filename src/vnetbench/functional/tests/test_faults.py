@@ -12,11 +12,11 @@ from types import SimpleNamespace
 
 import pytest
 
+from vnetbench import kinds
 from vnetbench.battery import session
 from vnetbench.errors import VnetbenchError
 from vnetbench.faults import LOCAL_HOSTS, Faults, control, unsupported
 from vnetbench.functional import measure, verdict
-from vnetbench.testbed.model import VSwitchKind
 from vnetbench.functional.plugin import deployment, deployment_fixture, one_vnet
 
 TESTBED = one_vnet(4)
@@ -151,10 +151,17 @@ def test_vswitch_restart_traffic_flows_again(dep, record):
     record(verdict.traffic_recovers(m), m)
 
 
-MULTI = {VSwitchKind.OVS_OPENFLOW: TESTBED.replace(
-             "vswitch: {kind}", "vswitch: {{kind: ovs-openflow, openflow: {{controllers: 2}}}}"),
-         VSwitchKind.OVN: TESTBED.replace(
-             "vswitch: {kind}", "vswitch: {{kind: ovn, ovn: {{northd: 2}}}}")}
+def multi(kind) -> str | None:
+    """The testbed with two controller instances (``Kind.redundant_options``), None when
+    the kind declares none."""
+    k = kinds.get(kind)
+    if not k.redundant_options:
+        return None
+    opts = ", ".join(f"{key}: {value}" for key, value in k.redundant_options.items())
+    return TESTBED.replace("vswitch: {kind}",
+                           f"vswitch: {{{{kind: {k.name}, {k.options_key}: {{{{{opts}}}}}}}}}")
+
+
 SYNC_TIMEOUT_S = 10.0
 
 
@@ -167,10 +174,12 @@ def test_one_of_two_controller_instances_killed(combo, caps, target, dep, record
     (OVN: NB -> SB, which needs an active ovn-northd), timed from the kill.
     (``dep``: an unbuildable configuration stays out of the columns.)"""
     kind, _ = combo
-    if kind not in MULTI:
-        pytest.skip(f"{kind}: the testbed declares no controller instances (ovs-openflow "
-                    "has openflow.controllers, ovn has ovn.northd)")
-    with deployment(combo, caps, MULTI[kind], "multi-controller", target) as d:
+    text = multi(kind)
+    if text is None:
+        having = [f"{k.name} has {k.options_key}.{next(iter(k.redundant_options))}"
+                  for k in kinds.all_kinds() if k.redundant_options]
+        pytest.skip(f"{kind}: the testbed declares no controller instances ({', '.join(having)})")
+    with deployment(combo, caps, text, "multi-controller", target) as d:
         f, after = Faults(d), {}
         first = control.active(d)
         measure.ping_once(d, "red-1", d.ip("red-2"))

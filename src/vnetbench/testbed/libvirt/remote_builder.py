@@ -16,7 +16,7 @@ import shlex
 import time
 from pathlib import Path
 
-from vnetbench import signals
+from vnetbench import kinds, signals
 from vnetbench.errors import VnetbenchError
 from vnetbench.image import qemu, recipe
 from vnetbench.state import Run, new_run_id, state_root
@@ -25,11 +25,9 @@ from vnetbench.testbed.libvirt import domain as dom
 from vnetbench.testbed.libvirt.deployment import connect
 from vnetbench.testbed.libvirt.remote import REMOTE_ROOT, Hypervisor
 from vnetbench.testbed.libvirt.remote_deployment import RemoteLibvirtDeployment, bridge_names
-from vnetbench.testbed.model import VSwitchKind
 from vnetbench.testbed.netns import proc
 from vnetbench.testbed.netns.teardown import unwind
 
-KINDS = (VSwitchKind.OVS, VSwitchKind.LINUXBRIDGE)
 
 
 def check(testbed, uris: dict[str, str]) -> None:
@@ -38,9 +36,10 @@ def check(testbed, uris: dict[str, str]) -> None:
         raise VnetbenchError(f"{testbed.source}: a testbed on a remote hypervisor ({uris}) has one "
                              f"host for now (tunnels between hypervisors are not built); it has "
                              f"{len(testbed.hosts)}: give it one host")
-    if testbed.vswitch.kind not in KINDS:
+    if kinds.of(testbed).remote_bridges is None:
+        able = [k.name for k in kinds.all_kinds() if k.remote_bridges]
         raise VnetbenchError(f"{testbed.source}: vswitch.kind {testbed.vswitch.kind.value} on a remote "
-                             f"hypervisor: use one of {', '.join(k.value for k in KINDS)}")
+                             f"hypervisor: use one of {', '.join(able)}")
 
 
 def up(testbed, kernel: Path, initrd: Path, memory_mib: int, uris: dict[str, str], domain_type: str,
@@ -112,7 +111,7 @@ class _Remote:
     def _bridges(self) -> None:
         """The run's own bridges on the hypervisor, stamped with the run id."""
         rid, mtu = self.run.run_id, self.tb.network.tenant_mtu
-        if self.tb.vswitch.kind is VSwitchKind.OVS:
+        if self.bridges["ovs"]:
             br = self.bridges["ovs"]
             out = self.sh("ovs-vsctl --bare --columns=datapath_type list bridge").stdout.decode()
             dp = next((t for t in out.split() if t), "system")   # the host's bridges' datapath
@@ -128,7 +127,7 @@ class _Remote:
 
     def _plug(self, nic) -> dom.Plug:
         vi = [v.name for v in self.tb.vnets].index(nic.vnet)
-        if self.tb.vswitch.kind is VSwitchKind.OVS:
+        if self.bridges["ovs"]:
             return dom.Plug(self.bridges["ovs"], ovs=True, vlan=vi + 1)
         return dom.Plug(self.bridges["linux"][vi][0])
 

@@ -55,7 +55,8 @@ def collector_argv(pyz: str, host, kind: str, domains: list[str], port_file: str
     CPUs, datapath counters from the host's ovs-vswitchd."""
     argv = ["python3", pyz, "--host", host.name, "--vswitch", kind, "--listen", "127.0.0.1:0",
             f"--port-file={port_file}", "--cpus", ",".join(map(str, host.cpus))]
-    if kind == "ovs":
+    from vnetbench import kinds
+    if kinds.get(kind).uses_ovs:
         argv += [f"--pidfile={p}" for p in OVS_PIDFILES]
     else:                       # a Linux bridge host: no daemons, its kernel's softirq time
         argv += ["--no-datapath", "--no-processes"]

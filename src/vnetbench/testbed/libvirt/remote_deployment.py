@@ -8,22 +8,22 @@ import shlex
 import subprocess
 from pathlib import Path
 
+from vnetbench import kinds
 from vnetbench.errors import UnsupportedError
 from vnetbench.image.channel import Ssh
 from vnetbench.testbed.base import RunDeployment
 from vnetbench.testbed.libvirt import domain as dom
 from vnetbench.testbed.libvirt.remote import Hypervisor
-from vnetbench.testbed.model import VSwitchKind
 from vnetbench.testbed.sshguests import SshGuests, tied_popen
 
 
 def bridge_names(rid: str, testbed) -> dict:
     """The run's bridges on a hypervisor (<= 15 characters): {"ovs": name or None,
     "linux": [(name, what)], "mgmt": name}; the management bridge is a Linux bridge."""
-    mgmt = f"vnb{rid}m"
+    mgmt, style = f"vnb{rid}m", kinds.of(testbed).remote_bridges
     linux = [(f"vnb{rid}v{i}", f"vnet={v.name}") for i, v in enumerate(testbed.vnets)] \
-        if testbed.vswitch.kind is VSwitchKind.LINUXBRIDGE else []
-    ovs = f"vnb{rid}" if testbed.vswitch.kind is VSwitchKind.OVS else None
+        if style == "linux-per-vnet" else []
+    ovs = f"vnb{rid}" if style == "ovs-vlan" else None
     return {"ovs": ovs, "linux": [*linux, (mgmt, "guest management")], "mgmt": mgmt}
 
 
@@ -87,13 +87,13 @@ class RemoteLibvirtDeployment(SshGuests, RunDeployment):
         return {}
 
     def ovs_appctl(self, host: str, *args, timeout: float = 10) -> str:
-        if self.testbed.vswitch.kind is not VSwitchKind.OVS:
+        if kinds.of(self.testbed).remote_bridges != "ovs-vlan":
             raise UnsupportedError(f"host {host}: ovs-appctl on a {self.testbed.vswitch.kind.value} host")
         return self.hypervisor(host).run(self.mux, shlex.join(["ovs-appctl", *map(str, args)]),
                                          timeout_s=timeout).stdout.decode()
 
     def expire_flows(self, layers=None) -> None:
-        if self.testbed.vswitch.kind is VSwitchKind.OVS and (layers is None or "datapath" in layers):
+        if kinds.of(self.testbed).remote_bridges == "ovs-vlan" and (layers is None or "datapath" in layers):
             for h in self.testbed.hosts:
                 self.ovs_appctl(h.name, "revalidator/purge")
 

@@ -7,15 +7,14 @@ from pathlib import Path
 
 from pyroute2 import netns
 
+from vnetbench import kinds
 from vnetbench.state import Run
 from vnetbench.testbed.base import RunDeployment
 from vnetbench.testbed.deployment import CONTROLLER_DIR
-from vnetbench.testbed.model import Testbed, VSwitchKind
+from vnetbench.testbed.model import Testbed
 from vnetbench.testbed.netns import proc
 from vnetbench.testbed.netns.names import Names
 
-# Per-host daemons of a vSwitch (pidfiles <run>/<host>/<prog>.pid); a kind starts a subset.
-VSWITCH_DAEMONS = ("ovs-vswitchd", "ovsdb-server", "ovn-controller", "contrail-vrouter-agent")
 
 
 class Deployment(RunDeployment):
@@ -63,7 +62,7 @@ class Deployment(RunDeployment):
         """{program: pid} of the vSwitch daemons this run started on ``host`` (none for
         kernel-only vSwitches), from the pidfiles in the host's run directory."""
         pids = {}
-        for prog in VSWITCH_DAEMONS:
+        for prog in kinds.of(self.testbed).host_daemons:
             try:
                 pids[prog] = int(self.host_file(host, f"{prog}.pid").read_text())
             except (OSError, ValueError):
@@ -92,22 +91,11 @@ class Deployment(RunDeployment):
 
     def expire_flows(self, layers=None) -> None:
         """Empty the flow state of LAYERS (vnetbench.testbed.flowstate: "datapath",
-        "controller", "agent"; None: every layer the kind has) on every host: the datapath
-        flow cache (``dpctl/del-flows``), the reactive controller's flows, the vRouter
-        agent's flows with the datapath cache that is part of its one flow table."""
+        "controller", "agent"; None: every layer the kind has) on every host, the way the
+        kind holds it (``Kind.netns_expire``)."""
         from vnetbench.testbed import flowstate
-        kind = self.testbed.vswitch.kind
         layers = {s.layer for s in flowstate.layers(self.testbed)} if layers is None else set(layers)
-        if "controller" in layers and kind is VSwitchKind.OVS_OPENFLOW:
-            from vnetbench.testbed.netns import openflow
-            openflow.expire_flows(self)
-        if "agent" in layers and kind is VSwitchKind.VROUTER:
-            from vnetbench.testbed.netns import vrouter
-            vrouter.expire_flows(self)
-            layers.add("datapath")
-        if "datapath" in layers and kind is not VSwitchKind.LINUXBRIDGE:
-            for h in self.testbed.hosts:
-                self.ovs_appctl(h.name, "dpctl/del-flows")
+        kinds.of(self.testbed).netns_expire(self, layers)
 
     def cpu_probe(self, wait: bool = True) -> Path | None:
         from vnetbench.testbed.netns import cpuprobe

@@ -13,11 +13,10 @@ from __future__ import annotations
 import ipaddress
 
 from vnetbench.errors import BuildError
-from vnetbench.testbed.model import Testbed, VSwitchKind
+from vnetbench import kinds
+from vnetbench.testbed.model import Testbed
 from vnetbench.testbed.netns import links, nsops
 
-# Kinds whose control plane lives in the controller namespace.
-CONTROLLED = (VSwitchKind.OVS_OPENFLOW, VSwitchKind.OVN, VSwitchKind.VROUTER)
 # Candidate management networks (RFC 2544 range); the first that the underlay
 # does not overlap is used. Tenant CIDRs live only in VM namespaces: no clash.
 CANDIDATES = ("198.19.255.0/24", "198.18.255.0/24")
@@ -25,7 +24,8 @@ MGMT_MTU = 1500
 
 
 def needed(testbed: Testbed) -> bool:
-    return testbed.vswitch.kind in CONTROLLED
+    """The kind's control plane lives in the controller namespace."""
+    return kinds.of(testbed).controlled
 
 
 def cidr(testbed: Testbed) -> ipaddress.IPv4Network:

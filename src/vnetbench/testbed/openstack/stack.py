@@ -10,14 +10,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from vnetbench.errors import VnetbenchError
-from vnetbench.testbed.model import NetType, Testbed, VSwitchKind
+from vnetbench import kinds
+from vnetbench.testbed.model import NetType, Testbed
 
 TEMPLATES = Path(__file__).resolve().parents[4] / "heat-templates"
 TEMPLATE = TEMPLATES / "testbed.yaml"
-# the cloud's SDN back-end, named by the testbed's vSwitch kind
-ENVIRONMENTS = {VSwitchKind.OVS: "ml2-ovs", VSwitchKind.OVN: "ml2-ovn",
-                VSwitchKind.LINUXBRIDGE: "linuxbridge", VSwitchKind.VROUTER: "tungsten-fabric",
-                VSwitchKind.OVS_OPENFLOW: "openflow-controller"}
 GROUPS = ("same_host", "cross_host", "unplaced", "vnet_b")     # the order of the outputs
 
 
@@ -69,7 +66,7 @@ def tags(run_id: str) -> list[str]:
 
 
 def environment(testbed: Testbed) -> Path:
-    return TEMPLATES / "env" / f"{ENVIRONMENTS[testbed.vswitch.kind]}.yaml"
+    return TEMPLATES / "env" / f"{kinds.of(testbed).openstack_environment}.yaml"
 
 
 def mac(run_id: str, vm_i: int) -> str:

@@ -26,8 +26,8 @@ from pathlib import Path
 from vnetbench.errors import BuildError
 from vnetbench.testbed.model import NetType
 from vnetbench.testbed.netns import links, mgmt, nsops, proc
-from vnetbench.testbed.netns.deployment import CONTROLLER_DIR
-from vnetbench.testbed.netns.ovs import OvsHost, _bridge, _port, rundir_env
+from vnetbench.testbed.deployment import CONTROLLER_DIR
+from vnetbench.kinds.ovs.netns import OvsHost, _bridge, _port, rundir_env, start_host
 
 SB_PORT = 6642
 SCHEMAS = Path("/usr/share/ovn")
@@ -38,7 +38,7 @@ NB, SB, NORTHD = "ovsdb-server-nb", "ovsdb-server-sb", "ovn-northd"
 
 def northds(testbed) -> list[str]:
     """The ovn-northd instances' names: ``ovn-northd``, then ``ovn-northd-2`` ..."""
-    n = testbed.vswitch.ovn.northd if testbed.vswitch.ovn else 1
+    n = testbed.vswitch.options.northd if testbed.vswitch.options else 1
     return [NORTHD, *(f"{NORTHD}-{i}" for i in range(2, n + 1))]
 
 
@@ -324,7 +324,7 @@ def wire(ctx) -> None:
     def central_up():
         central.start()
         central.configure()
-    proc.parallel([central_up] + [lambda o=o: ctx._ovs_host(o) for o in hosts])
+    proc.parallel([central_up] + [lambda o=o: start_host(ctx, o) for o in hosts])
     for o in hosts:
         o.address_underlay()
     if ctx.testbed.network.type.is_tunnel:

@@ -1,4 +1,4 @@
-"""One host's Open vSwitch agent for the ``ovs`` kind: ``python -m vnetbench.sdn.ovs_agent``.
+"""One host's Open vSwitch agent for the ``ovs`` kind: ``python -m vnetbench.kinds.ovs.agent``.
 
 What the ``ovs`` kind keeps outside OVSDB is OpenFlow state: each egress limit's meter
 and its ``in_port`` flow. They die with ovs-vswitchd. Neutron's OVS agent notices that
@@ -70,7 +70,7 @@ def _name_process() -> None:
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(prog="vnetbench.sdn.ovs_agent")
+    p = argparse.ArgumentParser(prog="vnetbench.kinds.ovs.agent")
     p.add_argument("--pidfile", required=True)
     p.add_argument("--config", required=True,
                    help="JSON: bridge (ovs-ofctl target), commands (ovs-ofctl argument lists)")

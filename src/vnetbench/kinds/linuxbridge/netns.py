@@ -66,3 +66,15 @@ def _segment_port(ctx, ns, host, vnet, vi) -> str:
             ns.fdb("append", ifindex=idx, lladdr="00:00:00:00:00:00", dst=str(peer.underlay_ip))
         return name
     raise AssertionError(f"linuxbridge cannot carry {ntype}; capabilities should have refused it")
+
+
+def bridges_down_up(dep, host) -> None:
+    """Every bridge of HOST down, then up: the kernel flushes what each learned."""
+    names = dep.names
+    with nsops.rtnl(names.host_ns(host.name)) as ns:
+        bridges = [names.lb_bridge(i) for i, v in enumerate(dep.testbed.vnets)
+                   if v in dep.testbed.vnets_on(host.name)]
+        for br in bridges:
+            ns.link("set", index=links.index(ns, br), state="down")
+        for br in bridges:
+            links.up(ns, br)

@@ -1,5 +1,5 @@
 """The vRouter agent's os-ken app (see ``vrouter_agent``): OpenFlow side and the
-control-node session. Decisions come from ``vnetbench.sdn.vrouter.Agent``."""
+control-node session. Decisions come from ``vnetbench.kinds.vrouter.logic.Agent``."""
 
 from __future__ import annotations
 
@@ -17,13 +17,13 @@ from os_ken.lib import hub
 from os_ken.lib.packet import ipv4, packet, tcp, udp
 from os_ken.ofproto import ofproto_v1_3
 
-from vnetbench.sdn import dhcp
+from vnetbench.kinds.vrouter import dhcp
 from vnetbench.sdn.handshake import AFTER_PORT_DESC, PORT_DESC
-from vnetbench.sdn.vrouter import T_FLOW, Agent, Delete, Flow, Meter, flow_key
+from vnetbench.kinds.vrouter.logic import T_FLOW, Agent, Delete, Flow, Meter, flow_key
 from vnetbench.sdn.guard import guarded
 
 LOG = logging.getLogger("vnetbench.vrouter")
-SETTINGS: dict = {}          # set by vnetbench.sdn.vrouter_agent before the app starts
+SETTINGS: dict = {}          # set by vnetbench.kinds.vrouter.agent before the app starts
 RECONNECT_S = 0.25
 STATUS_S = 0.05
 

@@ -1,11 +1,11 @@
 """``vrouter``: the OpenContrail vRouter model on OVS's userspace datapath.
 
 Per host: one OVS bridge (OpenFlow 1.3, ``fail_mode`` secure) whose only controller
-is the host's vRouter agent (``vnetbench.sdn.vrouter_agent``, on the host
+is the host's vRouter agent (``vnetbench.kinds.vrouter.agent``, on the host
 namespace's loopback); VM ports are plain ports; one L3 GRE port per peer host
 (``packet_type=legacy_l3``: MPLS over GRE, no inner Ethernet) whose endpoint is the
 underlay address on the second bridge, as for ``ovs``. One control node
-(``vnetbench.sdn.control_node``) in the controller namespace distributes the routes
+(``vnetbench.kinds.vrouter.control_node``) in the controller namespace distributes the routes
 the agents announce over the management network. Every process is journaled by
 its run-unique ``--pidfile=`` argument before it starts.
 """
@@ -19,8 +19,8 @@ from pathlib import Path
 
 from vnetbench.errors import BuildError
 from vnetbench.testbed.netns import mgmt, proc
-from vnetbench.testbed.netns.deployment import CONTROLLER_DIR
-from vnetbench.testbed.netns.ovs import OvsHost, _bridge, _port, qos_columns
+from vnetbench.testbed.deployment import CONTROLLER_DIR
+from vnetbench.kinds.ovs.netns import OvsHost, _bridge, _port, qos_columns, start_host
 
 CONTROL_PORT = 5269              # XMPP's client port, which Contrail agents use
 AGENT_OF = "127.0.0.1:6653"     # the agent's OpenFlow listener, inside its host namespace
@@ -54,7 +54,7 @@ def agent_config(ctx, host) -> dict:
                for p in tb.hosts if p.name != host.name}
     return {"host": host.name, "underlay_ip": str(host.underlay_ip),
             "tenant_mtu": tb.network.tenant_mtu,
-            "options": {**tb.vswitch.vrouter.__dict__},
+            "options": {**tb.vswitch.options.__dict__},
             "vnets": [v.name for v in tb.vnets], "cidrs": {v.name: str(v.cidr) for v in tb.vnets},
             "ifaces": ifaces, "tunnels": tunnels}
 
@@ -72,8 +72,8 @@ def _spawn(run, ns: str, d: Path, name: str, owner: str, argv_tail: list) -> Non
 
 def start_control_node(run, names, testbed) -> None:
     _spawn(run, names.ctl_ns, ctl_dir(run.dir), "contrail-control", "controller",
-           ["vnetbench.sdn.control_node", f"--listen=0.0.0.0:{CONTROL_PORT}",
-            f"--hold-time={testbed.vswitch.vrouter.hold_time}"])
+           ["vnetbench.kinds.vrouter.control_node", f"--listen=0.0.0.0:{CONTROL_PORT}",
+            f"--hold-time={testbed.vswitch.options.hold_time}"])
 
 
 def start(ctx) -> None:
@@ -89,7 +89,7 @@ def start(ctx) -> None:
         cfg = d / f"{AGENT}.config.json"
         cfg.write_text(json.dumps(agent_config(ctx, host), indent=1))
         _spawn(ctx.run, n.host_ns(host.name), d, AGENT, host.name,
-               ["vnetbench.sdn.vrouter_agent", f"--config={cfg}", f"--listen={AGENT_OF}",
+               ["vnetbench.kinds.vrouter.agent", f"--config={cfg}", f"--listen={AGENT_OF}",
                 f"--control={control}", f"--state={agent_state(ctx.run.dir, host.name)}"])
 
 
@@ -98,7 +98,7 @@ def wire(ctx) -> None:
     every other host's routes from the control node."""
     tb = ctx.testbed
     hosts = [VRouterHost(ctx, h) for h in tb.hosts]
-    proc.parallel([lambda o=o: ctx._ovs_host(o) for o in hosts])
+    proc.parallel([lambda o=o: start_host(ctx, o) for o in hosts])
     for o in hosts:
         o.address_underlay()
     prime_neighbours(ctx.names, tb)
@@ -230,7 +230,7 @@ def start_node(dep, name: str = CONTROL_NODE, timeout: float = READY_TIMEOUT_S) 
 def expire_flows(dep) -> None:
     """Delete the agents' reactive 5-tuple flows on every bridge (cookie-matched): the
     state their idle timeout leaves, without waiting."""
-    from vnetbench.sdn.vrouter import COOKIE_FLOW
+    from vnetbench.kinds.vrouter.logic import COOKIE_FLOW
     for h in dep.testbed.hosts:
         sock = dep.host_file(h.name, f"{dep.names.ovs_int}.mgmt")
         proc.run(["ovs-ofctl", "-O", "OpenFlow13", "del-flows", f"unix:{sock}",

@@ -1,4 +1,4 @@
-"""The vRouter control node: ``python -m vnetbench.sdn.control_node``.
+"""The vRouter control node: ``python -m vnetbench.kinds.vrouter.control_node``.
 
 OpenContrail's control node reflects the routes each agent announces (over XMPP)
 to every other agent. Here the protocol is JSON lines over TCP on the management
@@ -102,7 +102,7 @@ class ControlNode:
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(prog="vnetbench.sdn.control_node")
+    p = argparse.ArgumentParser(prog="vnetbench.kinds.vrouter.control_node")
     p.add_argument("--pidfile", required=True)
     p.add_argument("--listen", required=True, help="ADDRESS:PORT")
     p.add_argument("--hold-time", type=float, default=90.0)

@@ -22,8 +22,8 @@ from pathlib import Path
 from vnetbench.errors import BuildError
 from vnetbench.testbed.model import NetType
 from vnetbench.testbed.netns import mgmt, proc
-from vnetbench.testbed.netns.deployment import CONTROLLER_DIR
-from vnetbench.testbed.netns.ovs import OvsHost, _bridge, _port, qos_columns, tunnel_ports
+from vnetbench.testbed.deployment import CONTROLLER_DIR
+from vnetbench.kinds.ovs.netns import OvsHost, _bridge, _port, qos_columns, tunnel_ports, start_host
 
 OF_PORT = 6653                   # instance i listens on OF_PORT + i
 MAX_BACKOFF_MS = 1000            # reconnect within 1 s after a restart or heal
@@ -44,7 +44,7 @@ def pidfile(run_dir: Path, instance: int) -> Path:
 
 def targets(testbed) -> list[str]:
     ip = mgmt.controller_ip(testbed)
-    return [f"tcp:{ip}:{OF_PORT + i}" for i in range(testbed.vswitch.openflow.controllers)]
+    return [f"tcp:{ip}:{OF_PORT + i}" for i in range(testbed.vswitch.options.controllers)]
 
 
 def controller_config(ctx) -> dict:
@@ -73,7 +73,7 @@ def controller_config(ctx) -> dict:
                 links.append({"port": here, "peer": dpid(pi), "peer_port": there,
                               "vnet": vnet.name, "vlan": vlan})
         switches[str(dpid(hi))] = {"host": host.name, "links": links}
-    return {"options": dataclasses.asdict(tb.vswitch.openflow), "vnets": [v.name for v in tb.vnets],
+    return {"options": dataclasses.asdict(tb.vswitch.options), "vnets": [v.name for v in tb.vnets],
             "macs": macs, "ports": ports, "switches": switches}
 
 
@@ -82,9 +82,13 @@ def removed_file(run_dir: Path) -> Path:
     return ctl_dir(run_dir) / "removed-vnets.json"
 
 
+#: the os-ken application every controller instance runs
+APP = "vnetbench.kinds.ovs_openflow.floodlight"
+
+
 def controller_argv(run_dir: Path, testbed, instance: int, record: str | None = None) -> list[str]:
     d = ctl_dir(run_dir)
-    argv = [sys.executable, "-m", "vnetbench.sdn.controller",
+    argv = [sys.executable, "-m", "vnetbench.sdn.controller", f"--app={APP}",
             f"--pidfile={pidfile(run_dir, instance)}", f"--config={d / 'config.json'}",
             f"--instance={instance}", f"--lock={d / 'master.lock'}",
             f"--ready-dir={d / 'ready'}", f"--removed={removed_file(run_dir)}",
@@ -113,7 +117,7 @@ def start(ctx) -> None:
     d = ctl_dir(run_dir)
     (d / "ready").mkdir(parents=True, mode=0o700)
     (d / "config.json").write_text(json.dumps(controller_config(ctx), indent=1))
-    for i in range(tb.vswitch.openflow.controllers):
+    for i in range(tb.vswitch.options.controllers):
         start_controller(ctx.run, ctx.names, run_dir, tb, i)
 
 
@@ -122,7 +126,7 @@ def wire(ctx) -> None:
     bridge has its packet-in path installed."""
     tb, run_dir = ctx.testbed, ctx.run.dir
     hosts = [OpenFlowHost(ctx, h) for h in tb.hosts]
-    proc.parallel([lambda o=o: ctx._ovs_host(o) for o in hosts])
+    proc.parallel([lambda o=o: start_host(ctx, o) for o in hosts])
     for o in hosts:
         o.address_underlay()
     wait_ready(run_dir, [dpid(i) for i in range(len(tb.hosts))])
@@ -162,7 +166,7 @@ class OpenFlowHost(OvsHost):
     def _transaction(self, datapath: str) -> list[str]:
         ctx, host = self.ctx, self.host
         tb, names, rid = ctx.testbed, ctx.names, ctx.run.run_id
-        of = tb.vswitch.openflow
+        of = tb.vswitch.options
         own = f"external_ids:vnetbench-run={rid}"
         br, hi = names.ovs_int, ctx.host_index(host.name)
         tx = ["--", "init", "--", "set", "Open_vSwitch", ".", own,
@@ -200,7 +204,7 @@ class OpenFlowHost(OvsHost):
 def expire_flows(dep) -> None:
     """Delete the controller's forwarding flows on every bridge (cookie-matched; the
     packet-in path stays): the state the flows' idle timeout leaves, without waiting."""
-    from vnetbench.sdn.floodlight import COOKIE_FORWARDING
+    from vnetbench.kinds.ovs_openflow.floodlight import COOKIE_FORWARDING
     for h in dep.testbed.hosts:
         mgmt_sock = dep.host_file(h.name, f"{dep.names.ovs_int}.mgmt")
         proc.run(["ovs-ofctl", "-O", "OpenFlow13", "del-flows", f"unix:{mgmt_sock}",
@@ -237,7 +241,7 @@ def remove_vnet(dep, vnet: str, timeout: float = READY_TIMEOUT_S) -> None:
 # -- faults (vnetbench.faults drives these) ---------------------------------------
 
 def instances(dep) -> list[str]:
-    return [f"osken-{i}" for i in range(dep.testbed.vswitch.openflow.controllers)]
+    return [f"osken-{i}" for i in range(dep.testbed.vswitch.options.controllers)]
 
 
 def _instance(dep, name: str) -> int:
@@ -275,5 +279,5 @@ def start_instance(dep, name: str, timeout: float = READY_TIMEOUT_S) -> None:
         return
     since = time.time()
     start_controller(dep.run, dep.names, dep.run.dir, dep.testbed, i)
-    if dep.testbed.vswitch.openflow.controllers == 1:
+    if dep.testbed.vswitch.options.controllers == 1:
         wait_ready(dep.run.dir, [dpid(h) for h in range(len(dep.testbed.hosts))], timeout, since)

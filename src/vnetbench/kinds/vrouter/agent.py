@@ -1,8 +1,8 @@
-"""One host's vRouter agent: ``python -m vnetbench.sdn.vrouter_agent``.
+"""One host's vRouter agent: ``python -m vnetbench.kinds.vrouter.agent``.
 
 An os-ken app that is the OpenFlow controller of its host's OVS bridge (listening
 on the host namespace's loopback) and a client of the control node over the
-management network. ``vnetbench.sdn.vrouter.Agent`` decides; this module sends the
+management network. ``vnetbench.kinds.vrouter.logic.Agent`` decides; this module sends the
 decisions as OpenFlow 1.3 messages, runs the flow-setup queue at the configured
 rate, answers DHCP, and keeps the control-node session: on ``bye`` or after the
 hold time without a message the control node is lost -- without ``headless`` the
@@ -20,7 +20,7 @@ PROCESS_NAME = b"contrail-vrouter-agent"
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(prog="vnetbench.sdn.vrouter_agent")
+    p = argparse.ArgumentParser(prog="vnetbench.kinds.vrouter.agent")
     p.add_argument("--pidfile", required=True)
     p.add_argument("--config", required=True, help="JSON written by the testbed builder")
     p.add_argument("--listen", required=True, help="ADDRESS:PORT for the bridge's OpenFlow")
@@ -31,7 +31,7 @@ def main(argv=None) -> int:
     from vnetbench.sdn.controller import run_osken
     with open(args.config) as f:
         config = json.load(f)
-    run_osken(PROCESS_NAME, args.pidfile, args.listen, "vnetbench.sdn.vrouter_app",
+    run_osken(PROCESS_NAME, args.pidfile, args.listen, "vnetbench.kinds.vrouter.app",
               dict(config=config, control=args.control, state=args.state, record=args.record))
     return 0
 

@@ -8,7 +8,7 @@ import ipaddress
 
 from os_ken.lib.packet import dhcp, ethernet, ipv4, packet, udp
 
-from vnetbench.sdn.vrouter import VROUTER_MAC, Iface
+from vnetbench.kinds.vrouter.logic import VROUTER_MAC, Iface
 
 LEASE_S = 86400
 REPLY = {dhcp.DHCP_DISCOVER: dhcp.DHCP_OFFER, dhcp.DHCP_REQUEST: dhcp.DHCP_ACK}

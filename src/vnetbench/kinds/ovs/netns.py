@@ -9,7 +9,7 @@ and are ``protected`` so a full mesh of tunnels never floods back (split horizon
 A VM port's bandwidth limit is a linux-htb QoS on the port (this kernel has no tc
 ``police``, so OVS ingress policing cannot work; HTB shapes what OVS sends to the VM).
 An egress limit is an OpenFlow meter, which an ovs-vswitchd restart loses: the host's
-agent (``vnetbench.sdn.ovs_agent``) re-provisions it, as neutron's OVS agent does.
+agent (``vnetbench.kinds.ovs.agent``) re-provisions it, as neutron's OVS agent does.
 """
 
 from __future__ import annotations
@@ -17,11 +17,12 @@ from __future__ import annotations
 import json
 import os
 
-from vnetbench.sdn import ovs_agent
+from vnetbench.kinds.ovs import agent as ovs_agent
 from vnetbench.testbed.model import NetType
 from vnetbench.testbed.netns import links, nsops, proc
 
 AGENT = "neutron-openvswitch-agent"
+VSWITCHD = "ovs-vswitchd"
 TUNNEL_TYPE = {NetType.VXLAN: "vxlan", NetType.GRE: "gre", NetType.GENEVE: "geneve"}
 
 
@@ -90,12 +91,12 @@ class OvsHost:
         return f"unix:{self.rundir / f'{self.ctx.names.ovs_int}.mgmt'}"
 
     def start_agent(self, commands) -> None:
-        """The host's OVS agent (``vnetbench.sdn.ovs_agent``): replays ``commands`` when
+        """The host's OVS agent (``vnetbench.kinds.ovs.agent``): replays ``commands`` when
         ovs-vswitchd restarted, as neutron's agent re-provisions its ports."""
         cfg = self.rundir / f"{AGENT}.config.json"
         cfg.write_text(json.dumps({"bridge": self.bridge_target(), "commands": commands}))
         proc.python_daemon(self.ctx.run, self.ctx.names.host_ns(self.host.name), self.rundir,
-                           AGENT, self.host.name, ["vnetbench.sdn.ovs_agent", f"--config={cfg}"],
+                           AGENT, self.host.name, ["vnetbench.kinds.ovs.agent", f"--config={cfg}"],
                            cpus=self.host.cpus)
 
     def ofctl(self, *args) -> str:
@@ -191,3 +192,82 @@ def qos_columns(port, i, qos, own):
             f"other_config:max-rate={rate}", f"queues:0=@queue{i}", own,
             "--", f"--id=@queue{i}", "create", "Queue", f"other_config:max-rate={rate}",
             f"other_config:burst={burst}", own]
+
+
+def wire(ctx) -> None:
+    """Every host's OVS daemons start in parallel (subprocesses only); netlink work stays
+    on this thread."""
+    hosts = [OvsHost(ctx, h) for h in ctx.testbed.hosts]
+    proc.parallel([lambda o=o: start_host(ctx, o) for o in hosts])
+    for o in hosts:
+        o.address_underlay()
+
+
+def start_host(ctx, ovs: OvsHost) -> None:
+    ovs.start()
+    if ctx.datapath == "netdev":
+        checksum_offload_off(ctx, ovs.host)
+    ovs.configure(ctx.datapath)
+
+
+def checksum_offload_off(ctx, host) -> None:
+    """The userspace datapath forwards packets whose checksum the kernel left to
+    'hardware': turn TX checksum offload off on every veth end it touches."""
+    tb, n = ctx.testbed, ctx.names
+    per_ns = {n.host_ns(host.name): [n.uplink], n.fabric_ns: []}
+    for vm_i, vm in enumerate(tb.vms):
+        if vm.host == host.name:
+            per_ns.setdefault(n.vm_ns(vm.name), []).extend(n.vm_nic(k) for k in range(len(vm.nics)))
+            per_ns[n.host_ns(host.name)].extend(n.vm_port(vm_i, k) for k in range(len(vm.nics)))
+    if tb.network.type is NetType.FLAT:
+        for vnet in tb.vnets_on(host.name):
+            per_ns[n.host_ns(host.name)].append(n.physnet(ctx.vnet_index(vnet.name)))
+    for ns, devs in per_ns.items():
+        for dev in devs:
+            proc.run(proc.in_netns(ns, ["ethtool", "-K", dev, "tx", "off"]),
+                     what=f"ethtool -K {dev} tx off")
+
+
+def host_of(dep, host) -> OvsHost:
+    """HOST's OVS of a running testbed (no build context needed)."""
+    from types import SimpleNamespace
+    return OvsHost(SimpleNamespace(run=dep.run, names=dep.names, testbed=dep.testbed), host)
+
+
+def restart_vswitchd(dep, host) -> None:
+    """SIGTERM to the run's ovs-vswitchd of HOST (proved ours by its pidfile argument),
+    started again on the same database; the userspace datapath recreates the bridge's
+    internal port, so the host's tunnel endpoint address is put back."""
+    from vnetbench.errors import VnetbenchError
+    ovs = host_of(dep, host)
+    pidfile = ovs.rundir / f"{VSWITCHD}.pid"
+    mark = f"--pidfile={pidfile}"
+    ours = lambda p: mark in proc.cmdline(p).split()   # noqa: E731
+    try:
+        pid = int(pidfile.read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        pid = None
+    if pid and ours(pid) and not proc.stop(pid, ours, grace=5.0):
+        raise VnetbenchError(f"{VSWITCHD} of {host.name} (pid {pid}) did not exit")
+    ovs._daemon(VSWITCHD, [ovs.db], netns=dep.names.host_ns(host.name))
+    _readdress(dep, host)
+
+
+def _readdress(dep, host) -> None:
+    """Put the tunnel endpoint back on the re-created bridge port (if this host has one)."""
+    import time
+    from vnetbench.errors import VnetbenchError
+    names, net = dep.names, dep.testbed.network
+    if not net.type.is_tunnel:
+        return
+    with nsops.rtnl(names.host_ns(host.name)) as ns:
+        deadline = time.monotonic() + 10
+        while not ns.link_lookup(ifname=names.ovs_phy):
+            if time.monotonic() > deadline:
+                raise VnetbenchError(f"{names.ovs_phy} did not come back on {host.name}")
+            time.sleep(0.02)
+        idx = links.index(ns, names.ovs_phy)
+        have = {a.get_attr("IFA_ADDRESS") for a in ns.get_addr(index=idx)}
+        if str(host.underlay_ip) not in have:
+            links.address(ns, names.ovs_phy, host.underlay_ip, net.underlay_cidr.prefixlen)
+        links.up(ns, names.ovs_phy)

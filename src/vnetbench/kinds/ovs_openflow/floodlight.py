@@ -30,7 +30,7 @@ from os_ken.lib.packet import ethernet, ipv4, packet, tcp, udp, vlan
 from os_ken.ofproto import ofproto_v1_3
 
 from vnetbench.sdn.handshake import AFTER_PORT_DESC, PORT_DESC
-from vnetbench.sdn.forwarding import (
+from vnetbench.kinds.ovs_openflow.forwarding import (
     DeleteFlows, Drop, FlowMod, Forwarding, Frame, Options, PacketOut, Topology,
 )
 from vnetbench.sdn.guard import guarded

@@ -1,0 +1,139 @@
+"""The interface every vSwitch kind implements, and the check the registry runs on it.
+
+Class attributes describe the kind (what the rest of the suite may ask without building
+anything); methods realise it on the netns backend or answer for it. A default here is
+what a kind without that feature does (no controller, no per-flow state, nothing to do
+on an expiry), so a kind states only what is its own. ``check`` refuses a kind that
+lacks a member the suite calls, naming it, when the registry first loads it.
+"""
+
+from __future__ import annotations
+
+from vnetbench.testbed.model import NetType
+
+COMMON_PROGRAMS = ("ip", "taskset", "ping")
+#: tenant traffic on the wire per network type (the functional ``encapsulation`` row)
+WIRE = {"flat": "none", "vlan": "VLAN", "vxlan": "VXLAN", "gre": "GRE", "geneve": "Geneve"}
+
+
+class Kind:
+    #: the registry name, the testbed's ``vswitch.kind``
+    name: str = ""
+    #: one line for people: what this kind models
+    summary: str = ""
+    #: ovs-vswitchd and ovsdb-server run on every emulated host
+    uses_ovs: bool = False
+    #: its control plane runs in the controller namespace, over the management network
+    controlled: bool = False
+    #: it routes tenant traffic: every peer's MAC is the vSwitch's and it answers ARP
+    l3: bool = False
+    #: per-host daemons whose pidfiles the netns backend reads (CPU attribution)
+    host_daemons: tuple[str, ...] = ()
+    #: programs the netns backend needs on PATH
+    programs: tuple[str, ...] = COMMON_PROGRAMS
+    #: the testbed key of its options (``vswitch.<options_key>``), their dataclass and
+    #: JSON Schema; None: the kind has no options
+    options_key: str | None = None
+    options: type | None = None
+    options_schema: dict | None = None
+    #: options that give two controller instances (the multi-controller fault); None: one only
+    redundant_options: dict | None = None
+    #: bytes of encapsulation where the kind adds more than the plain header
+    overhead: dict = {}
+    #: network type -> what the kind puts on the wire, where not ``WIRE``'s
+    wire: dict = {}
+    #: the network type it is tested on when one per kind runs
+    preferred_network: NetType = NetType.VXLAN
+    #: its datapath's lookup counters (hit/missed/lost) are readable with dpctl/show
+    dpctl_counters: bool = False
+    #: the Heat environment of a cloud with this kind as its SDN back-end
+    openstack_environment: str = ""
+    #: how a remote libvirt hypervisor realises it: "ovs-vlan" (one OVS bridge, an access
+    #: port tagged per vnet), "linux-per-vnet" (a Linux bridge per vnet); None: it cannot
+    remote_bridges: str | None = None
+    #: brought up by ``vnetbench demo`` (no controller to wait for, or a fast one)
+    demo: bool = False
+
+    # -- what it supports ---------------------------------------------------------------
+
+    def why_not(self, caps, ntype: NetType, datapath: str) -> str | None:
+        """Why this kind cannot carry NTYPE here (beyond programs and veth/bridge
+        support, which ``capabilities`` checks for every kind); None when it can."""
+        return None
+
+    def why_not_egress(self, caps) -> str | None:
+        """Why an egress (from the VM) bandwidth limit cannot be realised here; None: it can."""
+        return None
+
+    def datapath(self, requested: str, caps) -> str | None:
+        """The OVS datapath the kind runs on ('system' | 'netdev'); None: not OVS."""
+        return None
+
+    def flow_layers(self, testbed) -> tuple:
+        """The per-flow state (``flowstate.FlowState``) a packet may wait for, with the
+        modelled system's idle timeouts; a kernel bridge keeps none."""
+        return ()
+
+    # -- the netns backend --------------------------------------------------------------
+
+    def netns_start(self, ctx) -> None:
+        """Start what can overlap the rest of bring-up (controller processes)."""
+
+    def netns_wire(self, ctx) -> None:
+        """Build every host's vSwitch for the testbed (after namespaces, underlay, VMs)."""
+        raise NotImplementedError
+
+    def netns_expire(self, dep, layers: set) -> None:
+        """Empty the flow state of LAYERS (``flow_layers``' names) on every host."""
+
+    def netns_remove_vnet(self, dep, ctx, vnet) -> None:
+        """Deprovision VNET the way this kind's cloud does; its VMs stay, unplugged."""
+        raise NotImplementedError
+
+    def netns_restart(self, dep, host) -> None:
+        """Restart HOST's vSwitch as an operator would, back when it forwards again."""
+        raise NotImplementedError
+
+    def netns_unplug(self, dep, host, port: str) -> None:
+        """Take a VM port off HOST's vSwitch (a migration's source side)."""
+        raise NotImplementedError
+
+    def netns_plug(self, dep, host, port: str, vm, k: int, nic) -> None:
+        """Plug a VM's port into HOST's vSwitch (a migration's destination side)."""
+        raise NotImplementedError
+
+    #: controller fault operations: {"components": f(dep), "stop": f(dep, name, graceful),
+    #: "start": f(dep, name)[, "active": f(dep), "sync": f(dep, timeout)]}; None: none
+    def control(self) -> dict | None:
+        return None
+
+    def __repr__(self):
+        return f"<vSwitch kind {self.name}>"
+
+
+#: what every kind must define itself (the rest has a default above)
+REQUIRED = ("name", "summary", "openstack_environment")
+#: what a kind must override (the base's raises)
+REALISED = ("netns_wire", "netns_remove_vnet", "netns_restart", "netns_unplug", "netns_plug")
+
+
+class KindError(TypeError):
+    pass
+
+
+def check(kind, registered_as: str) -> None:
+    """Refuse a kind that lacks what the suite calls, naming the member."""
+    where = f"vSwitch kind {registered_as!r} ({type(kind).__module__})"
+    if not isinstance(kind, Kind):
+        raise KindError(f"{where}: KIND is not a vnetbench.kinds.base.Kind")
+    if kind.name != registered_as:
+        raise KindError(f"{where}: its name is {kind.name!r}, not the registered {registered_as!r}")
+    for attr in REQUIRED:
+        if not getattr(kind, attr):
+            raise KindError(f"{where}: missing {attr}")
+    for meth in REALISED:
+        if getattr(type(kind), meth) is getattr(Kind, meth):
+            raise KindError(f"{where}: missing {meth} (the netns backend calls it)")
+    if (kind.options is None) != (kind.options_key is None) or \
+            (kind.options is None) != (kind.options_schema is None):
+        raise KindError(f"{where}: options, options_key and options_schema go together")

@@ -1,0 +1,66 @@
+"""``linuxbridge``: the kernel's bridge as neutron's linuxbridge agent wires it, one bridge
+per vnet; no flow state, no controller (``netns``: the wiring)."""
+
+from __future__ import annotations
+
+from vnetbench.kinds.base import Kind
+from vnetbench.testbed.model import NetType
+
+# kernel link kinds (capabilities.LINK_KINDS) each network type needs on a host
+LINKS = {NetType.FLAT: (), NetType.VLAN: ("vlan",), NetType.VXLAN: ("vxlan",),
+         NetType.GRE: ("gretap",), NetType.GENEVE: ("geneve",)}
+NOT_WIRED = (NetType.GRE, NetType.GENEVE)   # point-to-point devices: not built yet
+
+
+class LinuxBridge(Kind):
+    name = "linuxbridge"
+    summary = "Linux bridge (neutron linuxbridge agent): a kernel bridge per vnet"
+    openstack_environment = "linuxbridge"
+    demo = True
+    remote_bridges = "linux-per-vnet"
+
+    def why_not(self, caps, ntype, datapath):
+        for link in LINKS[ntype]:
+            if caps.links.get(link):
+                return caps.link_missing(link)
+        if ntype in NOT_WIRED:
+            return (f"linuxbridge over {ntype} is not wired by the netns backend yet "
+                    f"(it needs a {LINKS[ntype][0]} device per remote host); use ovs")
+        return None
+
+    def why_not_egress(self, caps):
+        if caps.links.get("ifb"):
+            return f"an egress limit needs IFB devices (CONFIG_IFB): {caps.links['ifb']}"
+        return None
+
+    def netns_wire(self, ctx):
+        from vnetbench.kinds.linuxbridge import netns
+        for host in ctx.testbed.hosts:
+            netns.wire_host(ctx, host)
+
+    def netns_remove_vnet(self, dep, ctx, vnet):
+        """The vnet's bridge and segment device go on every host."""
+        from vnetbench.kinds.linuxbridge import netns
+        for host in dep.testbed.hosts:
+            if vnet in dep.testbed.vnets_on(host.name):
+                netns.unwire_vnet(ctx, host, vnet)
+
+    def netns_restart(self, dep, host):
+        """Every bridge of the host goes down and up, which flushes its learned forwarding
+        database (the kernel disables each port): the closest a kernel bridge has to a restart."""
+        from vnetbench.kinds.linuxbridge import netns
+        netns.bridges_down_up(dep, host)
+
+    def netns_unplug(self, dep, host, port):
+        from vnetbench.testbed.netns import links, nsops
+        with nsops.rtnl(dep.names.host_ns(host.name)) as ns:
+            ns.link("set", index=links.index(ns, port), master=0)
+
+    def netns_plug(self, dep, host, port, vm, k, nic):
+        from vnetbench.testbed.netns import links, nsops
+        vi = [v.name for v in dep.testbed.vnets].index(nic.vnet)
+        with nsops.rtnl(dep.names.host_ns(host.name)) as ns:
+            links.up(ns, port, master=dep.names.lb_bridge(vi))
+
+
+KIND = LinuxBridge()

@@ -1,0 +1,66 @@
+"""``ovn``: real OVN (ovn-northd, NB/SB databases, ovn-controller per host) as neutron's
+ML2/OVN drives it (``netns``: databases, northd instances, chassis; ``options``: the
+``ovn:`` block)."""
+
+from __future__ import annotations
+
+from vnetbench.kinds.ovs import Ovs
+from vnetbench.kinds.ovn import options
+from vnetbench.testbed.model import NetType
+
+
+class Ovn(Ovs):
+    name = "ovn"
+    summary = "OVN: ovn-northd, NB/SB databases, ovn-controller on every host"
+    controlled = True
+    host_daemons = Ovs.host_daemons + ("ovn-controller",)
+    programs = Ovs.programs + ("ovn-northd", "ovn-controller", "ovn-nbctl")
+    options_key, options, options_schema = options.KEY, options.Ovn, options.SCHEMA
+    redundant_options = {"northd": 2}
+    # OVN's Geneve carries an 8-byte option (the logical ports): 58 bytes (REFERENCE §3)
+    overhead = {NetType.GENEVE: 58}
+    dpctl_counters = False
+    remote_bridges = None             # its controller is not built on a remote hypervisor
+    openstack_environment = "ml2-ovn"
+    demo = True
+
+    def why_not(self, caps, ntype, datapath):
+        if ntype is NetType.GRE:
+            return "OVN has no GRE encapsulation (ovn-encap-type takes geneve, vxlan or stt)"
+        return super().why_not(caps, ntype, datapath)
+
+    def netns_wire(self, ctx):
+        from vnetbench.kinds.ovn import netns
+        netns.wire(ctx)
+
+    def netns_remove_vnet(self, dep, ctx, vnet):
+        """The logical switch is deleted in the NB database (``ls-del``) and ovn-controller
+        takes its flows away."""
+        from vnetbench.kinds.ovn.netns import Central
+        Central(dep).nbctl("ls-del", vnet.name)
+
+    def _before_restart(self, dep, host):
+        from vnetbench.kinds.ovn import netns
+        return netns.flow_count(dep, host.name)
+
+    def _reprogrammed(self, dep, host, since, before):
+        """ovn-controller programs the restarted switch again."""
+        from vnetbench.kinds.ovn import netns
+        netns.wait_programmed(dep, host.name, before)
+        if dep.testbed.network.type.is_tunnel:
+            netns.tunnel_neighbours(dep, on=[host.name])
+
+    def _port_columns(self, dep, nic):
+        return []
+
+    def _port_extra(self, dep, port, vm, k):
+        from vnetbench.kinds.ovn import netns
+        return ["--", "set", "Interface", port, f"external_ids:iface-id={netns.port_name(vm.name, k)}"]
+
+    def control(self):
+        from vnetbench.kinds.ovn import netns
+        return {"components": lambda dep: list(netns.fault_targets(dep.testbed)),
+                "stop": netns.stop, "start": netns.start, "active": netns.active, "sync": netns.sync}
+
+
+KIND = Ovn()

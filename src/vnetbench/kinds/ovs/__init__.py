@@ -1,0 +1,107 @@
+"""``ovs``: Open vSwitch as neutron's OVS agent wires it (``netns``: one private
+ovsdb-server + ovs-vswitchd per emulated host; ``agent``: the host's agent that puts back
+what a restart loses). The other OVS-based kinds (``ovs-openflow``, ``ovn``, ``vrouter``)
+subclass ``Ovs``: they share its daemons, datapath choice, restart and port plugging,
+and change what they program."""
+
+from __future__ import annotations
+
+import time
+
+from vnetbench.kinds.base import COMMON_PROGRAMS, Kind
+from vnetbench.testbed.model import NetType
+
+OVS_PROGRAMS = ("ethtool", "ovs-vswitchd", "ovsdb-server", "ovsdb-tool", "ovs-vsctl", "ovs-appctl")
+VSWITCHD = "ovs-vswitchd"
+
+
+class Ovs(Kind):
+    name = "ovs"
+    summary = "Open vSwitch (neutron OVS agent): VLAN-tagged integration bridge, tunnel ports"
+    uses_ovs = True
+    host_daemons = ("ovs-vswitchd", "ovsdb-server")
+    programs = COMMON_PROGRAMS + OVS_PROGRAMS
+    dpctl_counters = True
+    openstack_environment = "ml2-ovs"
+    demo = True
+    remote_bridges = "ovs-vlan"
+
+    def why_not(self, caps, ntype, datapath):
+        if datapath == "system" and not caps.ovs_kernel:
+            return ("OVS datapath 'system' needs the openvswitch kernel module, which this "
+                    "kernel lacks; use datapath 'netdev' or 'auto'")
+        return None
+
+    def datapath(self, requested, caps):
+        return caps.ovs_datapath if requested == "auto" else requested
+
+    def flow_layers(self, testbed):
+        return (datapath_flows(),)
+
+    # -- netns ----------------------------------------------------------------------------
+
+    def netns_wire(self, ctx):
+        from vnetbench.kinds.ovs import netns
+        netns.wire(ctx)
+
+    def netns_expire(self, dep, layers):
+        if "datapath" in layers:
+            for h in dep.testbed.hosts:
+                dep.ovs_appctl(h.name, "dpctl/del-flows")
+
+    def netns_remove_vnet(self, dep, ctx, vnet):
+        """Every port of the vnet leaves each host's integration bridge."""
+        from vnetbench.kinds.ovs.netns import OvsHost
+        for host in dep.testbed.hosts:
+            if vnet in dep.testbed.vnets_on(host.name):
+                OvsHost(ctx, host).unwire_vnet(vnet)
+
+    def netns_restart(self, dep, host):
+        """``ovs-vswitchd`` stopped (SIGTERM) and started on the same database, as
+        ``systemctl restart ovs-vswitchd`` would: ports come back from the database, OpenFlow
+        flows do not (what programs them must put them back: ``_reprogrammed``)."""
+        from vnetbench.kinds.ovs import netns
+        since = time.time()
+        before = self._before_restart(dep, host)
+        netns.restart_vswitchd(dep, host)
+        self._reprogrammed(dep, host, since, before)
+
+    def _before_restart(self, dep, host):
+        """What ``_reprogrammed`` needs to know of the host before its restart."""
+        return None
+
+    def _reprogrammed(self, dep, host, since: float, before) -> None:
+        """Wait until HOST's flows are back: the OVS agent replays its own at once."""
+
+    def netns_unplug(self, dep, host, port):
+        from vnetbench.kinds.ovs import netns
+        netns.host_of(dep, host).vsctl("--if-exists", "del-port", dep.names.ovs_int, port)
+
+    def netns_plug(self, dep, host, port, vm, k, nic):
+        from vnetbench.kinds.ovs import netns
+        from vnetbench.testbed.netns import links, nsops
+        with nsops.rtnl(dep.names.host_ns(host.name)) as ns:
+            links.up(ns, port)
+        own = f"external_ids:vnetbench-run={dep.run_id}"
+        args = ["--", "--may-exist", "add-port", dep.names.ovs_int, port,
+                *self._port_columns(dep, nic), own, *self._port_extra(dep, port, vm, k)]
+        netns.host_of(dep, host).vsctl(*args)
+
+    def _port_columns(self, dep, nic) -> list[str]:
+        """A VM port is an access port tagged with its vnet's local VLAN."""
+        tb = dep.testbed
+        vi = [v.name for v in tb.vnets].index(nic.vnet)
+        tag = tb.vnet(nic.vnet).segmentation_id if tb.network.type is NetType.VLAN else vi + 1
+        return [f"tag={tag}"]
+
+    def _port_extra(self, dep, port, vm, k) -> list[str]:
+        return []
+
+
+def datapath_flows():
+    from vnetbench.testbed.flowstate import OVS_MAX_IDLE_S, FlowState
+    return FlowState("datapath", OVS_MAX_IDLE_S,
+                     "OVS datapath flows, other_config:max-idle 10 s")
+
+
+KIND = Ovs()

@@ -1,0 +1,83 @@
+"""``ovs-openflow``: a reactive OpenFlow controller (Floodlight v0.90 Forwarding +
+VirtualNetworkFilter, behind IVS's packet-in limit) over OVS (``floodlight``: the os-ken
+app; ``forwarding``: its decisions; ``netns``: controller processes and bridges;
+``options``: the ``openflow:`` block)."""
+
+from __future__ import annotations
+
+import math
+
+from vnetbench.kinds.ovs import Ovs
+from vnetbench.kinds.ovs_openflow import options
+
+
+class OvsOpenFlow(Ovs):
+    name = "ovs-openflow"
+    summary = "reactive OpenFlow controller (Floodlight/IVS model) over OVS"
+    controlled = True
+    options_key, options, options_schema = options.KEY, options.OpenFlow, options.SCHEMA
+    redundant_options = {"controllers": 2}
+    remote_bridges = None             # its controller is not built on a remote hypervisor
+    openstack_environment = "openflow-controller"
+    demo = False
+
+    def why_not(self, caps, ntype, datapath):
+        # every network type: the controller pushes/pops 802.1q tags on vlan
+        return osken_missing() or super().why_not(caps, ntype, datapath)
+
+    def why_not_egress(self, caps):
+        return ("an egress bandwidth limit needs the flows to carry a meter, and the "
+                "reactive controller (Floodlight v0.90 model) owns the flow table and "
+                "meters nothing")
+
+    def flow_layers(self, testbed):
+        from vnetbench.testbed.flowstate import FlowState
+        idle = testbed.vswitch.options.idle_timeout or math.inf
+        return (FlowState("controller", idle,
+                          "Floodlight FLOWMOD_DEFAULT_IDLE_TIMEOUT (openflow.idle_timeout)"),
+                *super().flow_layers(testbed))
+
+    def netns_start(self, ctx):
+        from vnetbench.kinds.ovs_openflow import netns
+        netns.start(ctx)
+
+    def netns_wire(self, ctx):
+        from vnetbench.kinds.ovs_openflow import netns
+        netns.wire(ctx)
+
+    def netns_expire(self, dep, layers):
+        if "controller" in layers:
+            from vnetbench.kinds.ovs_openflow import netns
+            netns.expire_flows(dep)
+        super().netns_expire(dep, layers)
+
+    def netns_remove_vnet(self, dep, ctx, vnet):
+        """The controller deletes the network (VNF forgets its MACs, the flows to and from
+        them go), then the ports leave as on ovs."""
+        from vnetbench.kinds.ovs_openflow import netns
+        netns.remove_vnet(dep, vnet.name)
+        super().netns_remove_vnet(dep, ctx, vnet)
+
+    def _reprogrammed(self, dep, host, since, before):
+        """The controller sets the bridge up again when it reconnects."""
+        from vnetbench.kinds.ovs_openflow import netns
+        netns.wait_ready(dep.run.dir, [netns.dpid(dep.testbed.hosts.index(host))], since=since)
+
+    def _port_columns(self, dep, nic):
+        return []                   # the controller tags, not the port
+
+    def control(self):
+        from vnetbench.kinds.ovs_openflow import netns
+        return {"components": netns.instances, "stop": netns.stop_instance,
+                "start": netns.start_instance}
+
+
+def osken_missing() -> str | None:
+    try:
+        import os_ken  # noqa: F401
+    except ImportError:
+        return "the os-ken Python package is missing; 'make install' installs it"
+    return None
+
+
+KIND = OvsOpenFlow()

@@ -1,0 +1,88 @@
+"""``vrouter``: OpenContrail's vRouter (2013 model): an L3 overlay, MPLS over GRE, with a
+per-host agent setting up flows and a control node distributing routes (``logic``: the
+agent's decisions; ``app``/``agent``: the agent process; ``control_node``; ``dhcp``;
+``netns``: processes and bridges; ``options``: the ``vrouter:`` block)."""
+
+from __future__ import annotations
+
+import math
+
+from vnetbench.kinds.ovs import Ovs
+from vnetbench.kinds.ovs_openflow import osken_missing
+from vnetbench.kinds.vrouter import options
+from vnetbench.testbed.model import NetType
+
+
+class VRouter(Ovs):
+    name = "vrouter"
+    summary = "OpenContrail/Tungsten Fabric vRouter model: L3, MPLS over GRE, agent + control node"
+    controlled = True
+    l3 = True
+    host_daemons = Ovs.host_daemons + ("contrail-vrouter-agent",)
+    options_key, options, options_schema = options.KEY, options.VRouter, options.SCHEMA
+    # MPLS over GRE: outer IP 20 + GRE 4 + MPLS 4, no inner Ethernet (an L3 overlay)
+    overhead = {NetType.GRE: 28}
+    wire = {"gre": "MPLSoGRE"}
+    preferred_network = NetType.GRE
+    remote_bridges = None             # its controller is not built on a remote hypervisor
+    openstack_environment = "tungsten-fabric"
+    demo = False
+
+    def why_not(self, caps, ntype, datapath):
+        if ntype is not NetType.GRE:
+            return (f"vrouter emulates OpenContrail's MPLS over GRE only; use network type gre "
+                    f"(it means MPLSoGRE for this kind), not {ntype}")
+        missing = osken_missing()
+        if missing:
+            return missing
+        if datapath == "system":
+            return ("vrouter needs OVS's userspace datapath (L3 GRE ports, MPLS); use datapath "
+                    "'netdev' or 'auto'")
+        return super().why_not(caps, ntype, datapath)
+
+    def datapath(self, requested, caps):
+        return "netdev"               # L3 GRE ports and MPLS: userspace only
+
+    def flow_layers(self, testbed):
+        # one flow table in the real vRouter (its kernel module); the emulation's OVS cache
+        # belongs to it and ages with it
+        from vnetbench.testbed.flowstate import FlowState
+        idle = testbed.vswitch.options.flow_idle_timeout or math.inf
+        return (FlowState("agent", idle, "Contrail vRouter flow aging (vrouter.flow_idle_timeout)"),)
+
+    def netns_start(self, ctx):
+        from vnetbench.kinds.vrouter import netns
+        netns.start(ctx)
+
+    def netns_wire(self, ctx):
+        from vnetbench.kinds.vrouter import netns
+        netns.wire(ctx)
+
+    def netns_expire(self, dep, layers):
+        """The agent's flows, with the datapath cache that is part of its one flow table."""
+        if "agent" in layers:
+            from vnetbench.kinds.vrouter import netns
+            netns.expire_flows(dep)
+            layers = {*layers, "datapath"}
+        super().netns_expire(dep, layers)
+
+    # netns_remove_vnet: the VM ports leave each host's bridge (as on ovs), whose agent
+    # deletes their entries and withdraws their routes through the control node; the GRE
+    # ports are shared by every vnet and stay
+
+    def _reprogrammed(self, dep, host, since, before):
+        """The agent programs the restarted switch again."""
+        from vnetbench.kinds.vrouter import netns
+        netns.prime_neighbours(dep.names, dep.testbed, hosts=[host.name])
+        netns.wait_converged(dep.run.dir, dep.testbed, since=since, key="programmed",
+                             hosts=[host.name])
+
+    def _port_columns(self, dep, nic):
+        return []
+
+    def control(self):
+        from vnetbench.kinds.vrouter import netns
+        return {"components": netns.components, "stop": netns.stop, "start": netns.start_node}
+
+
+KIND = VRouter()
