@@ -5,7 +5,7 @@ One same-host pair on a Linux-bridge VXLAN testbed (the cheapest data path, so t
 search, not bring-up, dominates), 64-byte inner frames. Every round measures the
 unpaced ceiling once, then runs both searches from it in alternating order:
 
-* ``binary``: NDR by ``rfc2544.search`` (max_trials), then PDR primed with the NDR
+* ``binary``: NDR by ``mlr.search`` (max_trials), then PDR primed with the NDR
   trials (max_trials more) -- what ``_throughput`` did before MLRsearch;
 * ``mlrsearch``: ``mlr.ndr_pdr`` with the budget 2 * max_trials.
 
@@ -26,6 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import deployed, load_testbed, show, stats, write_json  # noqa: E402
 
 from vnetbench.battery import mlr, rfc2544  # noqa: E402
+from vnetbench.battery import trial as udptrial  # noqa: E402
 
 TESTBED = ("name: rfc2544-search\nvswitch: {kind: linuxbridge}\nnetwork: {type: vxlan}\n"
            "pairs: [{placement: same-host}]\n")
@@ -36,8 +37,8 @@ def binary(trial, lo, top, step, max_trials, pdr_loss_pct):
     def loss(fps):
         packets, lost = trial(fps)
         return 100.0 * lost / packets if packets else 100.0
-    ndr = rfc2544.search(loss, lo, top, step, max_trials, 0.0)
-    pdr = rfc2544.search(loss, lo, top, step, max_trials, pdr_loss_pct, known=dict(ndr.trials))
+    ndr = mlr.search(loss, lo, top, step, max_trials, 0.0)
+    pdr = mlr.search(loss, lo, top, step, max_trials, pdr_loss_pct, known=dict(ndr.trials))
     return ndr, pdr, len(ndr.trials) + len(pdr.trials)
 
 
@@ -61,11 +62,11 @@ def main() -> int:
         payload = rfc2544.payload_of(FRAME)
 
         def trial(fps):
-            res = rfc2544.udp_trial(dep, src, dst, payload, rfc2544.bitrate_bps(round(fps), FRAME),
+            res = udptrial.udp_trial(dep, src, dst, payload, rfc2544.bitrate_bps(round(fps), FRAME),
                                     a.trial_s)
             return res["packets"], res["lost_packets"]
         for rnd in range(a.rounds):
-            ceiling = rfc2544.udp_trial(dep, src, dst, payload, 0, a.trial_s)["rx_fps"]
+            ceiling = udptrial.udp_trial(dep, src, dst, payload, 0, a.trial_s)["rx_fps"]
             top = max(2.0, ceiling)
             step = top * a.resolution / 100
             order = ("binary", "mlrsearch") if rnd % 2 == 0 else ("mlrsearch", "binary")

@@ -96,8 +96,8 @@ def test_fewer_trials_than_the_two_binary_searches_it_replaced():
 
         def loss(rate, dev=Device(ndr_cap, pdr_cap, 0.03, seed)):
             return dev.loss_pct(round(rate))
-        n = rfc2544.search(loss, step, top, step, 10, 0.0)
-        p = rfc2544.search(loss, step, top, step, 10, 0.5, known=dict(n.trials))
+        n = mlr.search(loss, step, top, step, 10, 0.0)
+        p = mlr.search(loss, step, top, step, 10, 0.5, known=dict(n.trials))
         old.append(len(n.trials) + len(p.trials))
         _, _, trials = mlr.ndr_pdr(Device(ndr_cap, pdr_cap, 0.03, seed), step, top, 2, 2.0, 20)
         new.append(len(trials))

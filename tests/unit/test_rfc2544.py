@@ -4,7 +4,8 @@ planning from the tenant MTU, the rate -> iperf3 -b mapping, burst argv and gaps
 import pytest
 
 from vnetbench.battery import rfc2544
-from vnetbench.battery.rfc2544 import search
+from vnetbench.battery import trial as udptrial
+from vnetbench.battery.mlr import search
 
 
 class Fake:
@@ -120,10 +121,10 @@ def test_rate_maps_to_iperf3_payload_bits():
 
 def test_burst_argv_and_gap():
     argv = ["iperf3", "-c", "x", "-u", "-b", "1440000", "-l", "18", "-J"]
-    assert rfc2544.with_burst(argv, 100)[5] == "1440000/100" and argv[5] == "1440000"
+    assert udptrial.with_burst(argv, 100)[5] == "1440000/100" and argv[5] == "1440000"
     for bad in (0, 1001):
         with pytest.raises(ValueError):
-            rfc2544.with_burst(argv, bad)
+            udptrial.with_burst(argv, bad)
     assert rfc2544.burst_gap_s(100, 40_000, 0.1, 25) == 0.1          # 1,000 fps mean: fine
     assert rfc2544.burst_gap_s(1000, 10_000, 0.1, 25) == pytest.approx(0.4)   # stretched
 

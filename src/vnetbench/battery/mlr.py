@@ -1,4 +1,6 @@
-"""NDR and PDR in one search with FD.io CSIT's MLRsearch (PyPI ``MLRsearch``).
+"""The battery's searches: NDR and PDR in one search with FD.io CSIT's MLRsearch (PyPI
+``MLRsearch``), and RFC 2544's plain binary search (``search``) for what is not a load
+(the back-to-back test's burst length).
 
 RFC 2544's binary search finds one loss target per search; CSIT's multiple-loss-ratio
 search measures each trial once and lets it narrow the bounds of *every* goal (NDR at
@@ -116,3 +118,60 @@ def _narrow(rate, upper, lo, hi, goal) -> bool:
     if rate is None:
         return upper <= lo * (1 + 1e-9)
     return (upper - rate) <= goal.relative_width * upper * (1 + 1e-6)
+
+
+# -- the RFC 2544 binary search (pure), for what MLRsearch does not search ----------------------------------------------------------
+
+def search(trial, lo: float, hi: float, resolution: float, max_trials: int,
+           target_loss: float = 0.0, known=None) -> Search:
+    """Highest rate in [lo, hi] whose ``trial(rate) -> loss %`` is <= ``target_loss``.
+
+    RFC 2544 binary search (the back-to-back burst search; NDR and PDR use
+    ``mlr.ndr_pdr``): try ``hi`` first; if it loses, bisect between the best
+    passing and the lowest failing rate until they are ``resolution`` apart or
+    ``max_trials`` trials were run (never more). ``known`` (rate -> loss %) are earlier
+    trials that narrow the bracket for free, e.g. the NDR trials when searching the PDR.
+    If nothing passes, ``lo`` itself is tried last (budget permitting); a failing
+    ``lo`` gives ``rate=None``. Assumes loss grows with rate; a non-monotonic answer
+    just narrows toward the lowest failing rate above the best passing one.
+    """
+    if not 0 < lo <= hi:
+        raise ValueError(f"need 0 < lo <= hi, got lo={lo} hi={hi}")
+    if resolution <= 0:
+        raise ValueError(f"resolution must be > 0, not {resolution}")
+    if max_trials < 1:
+        raise ValueError(f"max_trials must be >= 1, not {max_trials}")
+    seen = dict(known or {})
+    trials = []
+
+    def ok(loss):
+        return loss is not None and loss <= target_loss
+
+    def measure(rate):
+        if rate not in seen:
+            seen[rate] = trial(rate)
+            trials.append((rate, seen[rate]))
+        return seen[rate]
+
+    inside = {r: loss for r, loss in seen.items() if lo <= r <= hi}
+    best = max((r for r, loss in inside.items() if ok(loss)), default=None)
+    top = min((r for r, loss in inside.items() if not ok(loss) and (best is None or r > best)),
+              default=None)
+    if top is None:
+        if best != hi and not ok(measure(hi)):
+            top = hi
+        else:
+            return Search(hi, None, tuple(trials), True)
+    floor = lo if best is None else best
+    while len(trials) < max_trials and top - floor > resolution:
+        mid = (floor + top) / 2
+        if ok(measure(mid)):
+            best = floor = mid
+        else:
+            top = mid
+    if best is None and lo not in seen and len(trials) < max_trials:
+        if ok(measure(lo)):
+            best = lo
+    lo_failed = lo in seen and not ok(seen[lo])
+    converged = top - floor <= resolution and (best is not None or lo_failed)
+    return Search(best, top, tuple(trials), converged)

@@ -62,24 +62,21 @@ from __future__ import annotations
 
 import math
 import statistics
-import subprocess
 import time
 from dataclasses import dataclass, replace
 
 from vnetbench import cpu
 from vnetbench.battery import mlr
-from vnetbench.battery.mlr import Search
+from vnetbench.battery.trial import IPERF3_MAX_BURST, udp_trial
 from vnetbench.battery.common import collect, labels, result
-from vnetbench.battery.session import iperf3_server
 from vnetbench.results.record import now
 from vnetbench.results.stats import percentiles
-from vnetbench.traffic import iperf3, ping
+from vnetbench.traffic import ping
 
 DEFAULT_FRAME_SIZES = (64, 128, 256, 512, 1024, 1280, 1518)
 FRAME_OVERHEAD = 46          # inner Ethernet 14 + IPv4 20 + UDP 8 + FCS 4 (payload = frame - 46)
 L2_OVER_IP = 18              # Ethernet header 14 + FCS 4: largest frame = tenant MTU + 18
 IPERF3_MIN_PAYLOAD = 16      # iperf3 3.12: "block size invalid (minimum = 16 bytes)"
-IPERF3_MAX_BURST = 1000      # iperf3 3.12: "invalid burst count (maximum = 1000)"
 STANDARD_MAX_FRAME = 1518
 LOSS_STEPS = tuple(range(10, 101, 10))
 MEASURES = ("throughput", "latency", "frame_loss", "back_to_back")
@@ -122,130 +119,6 @@ def bitrate_bps(fps: float, frame: int) -> int:
 def frame_gbps(fps: float, frame: int) -> float:
     """Inner frame bits incl. FCS per second, in Gbit/s."""
     return fps * frame * 8 / 1e9
-
-
-# -- the binary search (pure) ----------------------------------------------------------
-
-def search(trial, lo: float, hi: float, resolution: float, max_trials: int,
-           target_loss: float = 0.0, known=None) -> Search:
-    """Highest rate in [lo, hi] whose ``trial(rate) -> loss %`` is <= ``target_loss``.
-
-    RFC 2544 binary search (the back-to-back burst search; NDR and PDR use
-    ``mlr.ndr_pdr``): try ``hi`` first; if it loses, bisect between the best
-    passing and the lowest failing rate until they are ``resolution`` apart or
-    ``max_trials`` trials were run (never more). ``known`` (rate -> loss %) are earlier
-    trials that narrow the bracket for free, e.g. the NDR trials when searching the PDR.
-    If nothing passes, ``lo`` itself is tried last (budget permitting); a failing
-    ``lo`` gives ``rate=None``. Assumes loss grows with rate; a non-monotonic answer
-    just narrows toward the lowest failing rate above the best passing one.
-    """
-    if not 0 < lo <= hi:
-        raise ValueError(f"need 0 < lo <= hi, got lo={lo} hi={hi}")
-    if resolution <= 0:
-        raise ValueError(f"resolution must be > 0, not {resolution}")
-    if max_trials < 1:
-        raise ValueError(f"max_trials must be >= 1, not {max_trials}")
-    seen = dict(known or {})
-    trials = []
-
-    def ok(loss):
-        return loss is not None and loss <= target_loss
-
-    def measure(rate):
-        if rate not in seen:
-            seen[rate] = trial(rate)
-            trials.append((rate, seen[rate]))
-        return seen[rate]
-
-    inside = {r: loss for r, loss in seen.items() if lo <= r <= hi}
-    best = max((r for r, loss in inside.items() if ok(loss)), default=None)
-    top = min((r for r, loss in inside.items() if not ok(loss) and (best is None or r > best)),
-              default=None)
-    if top is None:
-        if best != hi and not ok(measure(hi)):
-            top = hi
-        else:
-            return Search(hi, None, tuple(trials), True)
-    floor = lo if best is None else best
-    while len(trials) < max_trials and top - floor > resolution:
-        mid = (floor + top) / 2
-        if ok(measure(mid)):
-            best = floor = mid
-        else:
-            top = mid
-    if best is None and lo not in seen and len(trials) < max_trials:
-        if ok(measure(lo)):
-            best = lo
-    lo_failed = lo in seen and not ok(seen[lo])
-    converged = top - floor <= resolution and (best is not None or lo_failed)
-    return Search(best, top, tuple(trials), converged)
-
-
-# -- trials (impure) -------------------------------------------------------------------
-
-def udp_trial(dep, src, dst, payload, bps, seconds, burst=None, port=iperf3.DEFAULT_PORT,
-              learn=True, settle_s=0.0, during=None, attempts=2) -> dict:
-    """One iperf3 UDP trial at ``bps`` payload bits/s (0 = unpaced), CPU over the client.
-
-    ``burst``: iperf3 ``-b bps/burst``. ``during(dep)`` runs while the stream flows
-    (the latency probe) and its return value is passed back as ``during``. An iperf3
-    failure (e.g. its control connection starved under overload) is retried once
-    (``attempts``), so one hiccup does not void a long search; ``retried`` says so."""
-    argv = iperf3.client_command(iperf3.ClientParams(
-        dest=dep.ip(dst), port=port, seconds=seconds, protocol="udp",
-        bitrate_bps=bps or None, length=payload))
-    if burst:
-        argv = with_burst(argv, burst)
-    for attempt in range(1, attempts + 1):
-        if learn:
-            _learn(dep, src, dst)
-        probe = None
-        with iperf3_server(dep, dst, port):
-            with cpu.Window(dep) as window:
-                if during is None:
-                    out = dep.exec(src, argv, timeout=seconds + 30).stdout
-                else:
-                    client = dep.popen(src, argv, stdout=subprocess.PIPE,
-                                       stderr=subprocess.DEVNULL, text=True)
-                    try:
-                        probe = during(dep)
-                        out, _ = client.communicate(timeout=seconds + 30)
-                    finally:
-                        if client.poll() is None:
-                            client.kill()
-                            client.communicate()
-        try:
-            res = iperf3.parse(out)
-            break
-        except ValueError:
-            if attempt == attempts:
-                raise
-    if settle_s:
-        time.sleep(settle_s)
-    packets, lost = res["packets"], max(0, res["lost_packets"])
-    return {"bitrate_bps": bps, "burst": burst, "packets": packets, "lost_packets": lost,
-            "loss_pct": 100.0 * lost / packets if packets else 100.0,
-            "rx_fps": res["pps"],
-            "tx_fps": res["sent_bits_per_second"] / (payload * 8),
-            "seconds": res["seconds"], "retried": attempt > 1,
-            **window.metrics(),
-            "cpu": window.result, "during": probe}
-
-
-def with_burst(argv, burst: int) -> list:
-    """iperf3 argv with ``-b RATE`` turned into ``-b RATE/burst`` (iperf3 burst mode)."""
-    if not 1 <= burst <= IPERF3_MAX_BURST:
-        raise ValueError(f"burst {burst}: iperf3 takes 1..{IPERF3_MAX_BURST}")
-    argv = list(argv)
-    i = argv.index("-b") + 1
-    argv[i] = f"{argv[i]}/{burst}"
-    return argv
-
-
-def _learn(dep, src, dst):
-    """Learning frames: two echoes so ARP and the vSwitch's flows exist before a trial."""
-    dep.exec(src, ping.command(ping.PingParams(dest=dep.ip(dst), count=2, interval_s=0.05,
-                                               reply_timeout_s=1)), timeout=10)
 
 
 # -- the test --------------------------------------------------------------------------
@@ -488,7 +361,7 @@ def _back_to_back(trial, ceiling_fps, sender_fps, cfg):
         by_n[n] = res
         log.append({"burst": n, "gap_s": gap, **_brief(res)})
         return res["loss_pct"]
-    found = search(burst_trial, 1, IPERF3_MAX_BURST, cfg.b2b_resolution, cfg.max_trials)
+    found = mlr.search(burst_trial, 1, IPERF3_MAX_BURST, cfg.b2b_resolution, cfg.max_trials)
     n = None if found.rate is None else clamp(found.rate)
     at = by_n.get(n)
     return ({"burst_frames": n, "burst_at_max": float(n == IPERF3_MAX_BURST),
