@@ -92,7 +92,10 @@ def test_each_kinds_option_defaults_are_its_schemas(kind):
 
 
 @pytest.mark.parametrize("kind", kinds.names())
-def test_each_kind_carries_its_preferred_network_here_or_says_why(kind):
+def test_each_kind_carries_its_preferred_network_here_or_says_why(kind, tmp_path, monkeypatch):
+    (tmp_path / "bin").mkdir()
+    (tmp_path / "bin" / "osken-manager").touch()         # Faucet's own environment
+    monkeypatch.setenv("VNETBENCH_FAUCET_VENV", str(tmp_path))
     caps = capabilities.Capabilities(root=True, binaries={p: "/bin/true" for p in capabilities.PACKAGES},
                                      links={}, ovs_kernel=False, ovs_version="3.1.0")
     k = kinds.get(kind)
@@ -143,3 +146,11 @@ def test_the_netns_backend_and_the_kinds_import_no_cycle():
     for m in sorted(graph):
         if m not in seen:
             visit(m)
+
+
+def test_a_kind_without_a_cloud_must_say_why():
+    silent = type("Silent", (_Complete,), {"openstack_environment": None})()
+    with pytest.raises(base.KindError, match=r"missing openstack_environment \(or no_cloud"):
+        base.check(silent, "x")
+    base.check(type("Said", (_Complete,), {"openstack_environment": None,
+                                            "no_cloud": "no driver"})(), "x")

@@ -9,10 +9,8 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from html import escape
-from importlib import resources
 from pathlib import Path
 
-import yaml
 
 from vnetbench.functional.verdict import Status, Verdict
 from vnetbench.testbed.model import NetType, VSwitchKind
@@ -101,10 +99,11 @@ def _column_order(col):
 
 
 def expected() -> dict:
-    """{kind: {row id: status}}: the documented behaviour per kind (expected.yaml)."""
-    text = resources.files("vnetbench.functional").joinpath("expected.yaml").read_text()
-    return {kind: {row: Status(st) for row, st in rows.items()}
-            for kind, rows in (yaml.safe_load(text) or {}).items()}
+    """{kind: {row id: status}}: the documented behaviour per kind (each kind's
+    ``expected.yaml``: ``Kind.expected_verdicts``)."""
+    from vnetbench import kinds
+    return {k.name: {row: Status(st) for row, st in k.expected_verdicts().items()}
+            for k in kinds.all_kinds()}
 
 
 class Matrix:

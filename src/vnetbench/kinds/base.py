@@ -46,8 +46,10 @@ class Kind:
     preferred_network: NetType = NetType.VXLAN
     #: its datapath's lookup counters (hit/missed/lost) are readable with dpctl/show
     dpctl_counters: bool = False
-    #: the Heat environment of a cloud with this kind as its SDN back-end
-    openstack_environment: str = ""
+    #: the Heat environment (heat-templates/env/<name>.yaml) of a cloud with this kind as
+    #: its SDN back-end; None: no cloud of this kind is built (say why in ``no_cloud``)
+    openstack_environment: str | None = None
+    no_cloud: str = ""
     #: how a remote libvirt hypervisor realises it: "ovs-vlan" (one OVS bridge, an access
     #: port tagged per vnet), "linux-per-vnet" (a Linux bridge per vnet); None: it cannot
     remote_bridges: str | None = None
@@ -107,12 +109,20 @@ class Kind:
     def control(self) -> dict | None:
         return None
 
+    def expected_verdicts(self) -> dict[str, str]:
+        """{matrix row id: verdict} the kind's documentation gives (the ``expected.yaml`` of
+        its package); the functional matrix shows a measured cell that differs, and why."""
+        import yaml
+        from importlib import resources
+        text = resources.files(type(self).__module__).joinpath("expected.yaml").read_text()
+        return yaml.safe_load(text) or {}
+
     def __repr__(self):
         return f"<vSwitch kind {self.name}>"
 
 
 #: what every kind must define itself (the rest has a default above)
-REQUIRED = ("name", "summary", "openstack_environment")
+REQUIRED = ("name", "summary")
 #: what a kind must override (the base's raises)
 REALISED = ("netns_wire", "netns_remove_vnet", "netns_restart", "netns_unplug", "netns_plug")
 
@@ -134,6 +144,8 @@ def check(kind, registered_as: str) -> None:
     for meth in REALISED:
         if getattr(type(kind), meth) is getattr(Kind, meth):
             raise KindError(f"{where}: missing {meth} (the netns backend calls it)")
+    if not (kind.openstack_environment or kind.no_cloud):
+        raise KindError(f"{where}: missing openstack_environment (or no_cloud: why there is none)")
     if (kind.options is None) != (kind.options_key is None) or \
             (kind.options is None) != (kind.options_schema is None):
         raise KindError(f"{where}: options, options_key and options_schema go together")

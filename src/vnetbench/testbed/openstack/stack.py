@@ -9,7 +9,7 @@ import ipaddress
 from dataclasses import dataclass
 from pathlib import Path
 
-from vnetbench.errors import VnetbenchError
+from vnetbench.errors import UnsupportedError, VnetbenchError
 from vnetbench import kinds
 from vnetbench.testbed.model import NetType, Testbed
 
@@ -66,7 +66,12 @@ def tags(run_id: str) -> list[str]:
 
 
 def environment(testbed: Testbed) -> Path:
-    return TEMPLATES / "env" / f"{kinds.of(testbed).openstack_environment}.yaml"
+    """The Heat environment of the cloud's SDN back-end, named by the testbed's kind."""
+    kind = kinds.of(testbed)
+    if not kind.openstack_environment:
+        raise UnsupportedError(f"{testbed.source}: no OpenStack cloud of vswitch {kind.name}: "
+                               f"{kind.no_cloud}")
+    return TEMPLATES / "env" / f"{kind.openstack_environment}.yaml"
 
 
 def mac(run_id: str, vm_i: int) -> str:
