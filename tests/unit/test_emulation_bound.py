@@ -1,6 +1,6 @@
 """The emulation-bound rule on recorded CPU splits (issue 22): a cell is marked when a
 component that stands in for kernel or compiled code sat at its ceiling, computed from the
-measurement's split by component and thread class, never from the vSwitch kind."""
+measurement's split by component and thread class; which components emulate is the kind's own list."""
 
 from vnetbench.report import table, text
 from vnetbench.report.html import page
@@ -122,3 +122,12 @@ def test_one_host_at_the_ceiling_is_named():
     cool = {"vswitch/ovs-vswitchd/main": 30.0}
     (b,) = bound.bound(hosts_record({"h1": (cool, 50.0, 1), "h2": (hot, 97.0, 1)}))
     assert b.component == "h2: ovs-vswitchd/main" and b.busy_pct is None and round(b.peak_pct) == 95
+
+
+def test_the_same_process_is_an_emulation_in_one_kind_and_the_system_in_another():
+    """An os-ken controller at its ceiling: the Floodlight model's emulation (Floodlight is
+    Java), but Faucet itself (Faucet is Python on os-ken in production too)."""
+    comps = [{"controller/osken-manager/all": 97.0}]
+    assert [b.component for b in bound.bound(record(comps, vswitch="ovs-openflow"))] == ["osken-manager/all"]
+    assert bound.bound(record(comps, vswitch="faucet")) == []
+    assert bound.bound(record(comps, vswitch="a-cloud-label")), "an unknown label gets every kind's rules"

@@ -50,6 +50,10 @@ class Kind:
     #: its SDN back-end; None: no cloud of this kind is built (say why in ``no_cloud``)
     openstack_environment: str | None = None
     no_cloud: str = ""
+    #: its components the embedded testbed runs in user space or Python where the modelled
+    #: system runs kernel or compiled code (``results.bound.Emulated``): a measurement they
+    #: saturated is marked emulation-bound
+    emulated: tuple = ()
     #: how a remote libvirt hypervisor realises it: "ovs-vlan" (one OVS bridge, an access
     #: port tagged per vnet), "linux-per-vnet" (a Linux bridge per vnet); None: it cannot
     remote_bridges: str | None = None

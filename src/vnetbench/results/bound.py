@@ -17,9 +17,10 @@ some repetition, it used at least CEILING_PCT of one CPU, or its host's CPUs wer
 saturated (SATURATED_PCT busy with anything: guests included) and it took at least
 DOMINANT of that -- on a host whose one CPU the guests share, the emulated datapath never
 reaches 90% and still is what the CPU ran out on. It names components and thread
-classes, never vSwitch kinds: the same ovs-vswitchd main thread on a real cloud's kernel
-datapath is not emulation (the record's ``ovs_datapath`` says which), and a saturated
-guest iperf3 is the workload, not a component at all.
+classes; each kind lists its own (``Kind.emulated``): an os-ken controller is the
+Floodlight model's emulation but Faucet itself, and the same ovs-vswitchd main thread on
+a real cloud's kernel datapath is not emulation (the record's ``ovs_datapath`` says which).
+A saturated guest iperf3 is the workload, not a component at all.
 """
 
 from __future__ import annotations
@@ -54,20 +55,15 @@ class Emulated:
         return name and self.thread_class in ("", thread_class)
 
 
-EMULATED = (
-    Emulated("ovs-vswitchd", "main",
-             "OVS's userspace datapath on AF_PACKET ports (no OVS kernel module here); "
-             "the modelled OVS forwards in its kernel module",
-             lambda prov: prov.get("ovs_datapath") == "netdev"),
-    Emulated("contrail-vrouter-agent", "",
-             "the vRouter model's agent (Python) sets up each flow; the real vRouter does "
-             "it in its kernel module and its C++ agent"),
-    Emulated("osken-", "",
-             "the Floodlight model (an os-ken app, Python) handles every packet-in; "
-             "Floodlight is compiled Java"),
-    Emulated("contrail-control", "",
-             "the control-node model (Python); the real control node is C++"),
-)
+def rules(vswitch: str | None) -> tuple[Emulated, ...]:
+    """The emulating components of a record's vSwitch kind (``Kind.emulated``: the same
+    process is an emulation in one kind and the real thing in another, e.g. an os-ken
+    controller); every kind's rules for a label no kind is registered as."""
+    from vnetbench import kinds
+    try:
+        return kinds.get(vswitch).emulated
+    except kinds.UnknownKind:
+        return tuple(dict.fromkeys(e for k in kinds.all_kinds() for e in k.emulated))
 
 
 @dataclass(frozen=True)
@@ -113,11 +109,12 @@ def bound(record, ceiling_pct: float = CEILING_PCT) -> list[Bound]:
     if record is None:
         return []
     prov = record.provenance or {}
+    emulated = rules((record.labels or {}).get("vswitch"))
     found: dict[str, Bound] = {}
     for rep in (record.extra or {}).get("repetitions") or []:
         for host, comps, busy, ncpus in _scopes((rep or {}).get("cpu") or {}):
             for (component, thread_class), pct in sorted(comps.items()):
-                rule = next((e for e in EMULATED if e.matches(component, thread_class)), None)
+                rule = next((e for e in emulated if e.matches(component, thread_class)), None)
                 if not (rule and rule.applies(prov)):
                     continue
                 saturated = busy is not None and ncpus and busy >= SATURATED_PCT * ncpus \

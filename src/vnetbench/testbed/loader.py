@@ -423,8 +423,3 @@ def _mac(vm_index: int, nic: int) -> str:
     """Locally administered, unique per VM and NIC within a testbed."""
     return "02:76:6e:{:02x}:{:02x}:{:02x}".format(vm_index >> 8 & 0xff, vm_index & 0xff, nic)
 
-
-if __name__ == "__main__":      # make schema: the published copy, kinds included
-    import sys
-    json.dump(schema(), sys.stdout, indent=2, ensure_ascii=False)
-    sys.stdout.write("\n")

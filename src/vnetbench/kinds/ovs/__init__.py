@@ -9,10 +9,15 @@ from __future__ import annotations
 import time
 
 from vnetbench.kinds.base import COMMON_PROGRAMS, Kind
+from vnetbench.results.bound import Emulated
 from vnetbench.testbed.model import NetType
 
 OVS_PROGRAMS = ("ethtool", "ovs-vswitchd", "ovsdb-server", "ovsdb-tool", "ovs-vsctl", "ovs-appctl")
 VSWITCHD = "ovs-vswitchd"
+NETDEV = Emulated("ovs-vswitchd", "main",
+                  "OVS's userspace datapath on AF_PACKET ports (no OVS kernel module here); "
+                  "the modelled OVS forwards in its kernel module",
+                  lambda prov: prov.get("ovs_datapath") == "netdev")
 
 
 class Ovs(Kind):
@@ -22,6 +27,7 @@ class Ovs(Kind):
     host_daemons = ("ovs-vswitchd", "ovsdb-server")
     programs = COMMON_PROGRAMS + OVS_PROGRAMS
     dpctl_counters = True
+    emulated = (NETDEV,)
     openstack_environment = "ml2-ovs"
     demo = True
     remote_bridges = "ovs-vlan"

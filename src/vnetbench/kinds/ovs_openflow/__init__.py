@@ -9,6 +9,7 @@ import math
 
 from vnetbench.kinds.ovs import Ovs
 from vnetbench.kinds.ovs_openflow import options
+from vnetbench.results.bound import Emulated
 
 
 class OvsOpenFlow(Ovs):
@@ -17,6 +18,8 @@ class OvsOpenFlow(Ovs):
     controlled = True
     options_key, options, options_schema = options.KEY, options.OpenFlow, options.SCHEMA
     redundant_options = {"controllers": 2}
+    emulated = Ovs.emulated + (Emulated("osken-", "", "the Floodlight model (an os-ken app, Python) "
+                                        "handles every packet-in; Floodlight is compiled Java"),)
     remote_bridges = None             # its controller is not built on a remote hypervisor
     openstack_environment = "openflow-controller"
     demo = False

@@ -10,6 +10,7 @@ import math
 from vnetbench.kinds.ovs import Ovs
 from vnetbench.kinds.ovs_openflow import osken_missing
 from vnetbench.kinds.vrouter import options
+from vnetbench.results.bound import Emulated
 from vnetbench.testbed.model import NetType
 
 
@@ -23,6 +24,11 @@ class VRouter(Ovs):
     # MPLS over GRE: outer IP 20 + GRE 4 + MPLS 4, no inner Ethernet (an L3 overlay)
     overhead = {NetType.GRE: 28}
     wire = {"gre": "MPLSoGRE"}
+    emulated = Ovs.emulated + (
+        Emulated("contrail-vrouter-agent", "",
+                 "the vRouter model's agent (Python) sets up each flow; the real vRouter does "
+                 "it in its kernel module and its C++ agent"),
+        Emulated("contrail-control", "", "the control-node model (Python); the real control node is C++"))
     preferred_network = NetType.GRE
     remote_bridges = None             # its controller is not built on a remote hypervisor
     openstack_environment = "tungsten-fabric"
