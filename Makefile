@@ -73,7 +73,7 @@ unit: venv
 # regenerate schemas/testbed.schema.json: the packaged schema with every registered
 # vSwitch kind and its options (vnetbench.kinds) put in
 schema: venv
-	$(VENV)/bin/python -m vnetbench.testbed.loader > schemas/testbed.schema.json
+	$(VENV)/bin/vnetbench testbed schema > schemas/testbed.schema.json
 
 # regenerate dashboards/json/ from src/vnetbench/dashboards/ (CHECK=1: only compare)
 dashboards: venv
