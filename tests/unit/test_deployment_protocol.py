@@ -13,7 +13,7 @@ SRC = Path(__file__).resolve().parents[2] / "src" / "vnetbench"
 BACKENDS = ("vnetbench.testbed.netns", "vnetbench.testbed.libvirt", "vnetbench.testbed.openstack")
 # monitor/server.py builds the monitor's own namespace with the namespace helpers; it
 # touches no testbed, so it is not a consumer of one
-CONSUMERS = ["battery", "rally_plugins", "cpu.py", "monitor/watch.py", "cli.py", "compare.py",
+CONSUMERS = ["battery", "rally_plugins", "cpu.py", "monitor/watch.py", "cli.py", "cli_testbed.py", "compare.py",
              "demo.py", "functional", "report", "results", "traffic"]
 
 
