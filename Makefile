@@ -13,7 +13,7 @@ AIO_PACKAGES := mariadb-server rabbitmq-server keystone glance placement-api nov
                 neutron-openvswitch-agent heat-api heat-engine python3-openstackclient \
                 uwsgi-core uwsgi-plugin-python3 python3-pymysql genisoimage sudo
 APT_PACKAGES := iproute2 iputils-ping util-linux procps ethtool iperf3 tcpdump \
-                openvswitch-switch ovn-central ovn-host python3-venv python3-pip chromium bpftrace \
+                openvswitch-switch ovn-central ovn-host python3-venv python3-pip python3-dev gcc chromium bpftrace \
                 prometheus prometheus-pushgateway \
                 busybox-static dash dropbear-bin arping cpio syslinux syslinux-common mtools \
                 dosfstools qemu-utils qemu-system-x86 wget socat \
@@ -22,9 +22,9 @@ APT_PACKAGES := iproute2 iputils-ping util-linux procps ethtool iperf3 tcpdump \
                 $(AIO_PACKAGES)
 PYTEST_ARGS ?=
 
-.PHONY: install deps venv flowgen demo smoke test unit integration functional capabilities cleanup clean dashboards image schema
+.PHONY: install deps venv faucet flowgen demo smoke test unit integration functional capabilities cleanup clean dashboards image schema
 
-install: deps venv flowgen
+install: deps venv faucet flowgen
 
 deps:
 	@if [ "$$(id -u)" != 0 ]; then echo "make: needs root (apt-get, network namespaces); run: sudo make $(MAKECMDGOALS)" >&2; exit 2; fi
@@ -45,6 +45,21 @@ $(VENV)/.installed: pyproject.toml collectors/pyproject.toml
 	$(VENV)/bin/pip install -q --upgrade pip
 	$(VENV)/bin/pip install -q -e '.[test,tox]'
 	$(VENV)/bin/pip install -q -e ./collectors
+	touch $@
+
+# Faucet (the faucet kind) in its own environment: it pins os-ken 3.1.0 beside our 4.2.0.
+# Its requirements.txt also names an ncclient archive on GitHub that Faucet's code never
+# imports (so it is not installed); the rest are its pins.
+FAUCET_VENV := $(VENV)-faucet
+FAUCET_DEPS := os_ken==3.1.0 chewie==0.0.25 beka==0.4.2 'networkx>=1.9' 'pbr>=1.9' \
+               prometheus_client==0.24.1 ruamel.yaml==0.18.16 'pytricia>=1.0.0'
+faucet: $(FAUCET_VENV)/.installed
+
+$(FAUCET_VENV)/.installed:
+	$(PYTHON) -m venv $(FAUCET_VENV)
+	$(FAUCET_VENV)/bin/pip install -q --upgrade pip
+	$(FAUCET_VENV)/bin/pip install -q --no-deps faucet==1.10.12
+	$(FAUCET_VENV)/bin/pip install -q $(FAUCET_DEPS)
 	touch $@
 
 flowgen: $(VENV)/bin/vnetbench-flowgen
@@ -97,4 +112,4 @@ cleanup: venv
 	$(VENV)/bin/vnetbench cleanup
 
 clean:
-	rm -rf $(VENV) build *.egg-info src/*.egg-info .pytest_cache
+	rm -rf $(VENV) $(FAUCET_VENV) build *.egg-info src/*.egg-info .pytest_cache

@@ -22,7 +22,8 @@ def test_this_machine_class():
         (VSwitchKind.OVS, t) for t in NetType} | {
         (VSwitchKind.OVS_OPENFLOW, t) for t in NetType} | {
         (VSwitchKind.OVN, t) for t in NetType if t is not NetType.GRE} | {
-        (VSwitchKind.VROUTER, NetType.GRE)}
+        (VSwitchKind.VROUTER, NetType.GRE)} | {
+        (VSwitchKind.FAUCET, NetType.VLAN), (VSwitchKind.FAUCET, NetType.FLAT)}
     assert "gretap" in c.why_not(VSwitchKind.LINUXBRIDGE, NetType.GRE)
     assert "CONFIG_NET_IPGRE" in c.why_not(VSwitchKind.LINUXBRIDGE, NetType.GRE)
     assert c.ovs_datapath == "netdev"

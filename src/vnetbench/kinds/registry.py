@@ -9,6 +9,7 @@ REGISTRY = {
     "ovs-openflow": "vnetbench.kinds.ovs_openflow",
     "ovn": "vnetbench.kinds.ovn",
     "vrouter": "vnetbench.kinds.vrouter",
+    "faucet": "vnetbench.kinds.faucet",
 }
 #: the kind a Rally context or a label means when none is given
 DEFAULT = "ovs"

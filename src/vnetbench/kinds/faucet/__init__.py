@@ -1,0 +1,90 @@
+"""``faucet``: Faucet, a production OpenFlow controller (faucet.nz; Apache 2.0, on
+os-ken), over every host's userspace OVS. Proactive, where ``ovs-openflow`` models a
+reactive controller: on connection it installs its whole L2 pipeline; hosts are learned
+from packet-ins of unknown sources while their frames are flooded in the datapath, never
+held for a per-flow set-up. A VLAN per vnet; hosts meet over the underlay as a VLAN trunk
+(``vlan``) or one physnet per vnet (``flat``): Faucet builds no VXLAN/GRE/Geneve tunnels.
+(``config``: faucet.yaml from the testbed; ``netns``: the process and the bridges.)"""
+
+from __future__ import annotations
+
+from vnetbench.kinds.ovs import Ovs
+from vnetbench.testbed.model import NetType
+
+SUPPORTED = (NetType.VLAN, NetType.FLAT)
+
+
+class Faucet(Ovs):
+    name = "faucet"
+    summary = "Faucet 1.10 (production OpenFlow controller, proactive L2) over OVS"
+    controlled = True
+    preferred_network = NetType.VLAN
+    remote_bridges = None             # its controller is not built on a remote hypervisor
+    no_cloud = ("Faucet has no Neutron mechanism driver in Debian's OpenStack; its clouds "
+                "configure it beside Neutron, which this backend does not model")
+    demo = False
+
+    def why_not(self, caps, ntype, datapath):
+        if ntype not in SUPPORTED:
+            return (f"Faucet switches VLANs and builds no {ntype} tunnels (its tunnel ACLs ride "
+                    f"stack links); use network type vlan (the underlay as a VLAN trunk) or flat")
+        from vnetbench.kinds.faucet import netns
+        if not netns.manager().exists():
+            return (f"Faucet is not installed at {netns.venv()} ('make faucet' installs it there: "
+                    f"it pins os-ken 3.1.0, which vnetbench's own os-ken apps cannot share)")
+        return super().why_not(caps, ntype, datapath)
+
+    def why_not_egress(self, caps):
+        return ("an egress bandwidth limit would be a meter in a Faucet ACL on the port; "
+                "the faucet kind does not generate ACLs yet")
+
+    def flow_layers(self, testbed):
+        from vnetbench.kinds.faucet.config import LEARN_TIMEOUT_S
+        from vnetbench.testbed.flowstate import FlowState
+        return (FlowState("controller", LEARN_TIMEOUT_S, "Faucet learned hosts, dp timeout 300 s"),
+                *super().flow_layers(testbed))
+
+    def netns_start(self, ctx):
+        from vnetbench.kinds.faucet import netns
+        netns.start(ctx)
+
+    def netns_wire(self, ctx):
+        from vnetbench.kinds.faucet import netns
+        netns.wire(ctx)
+
+    def netns_expire(self, dep, layers):
+        if "controller" in layers:
+            from vnetbench.errors import UnsupportedError
+            raise UnsupportedError("faucet: its learned hosts age after 300 s of silence in "
+                                   "Faucet itself; vnetbench cannot make it forget them sooner")
+        super().netns_expire(dep, layers)
+
+    def netns_remove_vnet(self, dep, ctx, vnet):
+        """The VLAN leaves faucet.yaml and Faucet reloads (its flows go), then the ports
+        leave the bridges as on ovs."""
+        from vnetbench.kinds.faucet import netns
+        netns.remove_vnet(dep, ctx, vnet)
+        super().netns_remove_vnet(dep, ctx, vnet)
+
+    def _reprogrammed(self, dep, host, since, before):
+        """Faucet programs the restarted bridge when it reconnects."""
+        from vnetbench.kinds.faucet import netns
+        from vnetbench.testbed.netns.context import context
+        ctx = context(dep)
+        netns.wait_ready(ctx, [netns.FaucetHost(ctx, host)])
+
+    def _port_columns(self, dep, nic):
+        return []                     # Faucet's VLAN table tags, not the port
+
+    def netns_plug(self, dep, host, port, vm, k, nic):
+        """Faucet names a VM's port per datapath: the moved VM's port joins the new
+        host's bridge at its number and faucet.yaml moves it there (Faucet reloads)."""
+        from vnetbench.kinds.faucet import netns
+        netns.plug(dep, host, port, vm, k)
+
+    def control(self):
+        from vnetbench.kinds.faucet import netns
+        return {"components": netns.components, "stop": netns.stop, "start": netns.start_again}
+
+
+KIND = Faucet()
