@@ -38,7 +38,7 @@ from vnetbench_collector.collector import VSwitchCollector  # noqa: E402
 
 from vnetbench.monitor.watch import collector_argv  # noqa: E402
 from vnetbench.testbed.netns import builder  # noqa: E402
-from vnetbench.testbed.netns.deployment import VSWITCH_DAEMONS  # noqa: E402
+from vnetbench import kinds  # noqa: E402
 
 TARGET_WALL_MS, TARGET_CPU_PCT = 10.0, 1.0
 INTERVAL_S = 1.0
@@ -230,7 +230,7 @@ def main(argv=None) -> int:
             ("testbed h1 (collector_argv: pidfiles, --cpus, --no-qemu)",
              VSwitchCollector(host="h1", vswitch="ovs", cpus=h1.cpus, qemu=False,
                               pid_source=pidfile_source([dep.host_file("h1", f"{p}.pid")
-                                                         for p in VSWITCH_DAEMONS]),
+                                                         for p in kinds.get("ovs").host_daemons]),
                               datapaths=datapath.ovs_source(ctl))),
         ]
         inproc = []

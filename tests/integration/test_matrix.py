@@ -4,7 +4,7 @@ same CIDR stay apart, and teardown leaves nothing of the run behind."""
 import pytest
 
 from vnetbench.kinds.vrouter.logic import VROUTER_MAC
-from vnetbench.testbed.capabilities import LB_NOT_WIRED   # not built yet: no cell to test
+from vnetbench.kinds.linuxbridge import NOT_WIRED as LB_NOT_WIRED   # not built yet: no cell to test
 from vnetbench.testbed.loader import loads
 from vnetbench.testbed.model import NetType, VSwitchKind
 from vnetbench.traffic import ping
@@ -36,7 +36,8 @@ COMBOS = [(VSwitchKind.LINUXBRIDGE, t) for t in NetType if t not in LB_NOT_WIRED
     (VSwitchKind.OVS, t) for t in NetType] + [
     (VSwitchKind.OVN, t) for t in NetType if t is not NetType.GRE] + [   # OVN has no GRE
     (VSwitchKind.OVS_OPENFLOW, t) for t in NetType] + [
-    (VSwitchKind.VROUTER, NetType.GRE)]                                   # MPLS over GRE
+    (VSwitchKind.VROUTER, NetType.GRE)] + [                               # MPLS over GRE
+    (VSwitchKind.FAUCET, t) for t in (NetType.VLAN, NetType.FLAT)]        # Faucet builds no tunnels
 
 
 def _ping(dep, src, dst_ip, count=3, payload=56, df=False):

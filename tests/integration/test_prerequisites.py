@@ -2,13 +2,15 @@
 here, so the other tests' skips (which name what this machine lacks) never hide a
 broken install; they skip only for what the kernel lacks."""
 
-from vnetbench.testbed.capabilities import IMPLEMENTED
+from vnetbench import kinds
 
 
 def test_every_program_and_package_the_kinds_need_is_installed(caps):
     import os_ken  # noqa: F401   (ovs-openflow's controller, vrouter's agents)
-    missing = {k.value: caps.missing_programs(k) for k in IMPLEMENTED}
+    from vnetbench.kinds.faucet import netns as faucet
+    missing = {k: caps.missing_programs(k) for k in kinds.names()}
     assert not any(missing.values()), f"run 'make install': {missing}"
+    assert faucet.manager().exists(), f"run 'make install' (make faucet): no {faucet.manager()}"
 
 
 def test_the_tools_beside_the_kinds_are_installed():
