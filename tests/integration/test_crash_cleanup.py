@@ -18,7 +18,8 @@ from leaks import decoys_touched, processes_mentioning
 REPO = Path(__file__).resolve().parents[2]
 TESTBED = REPO / "examples" / "ovs-vxlan.yaml"
 # testbed -> span of the kill points (s after the run dir exists): its bring-up time
-CRASHED = {"ovs-vxlan": 1.0, "ovn-geneve": 2.5, "ovs-openflow-vxlan": 2.5, "vrouter-gre": 2.5}
+CRASHED = {"ovs-vxlan": 1.0, "ovn-geneve": 2.5, "ovs-openflow-vxlan": 2.5, "vrouter-gre": 2.5,
+           "faucet-vlan": 3.0}
 SEED = int(os.environ.get("VNETBENCH_CHAOS_SEED", time.time_ns() % 100000))
 KILLS = 8
 

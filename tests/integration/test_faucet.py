@@ -9,6 +9,7 @@ import subprocess
 from types import SimpleNamespace
 
 from vnetbench.battery.broadcast import _one as broadcast_once
+from vnetbench.faults import Faults
 from vnetbench.functional import measure
 from vnetbench.kinds.faucet import config, netns as faucet
 from vnetbench.testbed.loader import loads
@@ -22,6 +23,7 @@ vnets:
 pairs:
   - {name: red, placement: cross-host, vnet: red}
   - {name: blue, placement: cross-host, vnet: blue}
+  - {name: new, placement: cross-host, vnet: red}
 """
 
 
@@ -34,6 +36,7 @@ def _flows(dep, host: str, match: str = "") -> list[str]:
 
 
 def test_faucet_switches_two_vnets_across_hosts_and_keeps_them_apart(netns_up):
+    """And keeps forwarding when it is stopped: its pipeline is installed up front."""
     dep = netns_up(loads(TESTBED, source="<test_faucet>", online_cpus=[0, 1]))
     pid = faucet.running_pid(dep.run.dir)
     assert pid, faucet.report(dep.run.dir)
@@ -55,21 +58,16 @@ def test_faucet_switches_two_vnets_across_hosts_and_keeps_them_apart(netns_up):
     assert inside["received"] > 50, inside
     assert across["received"] == 0, across
 
+    # proactive: with Faucet stopped its pipeline still forwards, for a pair that talked
+    # and for one that never did (flooded), where the reactive ovs-openflow needs its
+    # controller for every new flow
+    Faults(dep).controller_stop()
+    assert faucet.running_pid(dep.run.dir) is None
+    assert measure.ping_once(dep, "red-a", dep.ip("red-b"))["received"]
+    assert measure.ping_once(dep, "new-a", dep.ip("new-b"))["received"]
+
 
 def test_tunnel_types_are_refused_naming_what_faucet_carries(caps):
     tb = loads(TESTBED.replace("type: vlan", "type: vxlan"), source="<t>", online_cpus=[0, 1])
     reason = caps.why_not(tb.vswitch.kind, tb.network.type)
     assert reason and "use network type vlan" in reason and "flat" in reason
-
-
-def test_without_faucet_its_pipeline_still_forwards(netns_up):
-    """Proactive: the pipeline Faucet installed forwards without it (secure fail mode):
-    a pair that talked before, and one that never did (flooded), where the reactive
-    ovs-openflow model needs its controller for every new flow."""
-    from vnetbench.faults import Faults
-    dep = netns_up(loads(TESTBED, source="<test_faucet>", online_cpus=[0, 1]))
-    assert measure.ping_once(dep, "red-a", dep.ip("red-b"))["received"]
-    Faults(dep).controller_stop()
-    assert faucet.running_pid(dep.run.dir) is None
-    assert measure.ping_once(dep, "red-a", dep.ip("red-b"))["received"]
-    assert measure.ping_once(dep, "blue-a", dep.ip("blue-b"))["received"]
