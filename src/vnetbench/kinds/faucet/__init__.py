@@ -77,11 +77,17 @@ class Faucet(Ovs):
     def _port_columns(self, dep, nic):
         return []                     # Faucet's VLAN table tags, not the port
 
-    def netns_plug(self, dep, host, port, vm, k, nic):
-        """Faucet names a VM's port per datapath: the moved VM's port joins the new
-        host's bridge at its number and faucet.yaml moves it there (Faucet reloads)."""
+    def _port_extra(self, dep, port, vm, k):
+        """At the number faucet.yaml names the VM's port by (the same on every host)."""
         from vnetbench.kinds.faucet import netns
-        netns.plug(dep, host, port, vm, k)
+        return ["--", "set", "Interface", port, f"ofport_request={netns.port_number(dep.testbed, vm, k)}"]
+
+    def netns_plug(self, dep, host, port, vm, k, nic):
+        """Plugged as on ovs, at its number; then faucet.yaml moves the port to this
+        host's datapath and Faucet reloads."""
+        from vnetbench.kinds.faucet import netns
+        super().netns_plug(dep, host, port, vm, k, nic)
+        netns.plugged(dep, host, port, vm, k)
 
     def control(self):
         from vnetbench.kinds.faucet import netns

@@ -67,7 +67,7 @@ def write_config(run_dir: Path, testbed, names, removed=(), built=None) -> None:
     os.replace(tmp, path)
 
 
-def environment(run_dir: Path, testbed) -> dict:
+def environment(run_dir: Path) -> dict:
     d = ctl_dir(run_dir)
     return {**os.environ, "FAUCET_CONFIG": str(config_file(run_dir)),
             "FAUCET_LOG": str(d / f"{NAME}.events.log"),
@@ -92,7 +92,7 @@ def start_controller(run, names, testbed) -> None:
     with open(ctl_dir(run_dir) / f"{NAME}.log", "ab") as log:
         subprocess.Popen(proc.in_netns(names.ctl_ns, argv(run_dir)), stdout=log,
                          stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                         env=environment(run_dir, testbed), start_new_session=True)
+                         env=environment(run_dir), start_new_session=True)
 
 
 def start(ctx) -> None:
@@ -235,24 +235,20 @@ def _connected(o: OvsHost) -> bool:
     return o.vsctl("--bare", "--columns=is_connected", "list", "Controller").split() == ["true"]
 
 
-def plug(dep, host, port: str, vm, k: int) -> None:
-    """A migrated VM's port: on HOST's bridge at its number, faucet.yaml regenerated with
+def port_number(testbed, vm, k: int) -> int:
+    return config.vm_port_number(testbed, [v.name for v in testbed.vms].index(vm.name), k)
+
+
+def plugged(dep, host, port: str, vm, k: int) -> None:
+    """A migrated VM's port is on HOST's bridge at its number: faucet.yaml regenerated with
     the VM on HOST, Faucet reloaded; returns when HOST's bridge has the port's flows."""
     import dataclasses
-    from vnetbench.testbed.netns import links, nsops
     from vnetbench.testbed.netns.context import context
     tb = dep.testbed
-    vm_i = [v.name for v in tb.vms].index(vm.name)
     moved = dataclasses.replace(tb, vms=tuple(dataclasses.replace(v, host=host.name)
                                               if v.name == vm.name else v for v in tb.vms))
-    ctx = context(dep)
-    o = FaucetHost(ctx, host)
-    with nsops.rtnl(dep.names.host_ns(host.name)) as ns:
-        links.up(ns, port)
-    number = config.vm_port_number(tb, vm_i, k)
-    o.vsctl("--", "--may-exist", "add-port", dep.names.ovs_int, port,
-            f"external_ids:vnetbench-run={dep.run_id}",
-            "--", "set", "Interface", port, f"ofport_request={number}")
+    o = FaucetHost(context(dep), host)
+    number = port_number(tb, vm, k)
     write_config(dep.run.dir, moved, dep.names, removed_vnets(dep), _built(dep))
     pid = running_pid(dep.run.dir)
     if pid is None:

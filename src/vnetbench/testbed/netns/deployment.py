@@ -106,7 +106,6 @@ class Deployment(RunDeployment):
         switched; its VMs stay, unplugged. Journaled first; recorded in the run's meta."""
         from vnetbench.testbed.netns import deprovision
         v = self.testbed.vnet(vnet)
-        deprovision.check(self)
         self.run.record("deprovision", vnet=v.name)
         deprovision.remove(self, v)
         self.run.write_meta(removed_vnets=sorted({*self.removed_vnets, v.name}))

@@ -10,10 +10,5 @@ from vnetbench import kinds
 from vnetbench.testbed.netns.context import context
 
 
-def check(dep) -> None:
-    """Every registered kind deprovisions (the registry refuses one that cannot)."""
-    kinds.of(dep)
-
-
 def remove(dep, vnet) -> None:
     kinds.of(dep).netns_remove_vnet(dep, context(dep), vnet)
