@@ -84,6 +84,23 @@ def test_learned_routes_push_the_remote_label_and_replicate_broadcast():
     assert a.learn([{**remote, "nh": "198.18.0.9", "ip": "198.19.1.9"}]) == []
 
 
+def test_routes_learned_before_their_tunnel_port_is_reported_are_programmed_when_it_is():
+    a = Agent(config())                       # no GRE port yet
+    a.port_up("tpx-2-0", 4)
+    remote = {"kind": "vm", "vnet": "vnet1", "ip": "198.19.1.4", "label": 20, "nh": "198.18.0.2"}
+    bcast = {"kind": "bcast", "vnet": "vnet1", "ip": "198.18.0.2", "label": BCAST_LABEL_BASE + 1,
+             "nh": "198.18.0.2"}
+    before = a.learn([remote, bcast], full=True)
+    assert flows(before, T_ROUTE) == [] and flows(before, T_FLOOD)[0].actions == (("output", 4),)
+    out = a.port_up("grx-1", 3)
+    assert flows(out, T_ROUTE)[0].actions == (("push_mpls", 0x8847), ("set_field", "mpls_label", 20),
+                                              ("output", 3))
+    assert flows(out, T_FLOOD)[0].actions == (("output", 4), ("push_mpls", 0x8847),
+                                              ("set_field", "mpls_label", BCAST_LABEL_BASE + 1),
+                                              ("output", 3))
+    assert Agent(config()).port_up("grx-1", 3) == []      # nothing learned through it: nothing to do
+
+
 def test_flush_removes_every_learned_route():
     a = agent()
     a.port_up("tpx-2-0", 4)

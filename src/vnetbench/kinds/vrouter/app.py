@@ -68,6 +68,13 @@ class VRouterAgent(app_manager.OSKenApp):
         self.lost_at = None
         self.record = open(SETTINGS["record"], "a") if SETTINGS.get("record") else None
         self._state, self._state_lock = _read_state(SETTINGS["state"]), threading.Lock()
+        # os-ken's native hub runs the OpenFlow events, the control session and the
+        # set-up loop in threads of their own. Each decision (the agent's state changed,
+        # its flow mods queued) happens whole under this lock: unserialised, a port's
+        # flood computed before a route arrived was queued after the one computed with
+        # it (os-ken's send queue blocks at 16 messages and lets the other thread in),
+        # and 1 in 10 bring-ups left a VRF's broadcast without its remote copy.
+        self._decide = threading.RLock()
         self._status()
         hub.spawn(self._control_loop)
         hub.spawn(self._setup_loop)
@@ -88,18 +95,19 @@ class VRouterAgent(app_manager.OSKenApp):
         if ev.msg.flags & self.dp.ofproto.OFPMPF_REPLY_MORE:
             return
         ports, self.desc = self.desc, []
-        self.agent.ofports.clear()
-        out = self.agent.base()
-        for p in ports:
-            if p.port_no <= self.dp.ofproto.OFPP_MAX:
-                out += self.agent.port_up(p.name.decode(), p.port_no)
-        learned = list(self.agent.learned.values())
-        self.agent.learned.clear()
-        out += self.agent.learn(add=learned)
-        self._send(out)
-        self.dp.send_msg(self.dp.ofproto_parser.OFPBarrierRequest(self.dp))
-        self.described = True
-        self._announce()
+        with self._decide:
+            self.agent.ofports.clear()
+            out = self.agent.base()
+            for p in ports:
+                if p.port_no <= self.dp.ofproto.OFPP_MAX:
+                    out += self.agent.port_up(p.name.decode(), p.port_no)
+            learned = list(self.agent.learned.values())
+            self.agent.learned.clear()
+            out += self.agent.learn(add=learned)
+            self._send(out)
+            self.dp.send_msg(self.dp.ofproto_parser.OFPBarrierRequest(self.dp))
+            self.described = True
+            self._announce()
 
     @set_ev_cls(ofp_event.EventOFPBarrierReply, AFTER_PORT_DESC)
     def _barrier(self, ev):
@@ -117,14 +125,15 @@ class VRouterAgent(app_manager.OSKenApp):
         if not self.described or msg.datapath is not self.dp:
             return
         name, no = msg.desc.name.decode(), msg.desc.port_no
-        if msg.reason == msg.datapath.ofproto.OFPPR_DELETE:
-            withdrawn = self.agent.local_routes(self.underlay_ip)
-            self._send(self.agent.port_down(name))
-            now = self.agent.local_routes(self.underlay_ip)
-            self._update(add=now, delete=[r for r in withdrawn if r not in now])
-        elif msg.reason == msg.datapath.ofproto.OFPPR_ADD:
-            self._send(self.agent.port_up(name, no))
-            self._update(add=self.agent.local_routes(self.underlay_ip), delete=[])
+        with self._decide:
+            if msg.reason == msg.datapath.ofproto.OFPPR_DELETE:
+                withdrawn = self.agent.local_routes(self.underlay_ip)
+                self._send(self.agent.port_down(name))
+                now = self.agent.local_routes(self.underlay_ip)
+                self._update(add=now, delete=[r for r in withdrawn if r not in now])
+            elif msg.reason == msg.datapath.ofproto.OFPPR_ADD:
+                self._send(self.agent.port_up(name, no))
+                self._update(add=self.agent.local_routes(self.underlay_ip), delete=[])
 
     @set_ev_cls(ofp_event.EventOFPPacketIn, AFTER_PORT_DESC)
     def _packet_in(self, ev):
@@ -134,16 +143,17 @@ class VRouterAgent(app_manager.OSKenApp):
             self.record.write(json.dumps({"table": msg.table_id, "in_port": in_port,
                                           "data": bytes(msg.data).hex()}) + "\n")
             self.record.flush()
-        if msg.table_id != T_FLOW:
-            return self._dhcp(in_port, msg.data)
-        vrf = self.agent.vrf_of(in_port)
-        fields = packet_fields(msg.data)
-        if vrf is None or fields is None:
-            return
-        key = flow_key(vrf, fields)
-        if self.agent.setup.trap(key, (in_port, bytes(msg.data))) is None:
-            self._send(self.agent.flow_entries(key))   # again (idempotent): never loops
-            self._packet_out(in_port, msg.data)
+        fields = packet_fields(msg.data) if msg.table_id == T_FLOW else None
+        with self._decide:
+            if msg.table_id != T_FLOW:
+                return self._dhcp(in_port, msg.data)
+            vrf = self.agent.vrf_of(in_port)
+            if vrf is None or fields is None:
+                return
+            key = flow_key(vrf, fields)
+            if self.agent.setup.trap(key, (in_port, bytes(msg.data))) is None:
+                self._send(self.agent.flow_entries(key))   # again (idempotent): never loops
+                self._packet_out(in_port, msg.data)
 
     def _dhcp(self, in_port, data):
         port = next((p for p, n in self.agent.ofports.items() if n == in_port), None)
@@ -157,12 +167,13 @@ class VRouterAgent(app_manager.OSKenApp):
         file (counters) is rewritten at most every STATUS_S while set-ups happen."""
         written, shown = 0.0, (0, 0)
         while True:
-            due = self.agent.setup.due() if self.dp else []
-            for key, held in due:
-                self._send(self.agent.flow_entries(key))
-                for in_port, data in held:
-                    self._packet_out(in_port, data)
-            counts = (self.agent.setup.set_up, self.agent.setup.dropped)
+            with self._decide:
+                due = self.agent.setup.due() if self.dp else []
+                for key, held in due:
+                    self._send(self.agent.flow_entries(key))
+                    for in_port, data in held:
+                        self._packet_out(in_port, data)
+                counts = (self.agent.setup.set_up, self.agent.setup.dropped)
             if counts != shown and time.monotonic() - written >= STATUS_S:
                 self._status()
                 shown, written = counts, time.monotonic()
@@ -218,8 +229,9 @@ class VRouterAgent(app_manager.OSKenApp):
     # -- control node ----------------------------------------------------------------
 
     def _announce(self):
-        if self.dp is not None:
-            self._update(add=self.agent.local_routes(self.underlay_ip), delete=[])
+        with self._decide:
+            if self.dp is not None:
+                self._update(add=self.agent.local_routes(self.underlay_ip), delete=[])
 
     def _update(self, add, delete):
         self._tell({"type": "update", "add": add, "delete": delete})
@@ -280,7 +292,9 @@ class VRouterAgent(app_manager.OSKenApp):
                 if msg["type"] == "update":
                     self.lost_at = None
                     full = msg.get("full", False)
-                    self._send(self.agent.learn(msg.get("add", []), msg.get("delete", []), full=full))
+                    with self._decide:
+                        self._send(self.agent.learn(msg.get("add", []), msg.get("delete", []),
+                                                    full=full))
                     self._status(**({"synced": time.time()} if full else {}))
 
     def _check_hold(self, hold):
@@ -294,7 +308,8 @@ class VRouterAgent(app_manager.OSKenApp):
         self.lost_at = time.time()
         LOG.info("control node lost (%s); headless=%s", why, self.agent.opts["headless"])
         if not self.agent.opts["headless"]:
-            self._send(self.agent.flush())
+            with self._decide:
+                self._send(self.agent.flush())
         self._status(lost=why)
 
     def _status(self, **extra):

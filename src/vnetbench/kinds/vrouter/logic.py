@@ -201,7 +201,7 @@ class Agent:
         self.ofports[port] = ofport
         iface = self.ifaces.get(port)
         if iface is None:
-            return []
+            return self._via_tunnel(port)
         vrf, n = self.vrfs[iface.vnet], ofport
         cidr = self.cidrs[iface.vnet]
         limit = (("meter", n),) if iface.egress else ()     # what the VM sends, metered
@@ -230,6 +230,16 @@ class Agent:
             out.append(Flow(T_CLASSIFY, 280, _m(in_port=n, eth_type=IP, ip_proto=17, udp_src=68,
                                                 udp_dst=67), (("controller",),)))
         return out + self.flood(iface.vnet)
+
+    def _via_tunnel(self, port: str) -> list:
+        """A GRE port reported after routes through it were learned: those routes and
+        their VRFs' floods are programmed now (until then they had no port to use)."""
+        peers = {nh for nh, p in self.tunnels.items() if p == port}
+        via = [r for r in self.learned.values() if r["nh"] in peers]
+        out = [self._route(r) for r in via if r["kind"] == "vm"]
+        for vnet in sorted({r["vnet"] for r in via}):
+            out += self.flood(vnet)
+        return out
 
     def port_down(self, port: str) -> list:
         """A port left (deleted, or the VM migrated away): its entries go."""
@@ -268,13 +278,16 @@ class Agent:
             self.learned[self.route_key(r)] = r
             vnets.add(r["vnet"])
             if r["kind"] == "vm" and self.tunnel_port(r["nh"]) is not None:
-                out.append(Flow(T_ROUTE, 100, _m(metadata=self.vrfs[r["vnet"]], eth_type=IP,
-                                                 ipv4_dst=r["ip"]),
-                                (("push_mpls", MPLS), ("set_field", "mpls_label", r["label"]),
-                                 ("output", self.tunnel_port(r["nh"]))), COOKIE_LEARNED))
+                out.append(self._route(r))
         for vnet in sorted(vnets):
             out += self.flood(vnet)
         return out
+
+    def _route(self, r: dict) -> Flow:
+        """A remote VM's route: its label pushed, out of the tunnel to its host."""
+        return Flow(T_ROUTE, 100, _m(metadata=self.vrfs[r["vnet"]], eth_type=IP, ipv4_dst=r["ip"]),
+                    (("push_mpls", MPLS), ("set_field", "mpls_label", r["label"]),
+                     ("output", self.tunnel_port(r["nh"]))), COOKIE_LEARNED)
 
     def tunnel_port(self, nh: str) -> int | None:
         """The OpenFlow port of the GRE tunnel to ``nh`` (None before OVS reported it)."""
