@@ -21,6 +21,9 @@ def add_parsers(sub) -> None:
                         "instead of measuring")
     s.add_argument("--placement", action="append", choices=["same-host", "cross-host"],
                    help="only these VM pair placements (default: both)")
+    s.add_argument("--seed-systems-only", action="store_true",
+                   help="measure only the columns that model the seed's systems, not the ones "
+                        "shown beside them (about 40%% less time for seed 003)")
     s.add_argument("--results", default="results", help="directory for the run's records and reports")
     s.add_argument("--no-monitor", action="store_true", help="run without Prometheus")
     s.set_defaults(func=cmd_reproduce)
@@ -38,10 +41,11 @@ def cmd_reproduce(args) -> int:
         runs, out = load([args.source]), _dir(Path(args.source))
     else:
         from vnetbench import compare
-        print(f"measuring the columns of seed {s.id}: {', '.join(s.columns)} ({args.profile})",
+        columns = list(dict.fromkeys(s.systems.values())) if args.seed_systems_only else s.columns
+        print(f"measuring the columns of seed {s.id}: {', '.join(columns)} ({args.profile})",
               file=sys.stderr, flush=True)
         res = compare.run(args.profile, out_dir=Path(args.results), monitor=not args.no_monitor,
-                          columns=s.columns, name=f"reproduce-{s.id}", tests=families(s),
+                          columns=columns, name=f"reproduce-{s.id}", tests=families(s),
                           testbed={"placements": args.placement})
         runs, out = load([res["dir"]]), res["dir"]
     results = judge.judge(s, table.build(runs))
