@@ -59,12 +59,13 @@ class Rally:
 
 def run(profile="quick", vswitches=None, networks=None, out_dir=Path("results"), task=TASK,
         monitor=True, testbed: dict | None = None, columns=None, name="comparison",
-        tests=None) -> dict:
+        tests=None, task_args: dict | None = None) -> dict:
     """With ``monitor``, a Prometheus (data in OUT/prometheus) watches every testbed of
     the matrix and receives the results, for the Grafana dashboards. ``testbed``: task
     arguments for every testbed of the matrix (backend, image, placements); ``columns``:
     these "vswitch/network" columns instead of the default ones or the grid; ``tests``: only
-    these families (scenario names) of the battery."""
+    these families (scenario names) of the battery; ``task_args``: more arguments of the
+    comparison task (e.g. a seed's RFC 2544 measures, rally-tasks/overlay-comparison.yaml)."""
     out = out_dir / time.strftime(f"{name}-{profile}-%Y%m%d-%H%M%S")
     out.mkdir(parents=True)
     extra = {k: v for k, v in (testbed or {}).items() if v}
@@ -72,6 +73,7 @@ def run(profile="quick", vswitches=None, networks=None, out_dir=Path("results"),
         extra["columns"] = list(columns)
     if tests:
         extra["tests"] = list(tests)
+    extra.update(task_args or {})
     if not monitor:
         return _run(profile, vswitches, networks, out_dir, task, out, None, extra)
     from vnetbench.monitor import server

@@ -85,3 +85,20 @@ def test_libvirt_comparison_offers_tcg_guests_what_they_can_do(profile):
         text = render(path, profile=profile, columns=["ovs/vxlan"], **other)
         assert _scenario_args(text, "VnetBench.flow_setup")[0]["rates"] == [10, 100, 1000, 10000]
         assert _scenario_args(text, "VnetBench.fairness")[0]["bottleneck_bps"] == 100000000
+
+
+@pytest.mark.parametrize("seed_id", ["002", "003", "004"])
+def test_each_seeds_comparison_task_renders_with_its_task_args(seed_id):
+    """What `vnetbench reproduce SEED` hands the comparison task (its columns, families and
+    the seed file's task_args) renders and validates; seed 002's RFC 2544 runs only
+    latency_at, repeated (a claim between two rows needs each row's spread)."""
+    from vnetbench.reproduce import commands, seed
+    s = seed.load(seed_id)
+    path = TASKS[0].parent / "overlay-comparison.yaml"
+    text = render(path, profile="quick", columns=s.columns, tests=commands.families(s),
+                  **(s.task_args or {}))
+    validate(text)
+    if seed_id == "002":
+        (args,) = _scenario_args(text, "VnetBench.rfc2544")
+        assert args["measures"] == ["latency_at"] and args["repetitions"] == 3
+        assert args["latency_rates"] == [1, 1000] and args["latency_loads"] == [50, 150]

@@ -119,6 +119,63 @@ def test_about_and_greater_with_factor():
     assert res["udp-5-same"].verdicts[0].status == "differs"      # 3.55 vs 1.05: not within 10%
 
 
+def latency(variable, values):
+    return rec(LB, "rfc2544_latency", variable, "same-host", "rtt_avg_ms", values,
+               rtt_sd_ms=[0.001] * len(values))
+
+
+@pytest.mark.parametrize("slow, fast, expected", [
+    ([0.090, 0.092, 0.091], [0.040, 0.041, 0.040], "agrees"),
+    ([0.040, 0.041, 0.040], [0.090, 0.092, 0.091], "differs"),
+    ([0.040, 0.090, 0.065], [0.050, 0.080, 0.060], "cannot tell here"),
+])
+def test_a_claim_against_the_same_system_in_another_row_both_ways(slow, fast, expected):
+    """Seed 002: latency at 1 fps is longer than at 1,000 fps -- one system, two rows."""
+    _, res = judged([latency("64B latency at 1 fps", slow), latency("64B latency at 1000 fps", fast)],
+                    "002")
+    (v,) = res["latency-1fps"].verdicts
+    assert v.status == expected
+    assert [n for n, _ in v.values] in ([], ["Linux bridge (64B latency at 1 fps)",
+                                             "Linux bridge (64B latency at 1000 fps)"])
+
+
+def test_overload_needs_two_orders_of_magnitude():
+    half = latency("64B latency at 50% of ceiling", [0.05, 0.051, 0.05])
+    _, res = judged([half, latency("64B latency at 150% of ceiling", [2.0, 2.1, 2.05])], "002")
+    assert verdicts(res["latency-overload"]) == [("greater", "differs")]     # 40x, not 100x
+    _, res = judged([half, latency("64B latency at 150% of ceiling", [20.0, 21.0, 20.5])], "002")
+    assert verdicts(res["latency-overload"]) == [("greater", "agrees")]
+    _, res = judged([half], "002")
+    assert res["latency-overload"].verdicts[0].reason == \
+        "Linux bridge (64B latency at 150% of ceiling): not measured"
+
+
+@pytest.mark.parametrize("claim, error", [
+    ({"says": "x", "greater": "A", "than_row": "nowhere"}, "compares with row 'nowhere'"),
+    ({"says": "x", "about": ["A", "B"], "than_row": "r1"}, "than_row compares one system"),
+    ({"says": "x", "greater": ["A", "B"], "than_row": "r1"}, "than_row compares one system"),
+    ({"says": "x", "greater": "A"}, "greater names two systems"),
+])
+def test_a_cross_row_claim_that_cannot_be_judged_is_refused_when_the_file_is_read(claim, error):
+    row = {"id": "r1", "source": "s", "test": "icmp_rtt", "variable": "v", "placement": "same-host",
+           "metric": "m", "unit": "ms", "seed": {"A": {"value": 1}}, "claims": [claim]}
+    d = {"seed": "9", "file": "f", "title": "t", "table": "T", "systems": {"A": "a/b", "B": "c/d"},
+         "rows": [row]}
+    with pytest.raises(ValueError, match=error):
+        seed.parse(d, "x.yaml")
+
+
+def test_seed_002_asks_the_comparison_for_its_rfc2544_points():
+    s = seed.load("002")
+    assert s.task_args["rfc_measures"] == ["latency_at"]
+    variables = {r.variable for r in s.rows}
+    from vnetbench.battery import rfc2544
+    cfg = rfc2544.Config(latency_rates=tuple(s.task_args["rfc_latency_rates"]),
+                         latency_loads=tuple(s.task_args["rfc_latency_loads"]))
+    made = {f"64B latency at {rfc2544.point_name(w)}" for _, w in rfc2544.latency_points(cfg, 60000.0)}
+    assert made == variables                   # every row has its point, every point its row
+
+
 def test_renderings_carry_seed_and_measured_side_by_side():
     s, res = judged(deferred(of=[1.2, 1.25, 1.22], lb=[0.30, 0.31, 0.30], vr=[0.5, 0.52, 0.51]))
     results = list(res.values())

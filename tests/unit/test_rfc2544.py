@@ -144,3 +144,22 @@ def test_collect_keeps_one_value_per_repetition():
     vals = iter([1.0, 2.0, None])
     samples, extras = rfc2544.collect(3, lambda: ({"a": next(vals), "cpu_pct": 5.0}, {"cpu": {}}))
     assert samples == {"a": [1.0, 2.0, None], "cpu_pct": [5.0] * 3} and len(extras) == 3
+
+
+def test_latency_at_points_are_set_rates_then_shares_of_the_ceiling():
+    cfg = rfc2544.Config(latency_rates=(1, 1000), latency_loads=(50, 150))
+    pts = rfc2544.latency_points(cfg, 60000.0)
+    assert [(round(r), rfc2544.point_name(w)) for r, w in pts] == [
+        (1, "1 fps"), (1000, "1000 fps"), (30000, "50% of ceiling"), (90000, "150% of ceiling")]
+    assert [rfc2544.point_name(w) for _, w in rfc2544.latency_points(cfg, None)] == ["1 fps", "1000 fps"]
+    # the echoes alone make a rate up to one per latency_interval_s (0.01 s): 1 fps is
+    # lone echoes a second apart, 1,000 fps a stream with the echoes in it
+    assert rfc2544.echoes_alone(1, cfg) and rfc2544.echoes_alone(100, cfg)
+    assert not rfc2544.echoes_alone(1000, cfg)
+
+
+@pytest.mark.parametrize("kw", [{"latency_loads": (0,)}, {"latency_loads": (1001,)},
+                                {"latency_rates": (0,)}, {"latency_rates": (-5,)}])
+def test_latency_at_refuses_points_that_are_no_rate(kw):
+    with pytest.raises(ValueError, match="latency_"):
+        rfc2544.Config(**kw)

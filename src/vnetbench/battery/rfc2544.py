@@ -40,6 +40,14 @@ What is measured, honestly:
 * **Latency** is ICMP echo RTT (iputils ping, ``latency_count`` echoes of the frame
   size under test) sent *during* a trial at the NDR rate -- round trip, not the RFC's
   one-way tagged-frame latency; avg and p99 are reported with the stream's own loss.
+* **Latency at set input rates** (``latency_at``, seed 002's Figure 10 and Table 3): the
+  same echo RTT, with the input rate the seed varied set instead of the NDR: at each of
+  ``latency_rates`` frames/s and each of ``latency_loads`` % of the ceiling (above 100 %:
+  overload). A rate the echoes alone reach (<= 1 / ``latency_interval_s``) is the echoes
+  alone, one every 1 / rate s (1 fps: ``latency_at_count`` echoes a second apart, the
+  path idle between them); a higher rate is a stream at that rate with the echoes in it.
+  Records: ``rfc2544_latency`` at the point "<frame>B latency at <rate> fps" or "... at
+  <pct>% of ceiling", ``latency_kind`` saying which.
 * **Frame loss curve**: loss at ``loss_steps`` % of the ceiling (default 10..100 in
   10 % steps; RFC: from 100 % down until two successive lossless steps).
 * **Back-to-back is an approximation.** iperf3 cannot send frames with the minimum
@@ -79,7 +87,9 @@ L2_OVER_IP = 18              # Ethernet header 14 + FCS 4: largest frame = tenan
 IPERF3_MIN_PAYLOAD = 16      # iperf3 3.12: "block size invalid (minimum = 16 bytes)"
 STANDARD_MAX_FRAME = 1518
 LOSS_STEPS = tuple(range(10, 101, 10))
-MEASURES = ("throughput", "latency", "frame_loss", "back_to_back")
+MEASURES = ("throughput", "latency", "latency_at", "frame_loss", "back_to_back")
+LATENCY_RATES = (1, 1000)    # frames/s: seed 002, Figure 10 (1 fps against 1,000 fps)
+LATENCY_LOADS = (50, 150)    # % of the ceiling: seed 002, Table 3 (below the knee, overload)
 
 
 # -- frame sizes and rates (pure) ------------------------------------------------------
@@ -134,6 +144,9 @@ class Config:
     loss_steps: tuple = LOSS_STEPS   # % of the ceiling
     latency_count: int = 100
     latency_interval_s: float = 0.01
+    latency_rates: tuple = LATENCY_RATES   # latency_at: input rates, frames/s
+    latency_loads: tuple = LATENCY_LOADS   # latency_at: % of the ceiling
+    latency_at_count: int = 5              # latency_at: echoes at a rate the echoes alone make
     b2b_gap_s: float = 0.1           # least time between bursts
     b2b_max_load_pct: float = 25.0   # mean rate of a burst trial, % of the ceiling
     b2b_resolution: int = 10         # frames
@@ -146,17 +159,23 @@ class Config:
             raise ValueError(f"resolution_pct must be in (0, 100), not {self.resolution_pct}")
         if any(not 0 < s <= 1000 for s in self.loss_steps):
             raise ValueError(f"loss_steps are % of the ceiling in (0, 1000]: {self.loss_steps}")
+        if any(not 0 < s <= 1000 for s in self.latency_loads):
+            raise ValueError(f"latency_loads are % of the ceiling in (0, 1000]: {self.latency_loads}")
+        if any(not 0 < r <= 10_000_000 for r in self.latency_rates):
+            raise ValueError(f"latency_rates are frames/s in (0, 10,000,000]: {self.latency_rates}")
 
 
 def run(dep, pair, frame_sizes=None, trial_s=2, resolution_pct=2.0, max_trials=10,
         repetitions=1, measures=MEASURES, loss_steps=LOSS_STEPS, latency_count=100,
         pdr_loss_pct=0.5, ceiling_factor=1.0, settle_s=0.0, b2b_gap_s=0.1,
-        b2b_max_load_pct=25.0, b2b_resolution=10, jumbo=True) -> list:
+        b2b_max_load_pct=25.0, b2b_resolution=10, jumbo=True, latency_rates=LATENCY_RATES,
+        latency_loads=LATENCY_LOADS) -> list:
     """RFC 2544 per frame size for one pair; see the module docstring for the method.
 
     ``frame_sizes``: inner frames incl. FCS (default 64..1518, plus jumbo if the tenant
-    MTU allows); ``measures``: any of throughput, latency, frame_loss, back_to_back
-    (latency needs throughput). ``repetitions`` repeats every search / point.
+    MTU allows); ``measures``: any of throughput, latency, latency_at, frame_loss,
+    back_to_back (latency needs throughput; latency_at's ``latency_loads`` the ceiling).
+    ``repetitions`` repeats every search / point.
     """
     unknown = set(measures) - set(MEASURES)
     if unknown:
@@ -164,7 +183,8 @@ def run(dep, pair, frame_sizes=None, trial_s=2, resolution_pct=2.0, max_trials=1
     cfg = Config(trial_s=trial_s, resolution_pct=resolution_pct, max_trials=max_trials,
                  pdr_loss_pct=pdr_loss_pct, ceiling_factor=ceiling_factor, settle_s=settle_s,
                  loss_steps=tuple(loss_steps), latency_count=latency_count, b2b_gap_s=b2b_gap_s,
-                 b2b_max_load_pct=b2b_max_load_pct, b2b_resolution=b2b_resolution)
+                 b2b_max_load_pct=b2b_max_load_pct, b2b_resolution=b2b_resolution,
+                 latency_rates=tuple(latency_rates), latency_loads=tuple(latency_loads))
     cfg = replace(cfg, trial_s=int(cfg.trial_s))
     frames, skipped = plan_frames(dep.testbed.network.tenant_mtu,
                                   tuple(frame_sizes) if frame_sizes else None, jumbo)
@@ -227,6 +247,19 @@ def _one_size(dep, pair, frame, cfg, repetitions, measures, skipped):
                              latency_kind="icmp-echo-rtt-during-ndr-stream")
             r = result(dep, pair, "rfc2544_latency", params, samples, extras, started)
             r.labels["point"] = f"{frame}B latency"
+            out.append(r)
+
+    if "latency_at" in measures:
+        for rate, where in latency_points(cfg, ceiling_fps):
+            started = now()
+            samples, extras = collect(repetitions,
+                                      lambda: _latency_at(dep, src, dst, frame, rate, cfg))
+            kind = ("icmp-echo-rtt-echoes-alone" if echoes_alone(rate, cfg)
+                    else "icmp-echo-rtt-during-stream")
+            params = _params(dep, frame, cfg, rate_fps=round(rate, 3), latency_kind=kind,
+                             **({"load_pct": where[1]} if where[0] == "load" else {}))
+            r = result(dep, pair, "rfc2544_latency", params, samples, extras, started)
+            r.labels["point"] = f"{frame}B latency at {point_name(where)}"
             out.append(r)
 
     if "frame_loss" in measures and ceiling_fps:
@@ -338,6 +371,48 @@ def _latency(dep, src, dst, frame, rate, seconds, cfg):
              "echo_loss_pct": rtt["loss_pct"], "rate_fps": round(rate), "loss_pct": res["loss_pct"],
              **cpu.fields(res)},
             {"rtt_samples_ms": xs, "stream": _brief(res), "cpu": res["cpu"]})
+
+
+def latency_points(cfg, ceiling_fps) -> list:
+    """(rate frames/s, ("rate", fps) | ("load", pct)) for every latency_at point; the loads
+    only when there is a ceiling to take a share of."""
+    out = [(float(r), ("rate", r)) for r in cfg.latency_rates]
+    if ceiling_fps:
+        out += [(ceiling_fps * pct / 100, ("load", pct)) for pct in cfg.latency_loads]
+    return out
+
+
+def point_name(where) -> str:
+    kind, x = where
+    return f"{x:g} fps" if kind == "rate" else f"{x:g}% of ceiling"
+
+
+def echoes_alone(rate: float, cfg) -> bool:
+    """The echoes themselves make the input rate (no stream): at most one per
+    ``latency_interval_s``."""
+    return rate <= 1.0 / cfg.latency_interval_s
+
+
+def _latency_at(dep, src, dst, frame, rate, cfg):
+    """Echo RTT at an input rate: the echoes alone, 1 / rate s apart, when they reach it;
+    else during a stream at ``rate`` (``_latency``)."""
+    if not echoes_alone(rate, cfg):
+        seconds = max(cfg.trial_s, math.ceil(cfg.latency_count * cfg.latency_interval_s + 1))
+        return _latency(dep, src, dst, frame, rate, seconds, cfg)
+    interval = 1.0 / rate
+    p = ping.PingParams(dest=dep.ip(dst), count=cfg.latency_at_count, interval_s=interval,
+                        payload=payload_of(frame), reply_timeout_s=1)
+    with cpu.Window(dep) as w:
+        rtt = ping.parse(dep.exec(src, ping.command(p),
+                                  timeout=cfg.latency_at_count * interval + 30).stdout)
+    xs = rtt["samples_ms"]
+    pct = percentiles(xs, (50, 99))
+    sd = statistics.stdev(xs) if len(xs) > 1 else None
+    return ({"rtt_avg_ms": rtt["rtt_avg_ms"], "rtt_sd_ms": sd, "rtt_min_ms": rtt["rtt_min_ms"],
+             "rtt_max_ms": rtt["rtt_max_ms"], "rtt_p50_ms": pct["p50"], "rtt_p99_ms": pct["p99"],
+             "echo_loss_pct": rtt["loss_pct"], "rate_fps": round(rate, 3), "loss_pct": None,
+             **w.metrics()},
+            {"rtt_samples_ms": xs, "stream": None, "echo_interval_s": interval, "cpu": w.result})
 
 
 def burst_gap_s(burst: int, ceiling_fps: float, min_gap_s: float, max_load_pct: float) -> float:

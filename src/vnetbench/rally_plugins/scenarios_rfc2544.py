@@ -30,7 +30,8 @@ class Rfc2544(_Base):
             repetitions=1, measures=("throughput", "latency", "frame_loss", "back_to_back"),
             loss_steps=(10, 20, 30, 40, 50, 60, 70, 80, 90, 100), latency_count=100,
             pdr_loss_pct=0.5, ceiling_factor=1.0, settle_s=0.0, b2b_gap_s=0.1,
-            b2b_max_load_pct=25.0, b2b_resolution=10, jumbo=True, placements=None):
+            b2b_max_load_pct=25.0, b2b_resolution=10, jumbo=True, placements=None,
+            latency_rates=(1, 1000), latency_loads=(50, 150)):
         """RFC 2544 per inner frame size (incl. FCS; UDP payload = frame - 46).
 
         :param frame_sizes: inner Ethernet frame sizes incl. FCS (default 64..1518 and a
@@ -41,7 +42,7 @@ class Rfc2544(_Base):
         :param max_trials: trials per search: 2 x this for NDR + PDR together
             (MLRsearch), this for back-to-back
         :param repetitions: repetitions of every search / point
-        :param measures: any of throughput, latency, frame_loss, back_to_back
+        :param measures: any of throughput, latency, latency_at, frame_loss, back_to_back
         :param loss_steps: frame-loss curve points, % of the unpaced receive rate
         :param latency_count: ICMP echoes during the trial at the NDR rate
         :param pdr_loss_pct: loss ratio of the partial drop rate
@@ -52,6 +53,9 @@ class Rfc2544(_Base):
         :param b2b_resolution: back-to-back search resolution, frames
         :param jumbo: add the largest frame of a jumbo tenant MTU
         :param placements: same-host and/or cross-host (default: every pair of the testbed)
+        :param latency_rates: latency_at: input rates, frames/s (seed 002: 1 and 1,000)
+        :param latency_loads: latency_at: input rates as % of the unpaced receive rate
+            (above 100: overload)
         """
         from vnetbench.battery import rfc2544
         dep = self._deployment()
@@ -65,7 +69,8 @@ class Rfc2544(_Base):
                        loss_steps=tuple(loss_steps), latency_count=latency_count,
                        pdr_loss_pct=pdr_loss_pct, ceiling_factor=ceiling_factor,
                        settle_s=settle_s, b2b_gap_s=b2b_gap_s, b2b_max_load_pct=b2b_max_load_pct,
-                       b2b_resolution=b2b_resolution, jumbo=jumbo)]
+                       b2b_resolution=b2b_resolution, jumbo=jumbo,
+                       latency_rates=tuple(latency_rates), latency_loads=tuple(latency_loads))]
         self._record(results)
         by = {}
         for r in results:
@@ -87,7 +92,8 @@ class Rfc2544(_Base):
             self.add_output(complete=charts.lines("RFC 2544 throughput: frames/s vs inner frame "
                                                   "size", series, "frames/s", "frame (bytes)"))
         for test, title, keys in (
-                ("rfc2544_latency", "RFC 2544 latency: ICMP RTT during a stream at the NDR rate",
+                ("rfc2544_latency", "RFC 2544 latency: ICMP RTT during a stream at the NDR rate "
+                 "(latency_at: at set input rates)",
                  LATENCY_KEYS),
                 ("rfc2544_frame_loss", "RFC 2544 frame loss", LOSS_KEYS),
                 ("rfc2544_back_to_back", "RFC 2544 back-to-back (approximation: iperf3 bursts "

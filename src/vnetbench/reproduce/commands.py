@@ -46,6 +46,7 @@ def cmd_reproduce(args) -> int:
               file=sys.stderr, flush=True)
         res = compare.run(args.profile, out_dir=Path(args.results), monitor=not args.no_monitor,
                           columns=columns, name=f"reproduce-{s.id}", tests=families(s),
+                          task_args=s.task_args,
                           testbed={"placements": args.placement})
         runs, out = load([res["dir"]]), res["dir"]
     results = judge.judge(s, table.build(runs))

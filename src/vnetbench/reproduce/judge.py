@@ -74,27 +74,41 @@ def find_cells(seed: Seed, row: Row, table: Table) -> dict:
 
 def judge_row(seed: Seed, row: Row, table: Table) -> RowResult:
     cells = find_cells(seed, row, table)
-    verdicts = tuple(check(c, row, {s: cells.get(col, Cell()) for s, col in seed.systems.items()})
-                     for c in row.claims)
-    return RowResult(row, cells, verdicts)
+
+    def by_system(r: Row, cs: dict) -> dict:
+        return {s: cs.get(col, Cell()) for s, col in seed.systems.items()}
+    verdicts = []
+    for c in row.claims:
+        other = None
+        if c.than_row:
+            other_row = seed.row(c.than_row)
+            other = (other_row, by_system(other_row, find_cells(seed, other_row, table)))
+        verdicts.append(check(c, row, by_system(row, cells), other))
+    return RowResult(row, cells, tuple(verdicts))
 
 
-def check(claim: Claim, row: Row, cells: dict) -> Verdict:
-    """CELLS: seed system -> measured Cell."""
+def check(claim: Claim, row: Row, cells: dict, other: tuple | None = None) -> Verdict:
+    """CELLS: seed system -> measured Cell. OTHER: (row, its cells) for a claim that
+    compares a system here with the same system in another row (``than_row``)."""
     metric = claim.metric or row.metric
-    values = {}
-    for name in _involved(claim, row):
-        cell = cells.get(name, Cell())
+    operands = [(name, name, cells) for name in _involved(claim, row)]
+    if other is not None:
+        name = claim.systems[0]
+        operands = [(f"{name} ({row.variable})", name, cells),
+                    (f"{name} ({other[0].variable})", name, other[1])]
+    values, why = {}, {}
+    for label, name, cs in operands:
+        cell = cs.get(name, Cell())
         if cell.na:
-            return Verdict(claim, CANNOT, f"{name}: N/A here ({cell.na})")
+            return Verdict(claim, CANNOT, f"{label}: N/A here ({cell.na})")
         v = value(cell, metric) if cell.record else None
         if v is None:
-            return Verdict(claim, CANNOT, f"{name}: not measured")
-        values[name] = v
+            return Verdict(claim, CANNOT, f"{label}: not measured")
+        values[label], why[label] = v, cell
     status = _status(claim, values)
     shown = tuple((n, v.mean) for n, v in values.items())
     if status == DIFFERS:
-        return Verdict(claim, DIFFERS, _why(list(values), row, cells), shown)
+        return Verdict(claim, DIFFERS, _why(list(values), row, why), shown)
     if status == CANNOT:
         return Verdict(claim, CANNOT, "the measured values' uncertainty overlaps: more repetitions "
                        "or longer trials would decide", shown)

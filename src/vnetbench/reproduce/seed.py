@@ -43,6 +43,7 @@ class Claim:
     factor: float = 1.0             # greater: X > factor x Y
     within_pct: float = 0.0         # about
     metric: str = ""                # "" = the row's metric
+    than_row: str = ""              # greater, one system: X here > factor x X in that row
 
 
 @dataclass(frozen=True)
@@ -68,6 +69,10 @@ class Seed:
     systems: dict                   # seed system -> vnetbench column "vswitch/network"
     beside: tuple                   # columns measured in the same run with no seed figure
     rows: tuple
+    task_args: dict = None          # more comparison-task arguments the rows need (measures)
+
+    def row(self, row_id: str) -> Row:
+        return next(r for r in self.rows if r.id == row_id)
 
     @property
     def columns(self) -> list[str]:
@@ -89,8 +94,14 @@ def load(seed_id: str) -> Seed:
 def parse(d: dict, where: str) -> Seed:
     systems = dict(d["systems"])
     rows = tuple(_row(r, systems, f"{where}: row {r.get('id', i)}") for i, r in enumerate(d["rows"]))
+    ids = {r.id for r in rows}
+    for r in rows:
+        for c in r.claims:
+            if c.than_row and c.than_row not in ids:
+                raise ValueError(f"{where}: row {r.id}: claim {c.says!r} compares with row "
+                                 f"{c.than_row!r}, which the file does not have")
     return Seed(str(d["seed"]), d["file"], d["title"], d["table"], systems,
-                tuple(d.get("beside", ())), rows)
+                tuple(d.get("beside", ())), rows, dict(d.get("task_args") or {}))
 
 
 def _row(r: dict, systems: dict, where: str) -> Row:
@@ -115,5 +126,12 @@ def _claim(c: dict, systems: dict, where: str) -> Claim:
     unknown = [n for n in names if n not in systems]
     if unknown:
         raise ValueError(f"{where}: claim {c['says']!r} names unknown systems {unknown}")
+    than = str(c.get("than_row", ""))
+    if than and (kind != "greater" or len(names) != 1):
+        raise ValueError(f"{where}: claim {c['says']!r}: than_row compares one system with "
+                         f"itself in another row ('greater: SYSTEM'), not {kind} {list(names)}")
+    if kind == "greater" and not than and len(names) != 2:
+        raise ValueError(f"{where}: claim {c['says']!r}: greater names two systems [X, Y], or "
+                         f"one and than_row")
     return Claim(c["says"], kind, names, limits, float(c.get("factor", 1.0)),
-                 float(c.get("within_pct", 0.0)), c.get("metric", ""))
+                 float(c.get("within_pct", 0.0)), c.get("metric", ""), than)
