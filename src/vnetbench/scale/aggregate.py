@@ -1,0 +1,75 @@
+"""What one step of a scale run says about its pairs together, and where a host saturates.
+
+Per step (pure, from per-pair results): the sum over the pairs that ran (the aggregate),
+the per-pair distribution (min, p5, p50, p95; nearest-rank percentiles, so with fewer
+than 20 pairs p5 is the lowest pair), Jain's index across pairs, the pairs' loss, latency under load (p50/p99 over every echo of every pair), and the pairs that
+failed, by name and reason. A failed pair is never a silently smaller sum: the step
+says how many of how many ran.
+
+Saturation (per host): the first step after which the aggregate grows by less than
+``GROWTH`` while that host's data-plane CPU is at its ceiling (``SATURATED_PCT`` of the
+CPUs the host has, vnetbench.results.bound): more pairs then buy nothing because that
+host's vSwitch has no CPU left. A plateau with CPU to spare is not saturation of the
+vSwitch (the workload, a guest or the fabric limits), and says so.
+"""
+
+from __future__ import annotations
+
+from vnetbench.battery.fairness import jain
+from vnetbench.results.bound import SATURATED_PCT
+from vnetbench.results.stats import percentiles
+
+GROWTH = 0.10          # less than 10% more aggregate for the next step: no longer growing
+
+
+def step(pairs: list[dict], metric: str) -> dict:
+    """``pairs``: [{pair, ok, <metric>, loss_pct?, rtt_ms?: [...], error?}] of one step."""
+    ran = [p for p in pairs if p.get("ok") and p.get(metric) is not None]
+    failed = [{"pair": p["pair"], "error": p.get("error") or f"no {metric}"}
+              for p in pairs if p not in ran]
+    xs = [float(p[metric]) for p in ran]
+    out = {"pairs": len(pairs), "ran": len(ran), "failed": failed,
+           "sum": sum(xs) if xs else None, "min": min(xs) if xs else None,
+           "jain": jain(xs) if len(xs) > 1 else None}
+    out.update(percentiles(xs, (5, 50, 95)))
+    losses = [p["loss_pct"] for p in ran if p.get("loss_pct") is not None]
+    out["loss_pct_max"] = max(losses) if losses else None
+    out["loss_pct_mean"] = sum(losses) / len(losses) if losses else None
+    rtts = [x for p in ran for x in p.get("rtt_ms") or ()]
+    lat = percentiles(rtts, (50, 99)) if rtts else {}
+    out["rtt_p50_ms"], out["rtt_p99_ms"] = lat.get("p50"), lat.get("p99")
+    out["echoes"] = len(rtts)
+    return out
+
+
+def saturation(steps: list[dict]) -> dict:
+    """{host: {"step": pair count or None, "why": one line}} from ``steps`` ordered by pair
+    count: [{pairs, sum, hosts: {host: {dataplane_pct, cpus}}}]."""
+    hosts = sorted({h for s in steps for h in s.get("hosts", {})})
+    out = {}
+    for h in hosts:
+        out[h] = {"step": None, "why": "the aggregate kept growing at every step"}
+        plateau = False
+        for cur, nxt in zip(steps, steps[1:]):
+            if cur.get("sum") is None or nxt.get("sum") is None:
+                continue
+            flat = nxt["sum"] < cur["sum"] * (1 + GROWTH)
+            cpu = (nxt.get("hosts", {}).get(h) or {})
+            ceiling = SATURATED_PCT / 100 * 100.0 * max(1, cpu.get("cpus") or 1)
+            busy = cpu.get("dataplane_pct")
+            if flat and busy is not None and busy >= ceiling:
+                out[h] = {"step": cur["pairs"],
+                          "why": f"{nxt['pairs']} pairs gave {_pct(nxt['sum'], cur['sum'])} the "
+                                 f"aggregate of {cur['pairs']} while {h}'s data plane used "
+                                 f"{busy:.0f}% of its {cpu.get('cpus') or 1} CPU(s)"}
+                break
+            if flat and not plateau:
+                plateau = True
+                out[h]["why"] = (f"the aggregate stopped growing after {cur['pairs']} pairs with "
+                                 f"{h}'s data plane at {busy if busy is not None else float('nan'):.0f}%: "
+                                 "not this host's vSwitch")
+    return out
+
+
+def _pct(a: float, b: float) -> str:
+    return f"{100.0 * a / b:.0f}% of" if b else "n/a of"
