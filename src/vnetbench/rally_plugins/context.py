@@ -86,6 +86,12 @@ class VnetbenchTestbed(context.Context):
                             "or of some ({host: URI}); default qemu:///system",
                             "oneOf": [{"type": "string"}, {"type": "object",
                                                            "additionalProperties": {"type": "string"}}]},
+            "scale": {"type": "object", "additionalProperties": False,
+                      "description": "a testbed computed for many pairs (vnetbench.scale.plan): "
+                                     "Shaker's accommodation words, hosts, density",
+                      "properties": {"accommodation": {"type": ["array", "object", "string"]},
+                                     "hosts": {"type": "integer", "minimum": 1, "maximum": 512},
+                                     "density": {"type": "integer", "minimum": 1, "maximum": 512}}},
             "run": {"type": "string", "description": "measure the running testbed of this run "
                     "(id or name, in $VNETBENCH_STATE_DIR) instead of building one; it is left up "
                     "(slow-booting guests: boot once, run every task file)"},
@@ -106,6 +112,16 @@ class VnetbenchTestbed(context.Context):
         cpus = sorted(os.sched_getaffinity(0))
         if cfg.get("file"):
             tb = load(cfg["file"], online_cpus=cpus)
+        elif cfg.get("scale"):
+            import yaml
+
+            from vnetbench.scale import plan
+            sc = cfg["scale"]
+            acc = plan.accommodation(sc.get("accommodation"), hosts=sc.get("hosts"),
+                                     density=sc.get("density"))
+            tb = loads(yaml.safe_dump(plan.testbed(acc, cfg["vswitch"], cfg["network"], cpus,
+                                                   name=f"scale-{cfg['vswitch']}-{cfg['network']}")),
+                       source=f"<rally scale {cfg['vswitch']}-{cfg['network']}>", online_cpus=cpus)
         else:
             tb = loads(testbed_yaml(cfg["vswitch"], cfg["network"], cfg.get("underlay_mtu"),
                                     cfg["placements"]),

@@ -19,6 +19,7 @@ CRITERIA = {
     "max_rtt_ms": ("rtt_mean_ms", max),
     "max_cpu_pct": ("cpu_pct", max),
     "min_jain": ("jain_index", min),
+    "max_failed_pairs": ("pairs_failed", max),      # scale: pairs of a step that failed
 }
 
 
