@@ -4,6 +4,7 @@ the switch to MAIN). They used to ask again and listen in MAIN only: whenever bo
 replies were read from the socket in one go, both were dispatched in CONFIG and the
 bridge was never programmed (the vrouter agent in CI, 2026-11-24)."""
 
+import threading
 from types import SimpleNamespace
 
 import pytest
@@ -56,7 +57,7 @@ def test_a_multipart_port_description_is_used_once_complete():
                             port_up=lambda name, no: programmed.append(name) or [],
                             learn=lambda add: [])
     me = SimpleNamespace(dp=dp, desc=[], agent=agent, _send=lambda out: None,
-                         _announce=lambda: None)
+                         _announce=lambda: None, _decide=threading.RLock())
     port = lambda no, name: ofproto_v1_3_parser.OFPPort(no, b"\0" * 6, name, 0, 0, 0, 0, 0, 0, 0, 0)  # noqa: E731
     more = ofproto_v1_3.OFPMPF_REPLY_MORE
     VRouterAgent._port_desc(me, SimpleNamespace(msg=SimpleNamespace(flags=more, body=[port(1, b"a")])))
@@ -100,7 +101,7 @@ def test_vrouter_port_status_before_the_port_description_is_left_to_it():
     agent = SimpleNamespace(port_up=lambda name, no: [f"flows of {name}"],
                             local_routes=lambda ip: [])
     me = SimpleNamespace(dp=dp, described=False, agent=agent, underlay_ip="198.18.0.1",
-                         _send=sent.append, _update=lambda **k: None)
+                         _send=sent.append, _update=lambda **k: None, _decide=threading.RLock())
     VRouterAgent._port_status(me, _port_status(dp, ofproto_v1_3.OFPPR_ADD))
     assert sent == []
     me.described = True
