@@ -58,3 +58,26 @@ def test_a_pair_whose_server_dies_mid_step_is_that_steps_failed_pair(netns_up):
     assert [f["pair"] for f in rep["failed"]] == [victim.name], rep["failed"]
     ok = [p for p in rep["pairs"] if p["ok"]]
     assert r.samples["aggregate_gbps"][0] == pytest.approx(ok[0]["gbps"])
+
+
+def test_scale_task_runs_through_rally(rally, tmp_path):
+    """rally-tasks/scale.yaml as shipped: the context computes the testbed from the
+    accommodation, the scenario records one step per pair count, the SLA (no failed pair)
+    passes and the report carries the scale charts."""
+    import json
+    from pathlib import Path
+    records = tmp_path / "records.jsonl"
+    args = {"vswitch": "linuxbridge", "network": "vxlan", "density": 2, "progression": [1, 2],
+            "seconds": 1, "results": str(records)}
+    task = Path(__file__).resolve().parents[2] / "rally-tasks" / "scale.yaml"
+    out = rally("task", "start", "--env", "vnetbench", str(task), "--task-args", json.dumps(args))
+    uuid = out.stdout.split("rally task report ")[1].split()[0]
+    sla = json.loads(rally("task", "sla-check", uuid, "--json", check=False).stdout)
+    assert sla and all(c["status"] == "PASS" for c in sla), sla
+    recs = [json.loads(line) for line in records.read_text().splitlines()]
+    assert [(r["test"], r["labels"]["pairs"]) for r in recs] == [("scale", 1), ("scale", 2)]
+    assert all(r["samples"]["pairs_failed"] == [0] for r in recs)
+    assert recs[1]["labels"]["params"]["accommodation"] == ["pair", "single_room"]
+    report = tmp_path / "report.html"
+    rally("task", "report", uuid, "--out", str(report))
+    assert "each host's data-plane CPU vs pairs at once" in report.read_text()
