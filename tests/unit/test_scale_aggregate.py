@@ -49,6 +49,17 @@ def test_a_steady_rise_never_saturates():
 def test_noise_below_the_ceiling_is_not_saturation_and_two_cpus_raise_the_ceiling():
     sat = aggregate.saturation(steps([1.0, 1.05, 0.98, 1.02], [95, 96, 97, 96], cpus=2))
     assert sat["h1"]["step"] is None
-    assert "stopped growing after 1 pairs" in sat["h1"]["why"]
+    assert "stopped growing after 1 pairs while h1's data plane used 96% of its 2 CPU(s)" in sat["h1"]["why"]
     sat = aggregate.saturation(steps([1.0, 1.05, 0.98, 1.02], [185, 190, 195, 196], cpus=2))
     assert sat["h1"]["step"] == 1
+
+
+def test_a_host_busy_with_guests_saturates_when_its_data_plane_took_most_of_it():
+    """One CPU shared by the VMs and the vSwitch: the data plane never reaches 90%, but the
+    CPU is full and the data plane took at least half of it (the emulation-bound rule)."""
+    curve = [{"pairs": n, "sum": s, "hosts": {"h1": {"dataplane_pct": dp, "busy_pct": 99, "cpus": 1}}}
+             for n, s, dp in ((1, 0.79, 56), (2, 0.68, 48), (4, 0.63, 34))]
+    assert aggregate.saturation(curve)["h1"]["step"] is None          # 48% < half of 99% at 2 pairs
+    curve[1]["hosts"]["h1"]["dataplane_pct"] = 60
+    sat = aggregate.saturation(curve)["h1"]
+    assert sat["step"] == 1 and "used 60% of its 1 CPU(s), 99% busy in all" in sat["why"]

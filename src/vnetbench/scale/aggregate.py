@@ -7,16 +7,19 @@ failed, by name and reason. A failed pair is never a silently smaller sum: the s
 says how many of how many ran.
 
 Saturation (per host): the first step after which the aggregate grows by less than
-``GROWTH`` while that host's data-plane CPU is at its ceiling (``SATURATED_PCT`` of the
-CPUs the host has, vnetbench.results.bound): more pairs then buy nothing because that
-host's vSwitch has no CPU left. A plateau with CPU to spare is not saturation of the
-vSwitch (the workload, a guest or the fabric limits), and says so.
+``GROWTH`` while that host's data plane is at its ceiling, by the rule that marks
+emulation-bound cells (vnetbench.results.bound): its data-plane CPU at ``SATURATED_PCT``
+of the CPUs the host has, or the host's CPUs that busy with anything (guests, iperf3) and
+the data plane at least ``DOMINANT`` of it -- on a host whose one CPU the VMs share, the
+vSwitch never reaches 90% and still is what the CPU ran out on. More pairs then buy
+nothing because that host's vSwitch has no CPU left. A plateau otherwise is not the
+vSwitch's (the workload, a guest or the fabric limits), and says so.
 """
 
 from __future__ import annotations
 
 from vnetbench.battery.fairness import jain
-from vnetbench.results.bound import SATURATED_PCT
+from vnetbench.results.bound import DOMINANT, SATURATED_PCT
 from vnetbench.results.stats import percentiles
 
 GROWTH = 0.10          # less than 10% more aggregate for the next step: no longer growing
@@ -44,7 +47,7 @@ def step(pairs: list[dict], metric: str) -> dict:
 
 def saturation(steps: list[dict]) -> dict:
     """{host: {"step": pair count or None, "why": one line}} from ``steps`` ordered by pair
-    count: [{pairs, sum, hosts: {host: {dataplane_pct, cpus}}}]."""
+    count: [{pairs, sum, hosts: {host: {dataplane_pct, cpus, busy_pct?}}}]."""
     hosts = sorted({h for s in steps for h in s.get("hosts", {})})
     out = {}
     for h in hosts:
@@ -55,20 +58,26 @@ def saturation(steps: list[dict]) -> dict:
                 continue
             flat = nxt["sum"] < cur["sum"] * (1 + GROWTH)
             cpu = (nxt.get("hosts", {}).get(h) or {})
-            ceiling = SATURATED_PCT / 100 * 100.0 * max(1, cpu.get("cpus") or 1)
-            busy = cpu.get("dataplane_pct")
-            if flat and busy is not None and busy >= ceiling:
+            ncpu = max(1, cpu.get("cpus") or 1)
+            ceiling = SATURATED_PCT / 100 * 100.0 * ncpu
+            dp, busy = cpu.get("dataplane_pct"), cpu.get("busy_pct")
+            at_ceiling = dp is not None and (dp >= ceiling or (
+                busy is not None and busy >= ceiling and dp >= DOMINANT * busy))
+            host = f"{h}'s data plane used {_n(dp)}% of its {ncpu} CPU(s), {_n(busy)}% busy in all"
+            if flat and at_ceiling:
                 out[h] = {"step": cur["pairs"],
                           "why": f"{nxt['pairs']} pairs gave {_pct(nxt['sum'], cur['sum'])} the "
-                                 f"aggregate of {cur['pairs']} while {h}'s data plane used "
-                                 f"{busy:.0f}% of its {cpu.get('cpus') or 1} CPU(s)"}
+                                 f"aggregate of {cur['pairs']} while {host}"}
                 break
             if flat and not plateau:
                 plateau = True
-                out[h]["why"] = (f"the aggregate stopped growing after {cur['pairs']} pairs with "
-                                 f"{h}'s data plane at {busy if busy is not None else float('nan'):.0f}%: "
-                                 "not this host's vSwitch")
+                out[h]["why"] = (f"the aggregate stopped growing after {cur['pairs']} pairs while "
+                                 f"{host}: not this host's vSwitch")
     return out
+
+
+def _n(x) -> str:
+    return "?" if x is None else f"{x:.0f}"
 
 
 def _pct(a: float, b: float) -> str:

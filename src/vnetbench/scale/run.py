@@ -224,5 +224,6 @@ def _curve_point(r: Result) -> dict:
     hosts = {}
     for h in {h for e in reps for h in e["hosts"]}:
         hosts[h] = {"dataplane_pct": mean([e["hosts"].get(h, {}).get("dataplane_pct") for e in reps]),
+                    "busy_pct": mean([e["hosts"].get(h, {}).get("busy_pct") for e in reps]),
                     "cpus": next((e["hosts"][h].get("cpus") for e in reps if h in e["hosts"]), 1)}
     return {"pairs": r.labels["pairs"], "sum": mean(r.samples.get("aggregate_gbps", [])), "hosts": hosts}
