@@ -183,3 +183,19 @@ def test_parse_rejects_json_without_end_sums():
     raw["end"] = {}
     with pytest.raises(ValueError, match="sum_received"):
         iperf3.parse(json.dumps(raw))
+
+
+def test_a_udp_senders_output_carries_the_receivers_own_intervals():
+    """--get-server-output (functional rate rows: the sender is the client, its own timer
+    ends the flood): the receiver's per-second figures come from the server's JSON."""
+    r = load("udp-b20m-server-output.json")
+    assert r["samples_side"] == "sender" and r["protocol"] == "udp"
+    assert r["receiver_samples_gbps"] and all(0.019 < g < 0.021 for g in r["receiver_samples_gbps"])
+    assert 0.019 < r["bits_per_second"] / 1e9 < 0.021               # end.sum_received
+    assert load("udp-b500m.json")["receiver_samples_gbps"] is None   # no server output: none
+
+
+def test_server_output_is_asked_for_in_the_argv():
+    argv = iperf3.client_command(iperf3.ClientParams(dest="198.18.0.2", protocol="udp",
+                                                     bitrate_bps=20_000_000, server_output=True))
+    assert argv[-2:] == ["--get-server-output", "-J"]

@@ -70,12 +70,13 @@ def stop(p: subprocess.Popen, timeout: float = 5.0) -> str | None:
 
 
 @contextmanager
-def iperf3_server(dep, vm: str, port: int = iperf3.DEFAULT_PORT):
-    """A one-off iperf3 server in ``vm``; stopped on exit even if the client failed."""
+def iperf3_server(dep, vm: str, port: int = iperf3.DEFAULT_PORT, interval_s: float | None = None):
+    """A one-off iperf3 server in ``vm``; stopped on exit even if the client failed.
+    ``interval_s``: its own reporting interval (what --get-server-output returns)."""
     # -J, though its report is not read: a text-mode server sending a reverse (-R) UDP test
     # into a 10 Mbit/s shaped port left the client waiting past its 37 s in 2 of 4 runs (7 of
     # 7 passed with -J); iperf3's own error then goes to the discarded stdout, unnamed
-    argv = iperf3.server_command(iperf3.ServerParams(bind=dep.ip(vm), port=port))
+    argv = iperf3.server_command(iperf3.ServerParams(bind=dep.ip(vm), port=port, interval_s=interval_s))
     server = _listening(dep, vm, port, argv)
     try:
         yield server

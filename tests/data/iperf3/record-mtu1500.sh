@@ -10,6 +10,9 @@ server tcp-1;        client tcp-1 -t 2
 server tcp-p2;       client tcp-p2 -t 2 -P 2
 server udp-500m;     client udp-500m -t 2 -u -b 500M
 server udp-p5-b0;    client udp-p5-b0 -t 2 -u -P 5 -b 0
+# the sender as client with the receiver's own view (functional rate rows: the sender's
+# timer ends the flood; the receiver's intervals come back in server_output_json)
+server udp-srv-out;  client udp-b20m-server-output -t 2 -u -b 20M -l 1472 --get-server-output
 server tcp-omit;     client tcp-omit -t 2 -O 1
 # error: nobody listens on 5299
 client error-refused -t 2 -p 5299
