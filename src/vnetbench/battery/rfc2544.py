@@ -363,14 +363,18 @@ def _latency(dep, src, dst, frame, rate, seconds, cfg):
     res = udp_trial(dep, src, dst, payload, bitrate_bps(rate, frame), seconds,
                     settle_s=cfg.settle_s, during=probe)
     rtt = res["during"]
+    return ({**_rtt_metrics(rtt), "rate_fps": round(rate), "loss_pct": res["loss_pct"],
+             **cpu.fields(res)},
+            {"rtt_samples_ms": rtt["samples_ms"], "stream": _brief(res), "cpu": res["cpu"]})
+
+
+def _rtt_metrics(rtt: dict) -> dict:
+    """A ping run's RTT figures as latency metrics (sd and percentiles of its echoes)."""
     xs = rtt["samples_ms"]
     pct = percentiles(xs, (50, 99))
-    sd = statistics.stdev(xs) if len(xs) > 1 else None
-    return ({"rtt_avg_ms": rtt["rtt_avg_ms"], "rtt_sd_ms": sd, "rtt_min_ms": rtt["rtt_min_ms"],
-             "rtt_max_ms": rtt["rtt_max_ms"], "rtt_p50_ms": pct["p50"], "rtt_p99_ms": pct["p99"],
-             "echo_loss_pct": rtt["loss_pct"], "rate_fps": round(rate), "loss_pct": res["loss_pct"],
-             **cpu.fields(res)},
-            {"rtt_samples_ms": xs, "stream": _brief(res), "cpu": res["cpu"]})
+    return {"rtt_avg_ms": rtt["rtt_avg_ms"], "rtt_sd_ms": statistics.stdev(xs) if len(xs) > 1 else None,
+            "rtt_min_ms": rtt["rtt_min_ms"], "rtt_max_ms": rtt["rtt_max_ms"],
+            "rtt_p50_ms": pct["p50"], "rtt_p99_ms": pct["p99"], "echo_loss_pct": rtt["loss_pct"]}
 
 
 def latency_points(cfg, ceiling_fps) -> list:
@@ -405,14 +409,9 @@ def _latency_at(dep, src, dst, frame, rate, cfg):
     with cpu.Window(dep) as w:
         rtt = ping.parse(dep.exec(src, ping.command(p),
                                   timeout=cfg.latency_at_count * interval + 30).stdout)
-    xs = rtt["samples_ms"]
-    pct = percentiles(xs, (50, 99))
-    sd = statistics.stdev(xs) if len(xs) > 1 else None
-    return ({"rtt_avg_ms": rtt["rtt_avg_ms"], "rtt_sd_ms": sd, "rtt_min_ms": rtt["rtt_min_ms"],
-             "rtt_max_ms": rtt["rtt_max_ms"], "rtt_p50_ms": pct["p50"], "rtt_p99_ms": pct["p99"],
-             "echo_loss_pct": rtt["loss_pct"], "rate_fps": round(rate, 3), "loss_pct": None,
-             **w.metrics()},
-            {"rtt_samples_ms": xs, "stream": None, "echo_interval_s": interval, "cpu": w.result})
+    return ({**_rtt_metrics(rtt), "rate_fps": round(rate, 3), "loss_pct": None, **w.metrics()},
+            {"rtt_samples_ms": rtt["samples_ms"], "stream": None, "echo_interval_s": interval,
+             "cpu": w.result})
 
 
 def burst_gap_s(burst: int, ceiling_fps: float, min_gap_s: float, max_load_pct: float) -> float:
