@@ -35,8 +35,26 @@ def pytest_collection_modifyitems(config, items):
 # the session node, which a conftest below the root directory does not reach.
 
 def pytest_configure(config):
+    stale = _stale_flowgen()
+    if stale:
+        raise pytest.UsageError(stale)
     if os.geteuid() == 0 and os.environ.get("VNETBENCH_LEAK_GUARD", "on") != "off":
         config.pluginmanager.register(leaks.ModuleGuard(Path(__file__).parent), "vnetbench-module-guard")
+
+
+def _stale_flowgen() -> str | None:
+    """The Go tool in the venv, older than its sources: the guests' image and the netns
+    tests would run an earlier build (a guest's counter without ``--replies`` failed the
+    broadcast scenario as 'no JSON result line' while a clean clone passed). ``make``
+    rebuilds it; running pytest directly after a pull does not."""
+    binary = Path(sys.executable).parent / "vnetbench-flowgen"
+    src = Path(__file__).resolve().parents[2] / "tools" / "flowgen"
+    if not binary.exists():
+        return None
+    newer = [p.name for p in sorted(src.glob("*.go")) + [src / "go.mod"]
+             if p.exists() and not p.name.endswith("_test.go") and p.stat().st_mtime > binary.stat().st_mtime]
+    return newer and (f"{binary} is older than tools/flowgen/{', '.join(newer)}: the tests would run "
+                      f"an earlier build of the tool; run 'make flowgen' (or 'make install')")
 
 
 @pytest.fixture(scope="session")

@@ -97,34 +97,36 @@ def test_cpu_rises_during_throughput_and_falls_after(monitor, ovs_vxlan):
 
 @pytest.fixture(scope="module")
 def battery(rally, monitor, tmp_path_factory):
-    """The short monitored battery through Rally; the records and its time span."""
+    """The short monitored battery through Rally on one watched ovs/vxlan testbed (its
+    cross-host pair), then a real fault on it; the records and the time span."""
+    from vnetbench.rally_plugins.context import testbed_yaml
+    from vnetbench.testbed.loader import loads
+    from vnetbench.testbed.netns import builder
     records = tmp_path_factory.mktemp("battery") / "records.jsonl"
     t0 = time.time()
-    args = json.dumps({"monitor": monitor.id, "results": str(records)})
-    rally("task", "start", "--env", "vnetbench", str(REPO / "tests" / "data" / "rally" /
-                                                     "monitor-battery.yaml"), "--task-args", args)
-    fault = _fault(monitor, rally.state)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("VNETBENCH_STATE_DIR", str(rally.state))
+        dep = builder.up(loads(testbed_yaml("ovs", "vxlan", None, ["cross-host"]), source="<monitored>"))
+        try:
+            watch.watch(dep, monitor)
+            args = json.dumps({"run": dep.run_id, "results": str(records)})
+            rally("task", "start", "--env", "vnetbench", str(REPO / "tests" / "data" / "rally" /
+                                                             "monitor-battery.yaml"), "--task-args", args)
+            fault = _fault(dep)
+        finally:
+            watch.settle(dep)
+            assert dep.down() == []
     time.sleep(3)                     # the last pushes and scrapes
     recs = [json.loads(line) for line in records.read_text().splitlines()]
     return {"records": recs, "fault": fault, "start": t0, "end": time.time()}
 
 
-def _fault(monitor, state):
-    """A real fault on a monitored ovs/vxlan testbed (the dashboards' Faults annotation)."""
+def _fault(dep):
+    """A real fault on the monitored testbed (the dashboards' Faults annotation)."""
     from vnetbench.faults import Faults
-    from vnetbench.testbed.loader import load
-    from vnetbench.testbed.netns import builder
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("VNETBENCH_STATE_DIR", str(state))
-        dep = builder.up(load(REPO / "examples" / "ovs-vxlan.yaml"))
-        try:
-            watch.watch(dep, monitor)
-            faults = Faults(dep)
-            faults.vswitch_restart("h1")
-            return faults.log.records[-1]
-        finally:
-            watch.settle(dep)
-            assert dep.down() == []
+    faults = Faults(dep)
+    faults.vswitch_restart("h1")
+    return faults.log.records[-1]
 
 
 def test_faults_are_marked_at_their_time(monitor, battery):
@@ -169,8 +171,8 @@ def test_every_dashboard_query_returns_data(monitor, battery, path):
     start, end = battery["start"], battery["end"]
     range_s = int(end - start) + 5
     every = {v["name"]: ALL for v in dash["templating"]["list"]}
-    runs = sorted({r["labels"]["run_id"] for r in battery["records"]}    # a testbed per workload
-                  | {battery["fault"].labels["run_id"]})                # and the faulted one
+    runs = sorted({r["labels"]["run_id"] for r in battery["records"]}    # the one testbed
+                  | {battery["fault"].labels["run_id"]})
     selections = [every, {**every, "run_id": runs, "vswitch": "ovs", "network": "vxlan",
                           "placement": "cross-host"}]                    # values picked by hand
     for variables in selections:

@@ -6,6 +6,7 @@ import argparse
 import os
 import subprocess
 import threading
+import time
 import uuid
 from pathlib import Path
 from types import SimpleNamespace
@@ -132,6 +133,22 @@ def test_families_running_flag():
     flag = [f for f in ended if f.name == "vnetbench_test_running"]
     assert [s.value for s in flag[0].samples] == [0]
     assert publish.families([], None) == []
+
+
+def test_two_windows_of_one_family_on_one_pair_push_to_two_groups(monkeypatch):
+    """ICMP RTT deferred, then flood, on one borrowed testbed: each window keeps its own
+    Pushgateway group (a group per family replaced the first's results with the second's)."""
+    pushes = []
+    monkeypatch.setattr(publish, "push", lambda mon, group, fams: pushes.append(dict(group)))
+    tb = SimpleNamespace(name="t", vswitch=SimpleNamespace(kind=SimpleNamespace(value="ovs")),
+                         network=SimpleNamespace(type=SimpleNamespace(value="vxlan")))
+    dep, pair = SimpleNamespace(testbed=tb, run_id="r1"), SimpleNamespace(name="p", placement="same-host")
+    for mode in ("deferred", "flood"):
+        with publish.window(object(), dep, "icmp_rtt", pair) as results:
+            results.append(record(mode=mode))
+            time.sleep(0.002)
+    assert len(pushes) == 4 and pushes[0] == pushes[1] and pushes[2] == pushes[3]
+    assert pushes[0] != pushes[2] and {k for g in pushes for k in g} == set(publish.GROUP)
 
 
 def test_families_not_applicable_record_yields_only_timestamps():

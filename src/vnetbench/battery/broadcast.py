@@ -56,7 +56,7 @@ def _one(dep, pair, kind, rate_pps, seconds):
             for vm, replies in ((dst, False), (src, True)):
                 counters[replies] = dep.popen(vm, bc.count_command(bc.CountParams(
                     "eth0", kind, dep.ip(src), target, seconds + _slack(dep), marker, replies), native),
-                    stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
             for replies, counter in counters.items():
                 ready, _, _ = select.select([counter.stdout], [], [], start_timeout(dep))
                 if not ready:
@@ -65,7 +65,7 @@ def _one(dep, pair, kind, rate_pps, seconds):
             sent = bc.parse(dep.exec(src, bc.send_command(bc.SendParams(
                 "eth0", kind, dep.ip(src), target, rate_pps, seconds, marker), native),
                 timeout=seconds + 30).stdout)
-            got, answered = (bc.parse(counters[r].communicate(timeout=seconds + _slack(dep) + 10)[0])
+            got, answered = (_counted(counters[r], src if r else dst, seconds + _slack(dep) + 10)
                              for r in (False, True))
         finally:
             for counter in counters.values():
@@ -77,6 +77,17 @@ def _one(dep, pair, kind, rate_pps, seconds):
     return ({"loss_pct": lost(got["received"]), "answered_loss_pct": lost(answered["received"]),
              "sent": n, "received": got["received"], "answered": answered["received"],
              "achieved_pps": sent["achieved_pps"]}, {})
+
+
+def _counted(counter, vm: str, timeout: float) -> dict:
+    """The counter's result; a counter that printed none says why (its exit status and
+    the end of its stderr: a guest's SSH session, the tool's own error)."""
+    out, err = counter.communicate(timeout=timeout)
+    try:
+        return bc.parse(out)
+    except ValueError:
+        raise RuntimeError(f"broadcast counter in {vm} printed no result (exit {counter.returncode}): "
+                           f"stdout {out.strip()[-300:]!r}, stderr {err.strip()[-500:]!r}") from None
 
 
 @contextmanager

@@ -2,15 +2,18 @@
 they sit in Prometheus beside the CPU series, with the labels to compare runs
 and configurations (metric names: docs/metrics.md).
 
-One Pushgateway group per (run, test family, pair): a window pushes
-``vnetbench_test_running 1`` when the family starts on the pair, then replaces
-the group with the results and ``vnetbench_test_running 0`` when it ends.
+One Pushgateway group per window (run, test family, pair, start in ms): a window
+pushes ``vnetbench_test_running 1`` when the family starts on the pair, then replaces
+the group with the results and ``vnetbench_test_running 0`` when it ends. The start
+is in the group because one run measures a family on a pair more than once (ICMP RTT
+deferred, then flood, on a borrowed testbed): a group per family kept only the last.
 """
 
 from __future__ import annotations
 
 import contextlib
 import re
+import time
 import urllib.parse
 
 from prometheus_client import CollectorRegistry
@@ -22,7 +25,7 @@ from vnetbench.monitor.server import PUSHGATEWAY_PORT, Monitor
 
 JOB = "vnetbench"
 BASE = ("run_id", "testbed", "vswitch", "network", "placement", "pair", "test")
-GROUP = ("run_id", "pair", "family")
+GROUP = ("run_id", "pair", "family", "window")
 HELP = {
     "vnetbench_result": "Mean over repetitions of one result metric (label metric)",
     "vnetbench_result_ci95": "Half width of the Student-t 95% CI of vnetbench_result",
@@ -110,7 +113,8 @@ def window(mon: Monitor | None, dep, family: str, pair):
     tb = dep.testbed
     labels = {"testbed": tb.name, "vswitch": tb.vswitch.kind.value, "network": tb.network.type.value,
               "placement": pair.placement, "test": family}
-    group = {"run_id": dep.run_id, "pair": pair.name, "family": family}
+    group = {"run_id": dep.run_id, "pair": pair.name, "family": family,
+             "window": str(time.time_ns() // 1_000_000)}
     push(mon, group, families([], {"labels": labels, "value": 1}))
     try:
         yield results

@@ -147,9 +147,11 @@ class VnetbenchTestbed(context.Context):
         """An existing testbed: measured as it is, never torn down by this context."""
         from vnetbench.testbed import deployment
         dep = deployment.attach(cfg["run"])
+        # the placements asked for still hold: the borrowed testbed's other pairs are left out
         self.context["vnetbench"] = {"run_id": dep.run_id, "state_dir": str(state_root()),
                                      "results": cfg["results"], "testbed": dep.testbed.name,
-                                     "monitor": dep.run.meta().get("monitor"), "borrowed": True}
+                                     "monitor": dep.run.meta().get("monitor"), "borrowed": True,
+                                     "placements": list(cfg.get("placements") or PLACEMENTS)}
 
     def cleanup(self):
         info = self.context.get("vnetbench")

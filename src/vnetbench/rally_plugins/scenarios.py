@@ -42,6 +42,9 @@ class _Base(scenario.Scenario):
                                            f"this machine: {info['unsupported']}"]})
 
     def _pairs(self, dep, placements):
+        """The pairs of ``placements`` (the scenario's), else of the context's: a borrowed
+        testbed (task argument ``run``) keeps every pair, the context picks them."""
+        placements = placements or self.context["vnetbench"].get("placements")
         pairs = [p for p in dep.testbed.pairs if not placements or p.placement in placements]
         if not pairs:
             raise ValueError(f"testbed {dep.testbed.name} has no pair with placement in {placements}")
