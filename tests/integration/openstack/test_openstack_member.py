@@ -101,7 +101,7 @@ def gateway(aio_cloud, member, tmp_path):
         server = subprocess.Popen(
             ["ip", "netns", "exec", ns, "unshare", "-m", "sh", "-c",
              f"mount --make-rprivate / && mount --bind {gw_home} /root && exec dropbear -F -E -s "
-             f"-r {tmp_path / 'gw-hostkey'} -p {theirs}:22"], stdout=log, stderr=subprocess.STDOUT)
+             f"-r {tmp_path / 'gw-hostkey'} -p {theirs}:22 -P {tmp_path / 'gw-dropbear.pid'}"], stdout=log, stderr=subprocess.STDOUT)
         as_runner = ["unshare", "-m", "sh", "-c",
                      f'mount --make-rprivate / && mount --bind {home / "ssh_config"} /etc/ssh/ssh_config && '
                      'exec "$@"', "runner"]
