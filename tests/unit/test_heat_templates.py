@@ -2,7 +2,6 @@
 Heat's own resource schemas (Debian's python3-heat, offline); every environment file
 matches the template it is for."""
 
-from pathlib import Path
 
 import pytest
 
