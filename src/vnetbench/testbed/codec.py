@@ -7,7 +7,8 @@ import ipaddress
 
 from vnetbench import kinds
 from vnetbench.testbed.model import (
-    Host, Network, NetType, Nic, Pair, Qos, Testbed, Vm, Vnet, VSwitch, VSwitchKind,
+    Host, Network, NetType, Nic, Pair, Qos, SecurityGroup, SgRule, Testbed, Vm, Vnet, VSwitch,
+    VSwitchKind,
 )
 
 
@@ -48,13 +49,22 @@ def from_dict(d: dict) -> Testbed:
                     for v in d["vnets"]),
         vms=tuple(Vm(m["name"], m["host"], tuple(m["cpus"]),
                      tuple(Nic(n["vnet"], ipaddress.IPv4Address(n["ip"]), n["mac"],
-                               Qos(**n["qos"]) if n.get("qos") else None)
+                               Qos(**n["qos"]) if n.get("qos") else None,
+                               n.get("port_security", False), tuple(n.get("security_groups", ())))
                            for n in m["nics"]))
                   for m in d["vms"]),
         pairs=tuple(Pair(p["name"], p["placement"], p["vnet"], tuple(p["vms"]))
                     for p in d["pairs"]),
+        security_groups=tuple(SecurityGroup(g["name"], tuple(_rule(r) for r in g["rules"]))
+                              for g in d.get("security_groups", ())),
         source=d.get("source", "<state>"),
     )
+
+
+def _rule(r: dict) -> SgRule:
+    prefix = r.get("remote_ip_prefix")
+    return SgRule(r["direction"], r.get("protocol"), r.get("port_range_min"), r.get("port_range_max"),
+                  None if prefix is None else ipaddress.IPv4Network(prefix), r.get("remote_group"))
 
 
 def _from_vswitch(d: dict) -> VSwitch:

@@ -16,9 +16,9 @@ import jsonschema
 from vnetbench import inputs, kinds
 from vnetbench.errors import TestbedFileError
 from vnetbench.testbed.model import (
-    CROSS_HOST, MIN_TENANT_MTU, SAME_HOST, SEGMENTATION_RANGE,
-    Host, Network, NetType, Nic, Pair, Qos, Testbed, Vm, Vnet, VSwitch,
-    VSwitchKind,
+    CROSS_HOST, DEFAULT_SG, MIN_TENANT_MTU, SAME_HOST, SEGMENTATION_RANGE,
+    Host, Network, NetType, Nic, Pair, Qos, SecurityGroup, SgRule, Testbed, Vm, Vnet,
+    VSwitch, VSwitchKind,
 )
 
 DEFAULT_UNDERLAY = "198.18.0.0/24"
@@ -139,7 +139,8 @@ def _explain(error) -> tuple[str, str]:
         return (f"{short(inst)} is not a vSwitch", f"give a kind ({kinds}) or {{kind: ..., datapath: ...}}")
     if kind == "oneOf":   # the only other oneOf: a VM's vnets entry
         return (f"{short(inst)} is not a vnet reference", ("give a vnet name or {name: ..., ip: ..., "
-                                                          "qos: {max_kbps: ..., max_burst_kbits: ...}}"))
+                                                          "qos: {max_kbps: ..., max_burst_kbits: ...}, "
+                                                          "port_security: ..., security_groups: [...]}"))
     return (inputs.one_line(error.message, 120), "see schemas/testbed.schema.json")
 
 
@@ -162,10 +163,14 @@ class _Builder:
         network = self._network(vswitch.kind)
         hosts = self._hosts(network)
         vnets = self._vnets(network)
+        groups = self._security_groups()
         vms, pairs = self._vms(hosts, vnets)
+        if not any(nic.port_security for vm in vms for nic in vm.nics):
+            groups = ()                     # nothing filtered: no groups to realise
         name = self.doc.get("name") or f"{vswitch.kind.value}-{network.type.value}"
         return Testbed(name=name, vswitch=vswitch, network=network, hosts=hosts,
-                       vnets=vnets, vms=vms, pairs=pairs, source=self.source)
+                       vnets=vnets, vms=vms, pairs=pairs, security_groups=groups,
+                       source=self.source)
 
     def _vswitch(self) -> VSwitch:
         raw = self.doc["vswitch"]
@@ -298,6 +303,88 @@ class _Builder:
         used[segid] = v["name"]
         return segid
 
+    def _security_groups(self) -> tuple[SecurityGroup, ...]:
+        """Declared groups, and Neutron's 'default' unless declared. Rules are checked as
+        Neutron's API checks them (the same refusals, named by field)."""
+        raw = self.doc.get("security_groups") or []
+        for i, g in enumerate(raw):
+            self._unique("security group", g["name"], f"security_groups[{i}].name")
+        names = {g["name"] for g in raw} | {DEFAULT_SG}
+        groups = [SecurityGroup(g["name"], self._rules(g, f"security_groups[{i}]", names))
+                  for i, g in enumerate(raw)]
+        if DEFAULT_SG not in {g.name for g in groups}:
+            groups.insert(0, neutron_default_group())
+        return tuple(groups)
+
+    def _rules(self, g, where, names) -> tuple[SgRule, ...]:
+        rules = tuple(self._rule(r, f"{where}.rules[{j}]", names) for j, r in enumerate(g.get("rules") or []))
+        if not any(r.direction == "egress" for r in rules):
+            rules += (SgRule("egress"),)    # Neutron's allow-all egress of a new group
+        return rules
+
+    def _rule(self, r, where, names) -> SgRule:
+        proto = None if r.get("protocol", "any") == "any" else r["protocol"]
+        lo, hi = r.get("port_range_min"), r.get("port_range_max")
+        if proto is None and (lo is not None or hi is not None):
+            self.fail(f"{where}.port_range_min", "a port range needs a protocol",
+                      "add protocol: tcp, udp or icmp, or remove the port range")
+        if proto in ("tcp", "udp"):
+            if hi is not None and lo is None:
+                self.fail(f"{where}.port_range_min", "port_range_max without port_range_min",
+                          "give port_range_min too")
+            hi = lo if hi is None else hi
+            if lo == 0 or hi == 0:
+                self.fail(f"{where}.port_range_min", f"port 0 is not a {proto} port", "use ports 1..65535")
+            if lo is not None and lo > hi:
+                self.fail(f"{where}.port_range_max", f"{hi} is below port_range_min {lo}",
+                          f"use port_range_max >= {lo}")
+        if proto == "icmp":
+            if hi is not None and lo is None:
+                self.fail(f"{where}.port_range_min", "an ICMP code (port_range_max) without a type",
+                          "give the ICMP type as port_range_min")
+            for field_, v in (("port_range_min", lo), ("port_range_max", hi)):
+                if v is not None and v > 255:
+                    self.fail(f"{where}.{field_}", f"{v} is not an ICMP {'type' if field_.endswith('min') else 'code'}",
+                              "use 0..255")
+        prefix, group = r.get("remote_ip_prefix"), r.get("remote_group")
+        if prefix is not None and group is not None:
+            self.fail(f"{where}.remote_group", "remote_ip_prefix and remote_group together",
+                      "give one of them (Neutron refuses both)")
+        if group is not None and group not in names:
+            self.fail(f"{where}.remote_group", f"security group {group!r} is not declared",
+                      "use one of: " + ", ".join(sorted(names)))
+        return SgRule(r["direction"], proto, lo, hi,
+                      None if prefix is None else self._prefix(prefix, f"{where}.remote_ip_prefix"), group)
+
+    def _prefix(self, text, where) -> ipaddress.IPv4Network:
+        try:
+            return ipaddress.IPv4Network(text, strict=True)
+        except ValueError as exc:
+            try:
+                fix = f"write {ipaddress.IPv4Network(text, strict=False)}"
+            except ValueError:
+                fix = "write it as a.b.c.d/len, e.g. 198.19.1.0/24"
+            self.fail(where, f"{short(text)} is not a valid network ({inputs.one_line(str(exc), 80)})", fix)
+
+    def _port_security(self, ref, where) -> tuple[bool, tuple[str, ...]]:
+        """(port security, groups) of one NIC: on with ['default'] when the testbed
+        declares security groups, off otherwise, unless the NIC says."""
+        declared = "security_groups" in self.doc
+        on = ref.get("port_security", declared or "security_groups" in ref)
+        groups = ref.get("security_groups")
+        if not on:
+            if groups:
+                self.fail(f"{where}.security_groups", "security groups on a port with port_security false",
+                          "remove security_groups or set port_security: true (Neutron refuses both)")
+            return False, ()
+        groups = (DEFAULT_SG,) if groups is None else tuple(groups)
+        known = {DEFAULT_SG} | {g["name"] for g in self.doc.get("security_groups") or []}
+        for name in groups:
+            if name not in known:
+                self.fail(f"{where}.security_groups", f"security group {name!r} is not declared",
+                          "use one of: " + ", ".join(sorted(known)))
+        return True, groups
+
     def _vms(self, hosts, vnets):
         raw_vms = list(self.doc.get("vms") or [])
         raw_pairs = self.doc.get("pairs")
@@ -358,8 +445,16 @@ class _Builder:
                 self.fail(f"{where}.vnets[{n}]", f"vnet {ref['name']!r} is not declared",
                           _one_of(vnets.values()))
             ip = alloc.take(vnet, ref.get("ip"), lambda p, f: self.fail(f"{where}.vnets[{n}].ip", p, f))
-            nics.append(Nic(vnet=vnet.name, ip=ip, mac=_mac(index, n), qos=_qos(ref.get("qos"))))
+            secured, groups = self._port_security(ref, f"{where}.vnets[{n}]")
+            nics.append(Nic(vnet=vnet.name, ip=ip, mac=_mac(index, n), qos=_qos(ref.get("qos")),
+                            port_security=secured, security_groups=groups))
         return Vm(name=spec["name"], host=host.name, cpus=cpus, nics=tuple(nics))
+
+
+def neutron_default_group() -> SecurityGroup:
+    """Neutron's 'default' group of every project (IPv4 rules): egress to anywhere,
+    ingress from the group's own members."""
+    return SecurityGroup(DEFAULT_SG, (SgRule("ingress", remote_group=DEFAULT_SG), SgRule("egress")))
 
 
 def _qos(raw) -> Qos | None:

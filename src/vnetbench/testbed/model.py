@@ -112,11 +112,40 @@ class Qos:
 
 
 @dataclass(frozen=True)
+class SgRule:
+    """One Neutron security-group rule (IPv4). ``protocol`` None matches any protocol;
+    the port range is TCP/UDP destination ports, or for ICMP the type (min) and code
+    (max), as Neutron overloads them. At most one of ``remote_ip_prefix`` and
+    ``remote_group`` (Neutron refuses both); neither matches any remote address."""
+    direction: str                      # "ingress": to the port; "egress": from it
+    protocol: str | None = None         # "tcp", "udp", "icmp"; None: any
+    port_range_min: int | None = None
+    port_range_max: int | None = None
+    remote_ip_prefix: ipaddress.IPv4Network | None = None
+    remote_group: str | None = None
+
+
+@dataclass(frozen=True)
+class SecurityGroup:
+    """A named set of allow rules; a port's traffic passes if any rule of any of its
+    groups allows it, and the replies of an allowed connection pass (stateful)."""
+    name: str
+    rules: tuple[SgRule, ...]
+
+
+DEFAULT_SG = "default"
+
+
+@dataclass(frozen=True)
 class Nic:
     vnet: str
     ip: ipaddress.IPv4Address
     mac: str
     qos: Qos | None = None
+    # Neutron's port security: on, the port's security groups filter its traffic (none:
+    # everything dropped) and only its own MAC and IP may leave it; off, nothing is filtered
+    port_security: bool = False
+    security_groups: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -152,7 +181,13 @@ class Testbed:
     vnets: tuple[Vnet, ...]
     vms: tuple[Vm, ...]
     pairs: tuple[Pair, ...] = ()
+    security_groups: tuple[SecurityGroup, ...] = ()
     source: str = field(default="<memory>", compare=False)
+
+    @property
+    def port_security(self) -> bool:
+        """Some port is filtered: the kind must realise security groups."""
+        return any(nic.port_security for vm in self.vms for nic in vm.nics)
 
     def host(self, name: str) -> Host:
         return _by_name(self.hosts, name, "host")
@@ -165,6 +200,9 @@ class Testbed:
 
     def pair(self, name: str) -> Pair:
         return _by_name(self.pairs, name, "pair")
+
+    def security_group(self, name: str) -> SecurityGroup:
+        return _by_name(self.security_groups, name, "security group")
 
     def vms_on(self, host: str) -> tuple[Vm, ...]:
         return tuple(vm for vm in self.vms if vm.host == host)
