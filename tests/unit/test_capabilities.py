@@ -83,3 +83,21 @@ def test_egress_limit_refused_where_no_mechanism_exists():
     assert "CONFIG_IFB" in caps(no_links=("ifb",)).why_not_egress(tbed("linuxbridge"))
     with pytest.raises(UnsupportedError, match="t.yaml: ovs-openflow"):
         c.require(tbed("ovs-openflow"))
+
+
+@pytest.mark.parametrize("kind", [k.value for k in VSwitchKind])
+def test_security_groups_refused_by_a_kind_that_does_not_enforce_them(kind):
+    """Never built unfiltered: a kind that does not enforce security groups refuses the
+    testbed; one with no filtered port (port_security false everywhere) builds."""
+    from vnetbench import kinds
+    c, net = caps(), kinds.get(kind).preferred_network.value
+    on = loads(f"vswitch: {kind}\nnetwork: {{type: {net}}}\nsecurity_groups: []\n", source="t.yaml")
+    off = loads(f"vswitch: {kind}\nnetwork: {{type: {net}}}\nsecurity_groups: []\n"
+                "vms: [{name: x, host: h1, vnets: [{name: vnet1, "
+                "port_security: false}]}]\n", source="t.yaml")
+    assert c.why_not_security_groups(off) is None
+    reason = c.why_not_security_groups(on)
+    if reason:
+        assert "security groups" in reason
+        with pytest.raises(UnsupportedError, match="security groups"):
+            c.require(on)

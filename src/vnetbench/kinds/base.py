@@ -71,6 +71,12 @@ class Kind:
         """Why an egress (from the VM) bandwidth limit cannot be realised here; None: it can."""
         return None
 
+    def why_not_security_groups(self, caps) -> str | None:
+        """Why security groups (ports with port security on) cannot be enforced here;
+        None: they can. A kind that does not enforce them must refuse the testbed, never
+        build it unfiltered and let a measurement pass for a filtered one."""
+        return f"{self.name} does not enforce security groups on the embedded testbed yet"
+
     def datapath(self, requested: str, caps) -> str | None:
         """The OVS datapath the kind runs on ('system' | 'netdev'); None: not OVS."""
         return None

@@ -81,7 +81,7 @@ class Capabilities:
             raise PrerequisiteError("building a testbed needs root (CAP_NET_ADMIN and "
                                     "CAP_SYS_ADMIN for namespaces); run it as root or with sudo")
         reason = self.why_not(testbed.vswitch.kind, testbed.network.type, testbed.vswitch.datapath) \
-            or self.why_not_egress(testbed)
+            or self.why_not_egress(testbed) or self.why_not_security_groups(testbed)
         if reason:
             raise UnsupportedError(f"{testbed.source}: {testbed.vswitch.kind} + "
                                    f"{testbed.network.type} cannot run here: {reason}")
@@ -91,6 +91,12 @@ class Capabilities:
         if not any(n.qos and n.qos.egress for vm in testbed.vms for n in vm.nics):
             return None
         return kinds.of(testbed).why_not_egress(self)
+
+    def why_not_security_groups(self, testbed: Testbed) -> str | None:
+        """Filtered ports where this kind cannot enforce security groups."""
+        if not testbed.port_security:
+            return None
+        return kinds.of(testbed).why_not_security_groups(self)
 
     def matrix(self):
         """(vswitch, network type, reason-or-None) for every combination."""
