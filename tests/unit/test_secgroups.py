@@ -202,3 +202,34 @@ def test_a_rule_added_to_a_group_never_denies_what_it_allowed(rules, extra, pack
     pkt = Packet(proto, nic(base, s).ip, nic(base, d).ip, port, 0)
     if secgroups.allowed(before, nic(before, s), nic(before, d), pkt):
         assert secgroups.allowed(after, nic(after, s), nic(after, d), pkt)
+
+
+# --- Neutron's RPC payload (vnetbench.kinds.neutron_sg) ---------------------------
+
+def test_the_payload_is_neutrons_rpc_reply_for_the_hosts_ports():
+    from vnetbench.kinds import neutron_sg
+    tb = loads(WEB)
+    p = neutron_sg.payload(tb, "r1", "h1", device=lambda vm, n: f"tp-{vm}-{n}", bridge=lambda v: "br-" + v)
+    ports = {d["device"]: d for d in p["devices"].values()}
+    assert sorted(ports) == ["tp-a-0", "tp-d-0", "tp-e-0"]          # h1's VMs only
+    a, web = ports["tp-a-0"], neutron_sg.sg_id("r1", "web")
+    assert a["id"] == neutron_sg.port_id("r1", "a", 0) and a["fixed_ips"] == ["198.19.1.10"]
+    assert a["security_groups"] == [web] and a["port_security_enabled"] and a["bridge"] == "br-vnet1"
+    assert a["security_group_source_groups"] == [web]
+    assert ports["tp-e-0"]["security_groups"] == [] and ports["tp-e-0"]["port_security_enabled"]
+    assert p["security_groups"][web] == [
+        {"direction": "ingress", "ethertype": "IPv4", "stateful": True, "security_group_id": web,
+         "protocol": "tcp", "port_range_min": 5201, "port_range_max": 5210, "source_ip_prefix": "198.19.1.0/28"},
+        {"direction": "ingress", "ethertype": "IPv4", "stateful": True, "security_group_id": web,
+         "protocol": "icmp", "port_range_min": 8, "remote_group_id": web},
+        {"direction": "egress", "ethertype": "IPv4", "stateful": True, "security_group_id": web}]
+    # remote-group members are every web port of the testbed (d on h1, and a), as (ip, mac)
+    assert p["sg_member_ips"] == {web: {"IPv4": [["198.19.1.10", tb.vm("a").nics[0].mac],
+                                                 ["198.19.1.20", tb.vm("d").nics[0].mac]]}}
+    assert neutron_sg.sg_id("r1", "web") != neutron_sg.sg_id("r2", "web")     # per run
+
+
+def test_an_egress_prefix_is_the_destination():
+    from vnetbench.kinds import neutron_sg
+    rule = SgRule("egress", "udp", 53, 53, ipaddress.IPv4Network("198.19.9.0/24"))
+    assert neutron_sg.rule_dict("r", "g", rule)["dest_ip_prefix"] == "198.19.9.0/24"

@@ -33,10 +33,16 @@ class LinuxBridge(Kind):
             return f"an egress limit needs IFB devices (CONFIG_IFB): {caps.links['ifb']}"
         return None
 
+    def why_not_security_groups(self, caps):
+        from vnetbench.kinds.linuxbridge import firewall
+        return firewall.why_not(caps)
+
     def netns_wire(self, ctx):
-        from vnetbench.kinds.linuxbridge import netns
+        from vnetbench.kinds.linuxbridge import firewall, netns
         for host in ctx.testbed.hosts:
             netns.wire_host(ctx, host)
+        if ctx.testbed.port_security:     # Neutron's iptables firewall, as the agent runs it
+            firewall.start(ctx)
 
     def netns_remove_vnet(self, dep, ctx, vnet):
         """The vnet's bridge and segment device go on every host."""

@@ -68,10 +68,17 @@ def python_daemon(journal, ns: str, rundir, name: str, owner: str, argv_tail: li
     """Start ``python -m <argv_tail>`` in namespace ``ns``, journaled first by its
     run-unique ``--pidfile=`` argument (it writes the pidfile itself); its pidfile and
     log are ``rundir/<name>.*``. Not waited for."""
+    script_daemon(journal, ns, rundir, name, owner, [sys.executable, "-m", *argv_tail], cpus)
+
+
+def script_daemon(journal, ns: str, rundir, name: str, owner: str, argv: list, cpus=None) -> None:
+    """Start ``argv`` (a program that takes ``--pidfile=`` and writes it itself) in
+    namespace ``ns``, journaled first by that run-unique argument; its pidfile and log
+    are ``rundir/<name>.*``. Not waited for."""
     pf, log = rundir / f"{name}.pid", rundir / f"{name}.log"
     journal.record("daemon", name=name, host=owner, pidfile=str(pf), argmark=f"--pidfile={pf}")
     with open(log, "ab") as out:
-        subprocess.Popen(in_netns(ns, [sys.executable, "-m", *argv_tail, f"--pidfile={pf}"], cpus),
+        subprocess.Popen(in_netns(ns, [*argv, f"--pidfile={pf}"], cpus),
                          stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                          start_new_session=True)
 

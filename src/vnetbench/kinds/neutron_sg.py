@@ -1,0 +1,83 @@
+"""A host's security groups as Neutron's server sends them to an L2 agent: the reply
+to ``security_group_info_for_devices`` (neutron/db/securitygroups_rpc_base.py,
+``security_group_info_for_ports``), built from the testbed model.
+
+The kinds modelled on Neutron's own agents (linuxbridge: the iptables firewall; ovs:
+the openvswitch firewall) hand this payload to Neutron's ``SecurityGroupAgentRpc``
+running in the emulated host, so the rules in the datapath are the ones Neutron's
+drivers write, not a rewrite of them. Pure: a testbed and a host in, JSON-ready dict out.
+
+Ids are stable UUIDs derived from the run and the object's name (Neutron's ipset and
+conntrack-zone names come from them); ``device`` is the host-side port as the kind
+names it. Left out, said here: provider rules (DHCP and IPv6 RA from the network's
+DHCP ports: the embedded vnets have none), allowed address pairs, IPv6 rules.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+from vnetbench.testbed.model import SgRule, Testbed
+
+NAMESPACE = uuid.UUID("5b4c7f0e-2f4e-4a49-9d1f-7a6e0c1b9e27")
+#: Neutron's key for a rule's remote prefix, by direction (DIRECTION_IP_PREFIX)
+PREFIX_KEY = {"ingress": "source_ip_prefix", "egress": "dest_ip_prefix"}
+
+
+def sg_id(run_id: str, group: str) -> str:
+    return str(uuid.uuid5(NAMESPACE, f"{run_id}/sg/{group}"))
+
+
+def port_id(run_id: str, vm: str, nic: int) -> str:
+    return str(uuid.uuid5(NAMESPACE, f"{run_id}/port/{vm}/{nic}"))
+
+
+def network_id(run_id: str, vnet: str) -> str:
+    return str(uuid.uuid5(NAMESPACE, f"{run_id}/net/{vnet}"))
+
+
+def rule_dict(run_id: str, group: str, rule: SgRule) -> dict:
+    """One rule as the agent receives it (only the keys that are set, as the server
+    sends them)."""
+    out = {"direction": rule.direction, "ethertype": "IPv4", "stateful": True,
+           "security_group_id": sg_id(run_id, group)}
+    for key in ("protocol", "port_range_min", "port_range_max"):
+        if getattr(rule, key) is not None:
+            out[key] = getattr(rule, key)
+    if rule.remote_ip_prefix is not None:
+        out[PREFIX_KEY[rule.direction]] = str(rule.remote_ip_prefix)
+    if rule.remote_group is not None:
+        out["remote_group_id"] = sg_id(run_id, rule.remote_group)
+    return out
+
+
+def payload(tb: Testbed, run_id: str, host: str, device, bridge=None) -> dict:
+    """The RPC reply for every VM port on ``host``; ``device(vm_name, nic_index)`` gives
+    the port's host-side device name, ``bridge(vnet_name)`` (linuxbridge) the name of
+    the vnet's bridge, which Neutron would call brq<network id> (key ``bridge``, ours)."""
+    devices, groups = {}, {}
+    for vm in tb.vms_on(host):
+        for n, nic in enumerate(vm.nics):
+            pid = port_id(run_id, vm.name, n)
+            port = {"id": pid, "device": device(vm.name, n), "mac_address": nic.mac,
+                    "fixed_ips": [str(nic.ip)], "network_id": network_id(run_id, nic.vnet),
+                    "device_owner": "compute:nova", "port_security_enabled": nic.port_security,
+                    "security_groups": [sg_id(run_id, g) for g in nic.security_groups],
+                    "security_group_rules": [], "allowed_address_pairs": [],
+                    "security_group_source_groups": []}
+            if bridge is not None:
+                port["bridge"] = bridge(nic.vnet)
+            for g in nic.security_groups:
+                sg = tb.security_group(g)
+                groups[sg_id(run_id, g)] = [rule_dict(run_id, g, r) for r in sg.rules]
+                for r in sg.rules:
+                    rid = r.remote_group and sg_id(run_id, r.remote_group)
+                    if rid and rid not in port["security_group_source_groups"]:
+                        port["security_group_source_groups"].append(rid)
+            devices[pid] = port
+    remote = {r["remote_group_id"] for rules in groups.values() for r in rules if "remote_group_id" in r}
+    members = {rid: {"IPv4": sorted([str(nic.ip), nic.mac] for vm in tb.vms for nic in vm.nics
+                                    if nic.port_security
+                                    and rid in {sg_id(run_id, g) for g in nic.security_groups})}
+               for rid in sorted(remote)}
+    return {"devices": devices, "security_groups": groups, "sg_member_ips": members}
