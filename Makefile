@@ -19,6 +19,7 @@ APT_PACKAGES := iproute2 iputils-ping util-linux procps ethtool iperf3 tcpdump \
                 dosfstools qemu-utils qemu-system-x86 wget socat \
                 libvirt-daemon-system libvirt-dev pkg-config \
                 python3-heat \
+                python3-neutron ipset iptables conntrack \
                 $(AIO_PACKAGES)
 PYTEST_ARGS ?=
 

@@ -233,3 +233,18 @@ def test_an_egress_prefix_is_the_destination():
     from vnetbench.kinds import neutron_sg
     rule = SgRule("egress", "udp", 53, 53, ipaddress.IPv4Network("198.19.9.0/24"))
     assert neutron_sg.rule_dict("r", "g", rule)["dest_ip_prefix"] == "198.19.9.0/24"
+
+
+def test_records_name_the_firewall_or_say_off():
+    from vnetbench.results.provenance import _firewall
+    assert _firewall(loads(HEAD)) == "off"
+    assert "IptablesFirewallDriver" in _firewall(loads("vswitch: linuxbridge\nnetwork: {type: vxlan}\n"
+                                                       "security_groups: []\n"))
+
+
+def test_the_rally_context_turns_security_groups_on_with_neutrons_default_group():
+    from vnetbench.rally_plugins.context import testbed_yaml
+    on = loads(testbed_yaml("linuxbridge", "vxlan", None, ["same-host"], security_groups=True))
+    off = loads(testbed_yaml("linuxbridge", "vxlan", None, ["same-host"]))
+    assert on.port_security and [g.name for g in on.security_groups] == ["default"]
+    assert not off.port_security

@@ -57,6 +57,8 @@ class Kind:
     #: how a remote libvirt hypervisor realises it: "ovs-vlan" (one OVS bridge, an access
     #: port tagged per vnet), "linux-per-vnet" (a Linux bridge per vnet); None: it cannot
     remote_bridges: str | None = None
+    #: what enforces security groups when a port has port security on (provenance)
+    firewall: str = ""
     #: brought up by ``vnetbench demo`` (no controller to wait for, or a fast one)
     demo: bool = False
 

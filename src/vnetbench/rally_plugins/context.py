@@ -12,10 +12,13 @@ from vnetbench.state import state_root
 PLACEMENTS = ("same-host", "cross-host")
 
 
-def testbed_yaml(vswitch: str, network: str, underlay_mtu: int | None, placements) -> str:
+def testbed_yaml(vswitch: str, network: str, underlay_mtu: int | None, placements,
+                 security_groups: bool = False) -> str:
     net = f"{{type: {network}" + (f", underlay_mtu: {underlay_mtu}" if underlay_mtu else "") + "}"
     pairs = "\n".join(f"  - {{placement: {p}}}" for p in placements)
-    return f"vswitch: {vswitch}\nnetwork: {net}\npairs:\n{pairs}\n"
+    # on: every port in Neutron's default group (the pairs reach each other through it)
+    sg = "security_groups: []\n" if security_groups else ""
+    return f"vswitch: {vswitch}\nnetwork: {net}\n{sg}pairs:\n{pairs}\n"
 
 
 def _backend_options(cfg) -> dict:
@@ -92,6 +95,9 @@ class VnetbenchTestbed(context.Context):
                       "properties": {"accommodation": {"type": ["array", "object", "string"]},
                                      "hosts": {"type": "integer", "minimum": 1, "maximum": 512},
                                      "density": {"type": "integer", "minimum": 1, "maximum": 512}}},
+            "security_groups": {"type": "boolean", "description": "every port with port security "
+                                "on, in Neutron's default group (egress anywhere, ingress from the "
+                                "group): the kind's firewall in every figure; default off"},
             "run": {"type": "string", "description": "measure the running testbed of this run "
                     "(id or name, in $VNETBENCH_STATE_DIR) instead of building one; it is left up "
                     "(slow-booting guests: boot once, run every task file)"},
@@ -124,12 +130,13 @@ class VnetbenchTestbed(context.Context):
                        source=f"<rally scale {cfg['vswitch']}-{cfg['network']}>", online_cpus=cpus)
         else:
             tb = loads(testbed_yaml(cfg["vswitch"], cfg["network"], cfg.get("underlay_mtu"),
-                                    cfg["placements"]),
+                                    cfg["placements"], cfg.get("security_groups", False)),
                        source=f"<rally {cfg['vswitch']}-{cfg['network']}>", online_cpus=cpus)
         caps = capabilities.probe()
         # a cloud's vSwitch is the cloud's: this machine's kernel does not limit it
         reason = None if cfg.get("backend") == "openstack" else \
-            caps.why_not(tb.vswitch.kind, tb.network.type, tb.vswitch.datapath)
+            (caps.why_not(tb.vswitch.kind, tb.network.type, tb.vswitch.datapath)
+             or caps.why_not_security_groups(tb))
         if reason and caps.root and cfg["skip_unsupported"]:
             self.context["vnetbench"] = {"unsupported": reason, "results": cfg["results"],
                                          "vswitch": tb.vswitch.kind.value,

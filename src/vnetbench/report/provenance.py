@@ -14,6 +14,7 @@ FIELDS = (
     ("OVS datapath", lambda r: r.provenance.get("ovs_datapath")),
     ("tenant MTU", lambda r: r.provenance.get("tenant_mtu")),
     ("underlay MTU", lambda r: r.provenance.get("underlay_mtu")),
+    ("security groups", lambda r: r.provenance.get("security_groups")),
     ("iperf3", lambda r: r.provenance.get("tools", {}).get("iperf3")),
     ("vnetbench", lambda r: r.provenance.get("vnetbench")),
     ("testbed run ids", lambda r: r.labels.get("run_id")),

@@ -43,6 +43,11 @@ def offloads(deployment, vm: str, nic: str = "eth0") -> dict:
     return feats
 
 
+def _firewall(tb) -> str:
+    from vnetbench import kinds
+    return (kinds.of(tb).firewall or "on") if tb.port_security else "off"
+
+
 def collect(deployment, vms=()) -> dict:
     tb, meta = deployment.testbed, deployment.run.meta()
     return {
@@ -54,6 +59,8 @@ def collect(deployment, vms=()) -> dict:
         "network": tb.network.type.value,
         "underlay_mtu": tb.network.underlay_mtu,
         "tenant_mtu": tb.network.tenant_mtu,
+        # what filtered the ports: off (port security off everywhere) or the kind's firewall
+        "security_groups": _firewall(tb),
         "pinning": {"hosts": {h.name: list(h.cpus) for h in tb.hosts},
                     "vms": {v.name: list(v.cpus) for v in tb.vms}},
         "offloads": {vm: offloads(deployment, vm) for vm in vms},
