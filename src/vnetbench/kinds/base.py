@@ -79,6 +79,13 @@ class Kind:
         build it unfiltered and let a measurement pass for a filtered one."""
         return f"{self.name} does not enforce security groups on the embedded testbed yet"
 
+    def netns_update_security_groups(self, dep, ctx, groups) -> None:
+        """Apply the new rules of ``groups`` (names) on every host, as the kind's agent
+        does on the cloud's notification; return once applied."""
+        from vnetbench.errors import UnsupportedError
+        raise UnsupportedError(self.why_not_security_groups(None) or f"{self.name} cannot change "
+                               "security-group rules on a running testbed")
+
     def datapath(self, requested: str, caps) -> str | None:
         """The OVS datapath the kind runs on ('system' | 'netdev'); None: not OVS."""
         return None

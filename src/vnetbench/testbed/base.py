@@ -51,5 +51,11 @@ class RunDeployment:
         return subprocess.run(self.vm_argv(vm, argv), capture_output=True, text=True,
                               timeout=timeout, stdin=subprocess.DEVNULL)
 
+    def update_security_groups(self, groups) -> float:
+        """A backend that does not change security groups on a running testbed says so."""
+        from vnetbench.errors import UnsupportedError
+        raise UnsupportedError(f"{self.run.meta().get('backend', 'this backend')} cannot change "
+                               f"security-group rules on a running testbed (run {self.run_id})")
+
     def down(self) -> list[str]:
         return deployment.teardown(self.run)

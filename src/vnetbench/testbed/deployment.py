@@ -97,6 +97,12 @@ class Deployment(Protocol):
         """Deprovision VNET from the running testbed as the kind's cloud does; journaled.
         UnsupportedError (before anything changes) where the backend cannot."""
 
+    def update_security_groups(self, groups) -> float:
+        """Replace the rules of the testbed's security groups (the same group names; the
+        ports keep theirs) as the cloud's API would, and return once the kind applied
+        them: the seconds that took. UnsupportedError (before anything changes) where the
+        backend or kind cannot."""
+
     def status(self) -> dict: ...
 
     def down(self) -> list[str]:

@@ -38,6 +38,10 @@ class LinuxBridge(Kind):
         from vnetbench.kinds.linuxbridge import firewall
         return firewall.why_not(caps)
 
+    def netns_update_security_groups(self, dep, ctx, groups):
+        from vnetbench.kinds.linuxbridge import firewall
+        firewall.rules_updated(ctx, groups)
+
     def netns_wire(self, ctx):
         from vnetbench.kinds.linuxbridge import firewall, netns
         for host in ctx.testbed.hosts:

@@ -83,6 +83,15 @@ def start(ctx) -> None:
         command(socket_path(ctx, host), {"op": "prepare", "payload": payload(ctx, host)}, host.name)
 
 
+def rules_updated(ctx, groups) -> None:
+    """The server's notification that ``groups``' rules changed, to every host's agent:
+    each refreshes its ports in those groups (Neutron's ``security_groups_rule_updated``)."""
+    ids = [neutron_sg.sg_id(ctx.run.run_id, g) for g in groups]
+    for host in ctx.testbed.hosts:
+        command(socket_path(ctx, host), {"op": "rules_updated", "payload": payload(ctx, host),
+                                         "groups": ids}, host.name)
+
+
 def _wait_ready(pidfile: Path, log: Path, host: str) -> None:
     deadline = time.monotonic() + READY_S
     while not pidfile.exists():

@@ -53,6 +53,10 @@ def up(testbed, image_dir: Path, memory_mib: int = 256, caps=None, uris=None,
     machine (loopback) drives its libvirtd for guests on the emulated hosts' vSwitches;
     one to another machine puts the testbed on that remote KVM host
     (vnetbench.testbed.libvirt.remote_builder)."""
+    if testbed.port_security:        # guests' taps are not the ports the kinds' firewalls know
+        from vnetbench.errors import UnsupportedError
+        raise UnsupportedError(f"{testbed.source}: security groups on libvirt guests are not realised "
+                               "yet; use the netns backend (or remove security_groups)")
     kernel, initrd = boot_files(Path(image_dir))
     uris = host_uris(testbed, uris)
     remote = [u for u in uris.values() if is_remote(u)]
