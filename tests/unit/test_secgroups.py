@@ -248,3 +248,32 @@ def test_the_rally_context_turns_security_groups_on_with_neutrons_default_group(
     off = loads(testbed_yaml("linuxbridge", "vxlan", None, ["same-host"]))
     assert on.port_security and [g.name for g in on.security_groups] == ["default"]
     assert not off.port_security
+
+
+# --- the functional rows' verdicts --------------------------------------------------
+
+def test_sg_admits_passes_fails_or_cannot_measure():
+    from vnetbench.functional import verdict as v
+    ok, no = {"what": "x", "open": True}, {"what": "y", "open": False}
+    assert v.sg_admits({"allowed": [ok], "denied": [no]}).status is v.Status.PASS
+    assert v.sg_admits({"allowed": [ok], "denied": [ok, no]}).status is v.Status.FAIL
+    assert v.sg_admits({"allowed": [no], "denied": [no]}).status is v.Status.ERROR
+
+
+def test_rule_latency_reports_the_median_and_names_the_slowest():
+    from vnetbench.functional import verdict as v
+    lat = [float(x) for x in range(1, 21)]
+    got = v.sg_rule_latency({"latencies_ms": lat, "knock_ms": 5, "timeout_s": 10})
+    assert got.status is v.Status.PASS and got.value in (10.0, 11.0) and got.extra["max_ms"] == 20.0
+    assert "slowest 20.0 ms (= p99 of 20)" in got.detail
+    missed = v.sg_rule_latency({"latencies_ms": lat[:19] + [None], "knock_ms": 5, "timeout_s": 10})
+    assert missed.status is v.Status.FAIL and "1 rules never" in missed.detail
+    assert v.sg_rule_latency({"latencies_ms": [None], "knock_ms": 5, "timeout_s": 10}).status is v.Status.FAIL
+
+
+def test_rule_removal_stops_or_fails_open():
+    from vnetbench.functional import verdict as v
+    base = {"before": 90, "stopped_ms": 40.0, "window_s": 2.0}
+    assert v.sg_rule_removal({**base, "after": 0}).status is v.Status.PASS
+    assert v.sg_rule_removal({**base, "after": 150}).status is v.Status.FAIL_OPEN
+    assert v.sg_rule_removal({**base, "before": 0, "after": 0}).status is v.Status.ERROR

@@ -74,6 +74,22 @@ ROWS = (
         "Live: ping continues (downtime, 5 ms probes)"),
     Row("migration.controller-down", "VM migration",
         "Migrate with the controller down, restart it: ping works"),
+    Row("sg.default-deny", "Security groups",
+        "Ingress denied by default: Neutron's default group admits its members and no one else "
+        "(TCP and ICMP)"),
+    Row("sg.allowed-port", "Security groups",
+        "An allowed TCP port passes while another port of the same VM does not"),
+    Row("sg.stateful", "Security groups",
+        "The replies of an allowed connection pass where a new connection the other way "
+        "does not (stateful), across hosts"),
+    Row("sg.remote-group", "Security groups",
+        "A remote-group rule admits a member and not a non-member"),
+    Row("sg.rule-latency", "Security groups",
+        "Rule to first packet: a rule added while a probe knocks every 5 ms (p50 over 20 "
+        "rules; p95 and the slowest in the note)"),
+    Row("sg.rule-removal", "Security groups",
+        "A rule removed under an established connection: it stops (Pass) or keeps flowing "
+        "(Fail-open), measured"),
     Row("feature.proxy-arp", "Value-added features",
         "Proxy ARP: an ARP answered without reaching the address's owner (Pass = present)"),
     Row("feature.encapsulation", "Value-added features",

@@ -462,3 +462,59 @@ def bonding(m: dict) -> Verdict:
                        f"over {len(used)} links ({share} of the bytes)")
     return na(f"no bonding: {m['flows']} parallel flows all left {m['host']} through one "
               f"link ({share} of the bytes; {len(m['tx_bytes'])} underlay links)")
+
+
+# -- security groups -------------------------------------------------------------------
+
+def _probes(probes: list[dict]) -> str:
+    return ", ".join(f"{p['what']} {'open' if p['open'] else 'blocked'}" for p in probes)
+
+
+def sg_admits(m: dict) -> Verdict:
+    """``m["allowed"]``: probes the rules allow; ``m["denied"]``: probes they deny. Pass:
+    every allowed one went through and every denied one was blocked. An allowed probe
+    blocked means the measurement (or the network) is broken, not the filter: Error."""
+    blocked = [p for p in m["allowed"] if not p["open"]]
+    leaked = [p for p in m["denied"] if p["open"]]
+    facts = _probes(m["allowed"] + m["denied"])
+    if blocked:
+        return Verdict(Status.ERROR, detail=f"could not measure: what the rules allow was blocked ({facts})")
+    if leaked:
+        return Verdict(Status.FAIL, len(leaked), "let through",
+                       f"{len(leaked)} of {len(m['denied'])} probes the rules deny went through ({facts})")
+    return Verdict(Status.PASS, len(m["denied"]), "blocked", facts)
+
+
+def sg_rule_latency(m: dict) -> Verdict:
+    """``m["latencies_ms"]``: per rule, request to first admitted packet (None: never
+    within ``m["timeout_s"]``). The figure is the median; p95 and the slowest (with 20
+    samples the p99 is the slowest) go in the note."""
+    got = sorted(x for x in m["latencies_ms"] if x is not None)
+    missed = len(m["latencies_ms"]) - len(got)
+    if not got:
+        return Verdict(Status.FAIL, None, "", f"no rule admitted its first packet within {m['timeout_s']:g} s")
+
+    def pct(q):
+        return got[min(len(got) - 1, max(0, round(q * (len(got) - 1))))]
+    facts = (f"{len(got)} rules, probe every {m['knock_ms']:g} ms: p50 {pct(0.5):.1f} ms, "
+             f"p95 {pct(0.95):.1f} ms, slowest {got[-1]:.1f} ms (= p99 of {len(got)})")
+    extra = {"p50_ms": pct(0.5), "p95_ms": pct(0.95), "max_ms": got[-1], "n": len(got)}
+    if missed:
+        return Verdict(Status.FAIL, pct(0.5), "ms p50", f"{missed} rules never admitted a packet "
+                       f"within {m['timeout_s']:g} s; {facts}", extra)
+    return Verdict(Status.PASS, pct(0.5), "ms p50", facts, extra)
+
+
+def sg_rule_removal(m: dict) -> Verdict:
+    """An echo stream on an established connection, the rule that admitted it removed:
+    ``m["before"]``/``m["after"]`` echoes answered before and after the removal was
+    applied, ``m["stopped_ms"]`` the time from the removal to the last echo."""
+    if not m["before"]:
+        return Verdict(Status.ERROR, detail="could not measure: the connection carried nothing before the removal")
+    if m["after"]:
+        return Verdict(Status.FAIL_OPEN, m["after"], "echoes after",
+                       f"the established connection kept flowing: {m['after']} echoes answered in "
+                       f"{m['window_s']:g} s after the rule was removed ({m['before']} before)")
+    return Verdict(Status.PASS, m["stopped_ms"], "ms",
+                   f"the established connection stopped {m['stopped_ms']:.0f} ms after the removal was "
+                   f"requested ({m['before']} echoes before, none in {m['window_s']:g} s after)")

@@ -1,0 +1,136 @@
+"""Security groups (issue 27): what Neutron's rules allow, measured with real traffic
+on each kind that enforces them; a kind that does not is refused at build time (N/A
+with the reason), never measured unfiltered.
+
+web-1 (h1) is in groups web and knock, web-2 (h2) in web, def-1 (h1) and def-2 (h2) in
+Neutron's default group. web admits TCP 5201 from anywhere and ICMP from its members;
+knock starts empty and gets a rule per knock port at run time.
+"""
+
+import dataclasses
+import time
+
+import pytest
+
+from vnetbench.functional import sgmeasure as sg
+from vnetbench.functional import verdict
+from vnetbench.functional.plugin import deployment_fixture
+from vnetbench.testbed.model import SgRule
+
+TESTBED = """
+vswitch: {kind}
+network: {{type: {ntype}}}
+vnets: [{{name: red, cidr: 198.19.1.0/24}}]
+security_groups:
+  - name: web
+    rules:
+      - {{direction: ingress, protocol: tcp, port_range_min: 5201}}
+      - {{direction: ingress, protocol: icmp, remote_group: web}}
+  - name: knock
+vms:
+  - {{name: web-1, host: h1, vnets: [{{name: red, security_groups: [web, knock]}}]}}
+  - {{name: web-2, host: h2, vnets: [{{name: red, security_groups: [web]}}]}}
+  - {{name: def-1, host: h1}}
+  - {{name: def-2, host: h2}}
+"""
+OPEN, CLOSED = 5201, 5202
+KNOCK_PORTS = tuple(range(5301, 5321))       # 20 rules
+KNOCK_S, KNOCK_TIMEOUT_S = 0.005, 10.0
+STREAM_EVERY_S, STREAM_AFTER_S = 0.01, 2.0
+
+dep = deployment_fixture(TESTBED, "security-groups")
+
+
+@pytest.fixture(scope="module")
+def servers(dep):
+    procs = [sg.serve(dep, vm.name, (OPEN, CLOSED, *KNOCK_PORTS)) for vm in dep.testbed.vms]
+    yield
+    for p in procs:
+        p.kill()
+        p.wait()
+
+
+def _probe(dep, what, src, dst, port=None):
+    ip = dep.ip(dst)
+    got = sg.icmp_open(dep, src, ip) if port is None else sg.tcp_open(dep, src, ip, port)
+    return {"what": f"{src}->{dst} {'icmp' if port is None else f'tcp/{port}'} ({what})", "open": got}
+
+
+@pytest.mark.row("sg.default-deny")
+def test_default_group_admits_members_only(dep, servers, record):
+    m = {"allowed": [_probe(dep, "member", "def-2", "def-1", OPEN), _probe(dep, "member", "def-2", "def-1")],
+         "denied": [_probe(dep, "not a member", "web-1", "def-1", OPEN),
+                    _probe(dep, "not a member", "web-2", "def-1")]}
+    record(verdict.sg_admits(m), m)
+
+
+@pytest.mark.row("sg.allowed-port")
+def test_allowed_port_passes_another_does_not(dep, servers, record):
+    m = {"allowed": [_probe(dep, "allowed port", "def-1", "web-1", OPEN)],
+         "denied": [_probe(dep, "no rule", "def-1", "web-1", CLOSED)]}
+    record(verdict.sg_admits(m), m)
+
+
+@pytest.mark.row("sg.stateful")
+def test_replies_pass_where_new_connections_do_not(dep, servers, record):
+    """def-2 -> web-1 is allowed (web's TCP rule); its replies enter def-2, whose default
+    group admits nothing new from web-1 (the control: web-1 -> def-2 is blocked)."""
+    m = {"allowed": [_probe(dep, "replies by state", "def-2", "web-1", OPEN)],
+         "denied": [_probe(dep, "new, the other way", "web-1", "def-2", OPEN)]}
+    record(verdict.sg_admits(m), m)
+
+
+@pytest.mark.row("sg.remote-group")
+def test_remote_group_admits_a_member_not_a_non_member(dep, servers, record):
+    m = {"allowed": [_probe(dep, "member of web", "web-2", "web-1")],
+         "denied": [_probe(dep, "not a member", "def-2", "web-1")]}
+    record(verdict.sg_admits(m), m)
+
+
+def _with_rules(tb, group, rules):
+    return tuple(dataclasses.replace(g, rules=rules) if g.name == group else g for g in tb.security_groups)
+
+
+@pytest.mark.row("sg.rule-latency")
+def test_rule_to_first_packet(dep, servers, record):
+    """Per rule: a knock every 5 ms from def-2 (across hosts) to a port of web-1 no rule
+    admits; the rule is added; the time from the request to the first answered knock
+    (resolution: the knock interval)."""
+    tb0, latencies = dep.testbed, []
+    knock = tb0.security_group("knock")
+    try:
+        for i, port in enumerate(KNOCK_PORTS):
+            p = sg.knock(dep, "def-2", dep.ip("web-1"), port, KNOCK_S, KNOCK_TIMEOUT_S)
+            rules = tuple(SgRule("ingress", "tcp", q, q) for q in KNOCK_PORTS[:i + 1]) + knock.rules
+            t0 = sg.now()
+            dep.update_security_groups(_with_rules(dep.testbed, "knock", rules))
+            t = sg.admitted(p, KNOCK_TIMEOUT_S)
+            latencies.append(None if t is None else max(0.0, (t - t0) * 1000))
+    finally:
+        dep.update_security_groups(tb0.security_groups)
+    m = {"latencies_ms": latencies, "knock_ms": KNOCK_S * 1000, "timeout_s": KNOCK_TIMEOUT_S}
+    record(verdict.sg_rule_latency(m), m)
+
+
+@pytest.mark.row("sg.rule-removal")
+def test_rule_removed_under_an_established_connection(dep, servers, record):
+    """def-1 -> web-1:5201 echoes a byte every 10 ms; web's TCP rule is removed; does the
+    connection go on? (Neutron's iptables driver deletes the conntrack entries the rule
+    admitted; a driver that keeps them lets the connection flow.)"""
+    tb0 = dep.testbed
+    web = tb0.security_group("web")
+    stream = sg.echo_stream(dep, "def-1", dep.ip("web-1"), OPEN, STREAM_EVERY_S, 1.0 + STREAM_AFTER_S + 1.0)
+    try:
+        time.sleep(1.0)
+        t0 = sg.now()
+        dep.update_security_groups(_with_rules(tb0, "web", tuple(r for r in web.rules if r.protocol != "tcp")))
+        applied = sg.now()
+    finally:
+        times = sg.echo_times(stream, 1.0 + STREAM_AFTER_S + 1.0)
+        dep.update_security_groups(tb0.security_groups)
+    before = [t for t in times if t < t0]
+    after = [t for t in times if t > applied + 0.1]
+    last = max((t for t in times if t >= t0), default=t0)
+    m = {"before": len(before), "after": len(after), "stopped_ms": (last - t0) * 1000,
+         "window_s": STREAM_AFTER_S, "apply_ms": (applied - t0) * 1000}
+    record(verdict.sg_rule_removal(m), m)
