@@ -109,7 +109,8 @@ def cmd_compare(args):
     res = compare.run(args.profile, vswitches, networks, Path(args.results),
                       monitor=not args.no_monitor,
                       testbed={"backend": args.backend, "image": image, "placements": args.placement,
-                               "run": args.run})
+                               "run": args.run, "security_groups": args.security_groups},
+                      name="comparison-sg" if args.security_groups else "comparison")
     print(res["table"])
     print(f"wall time: {res['seconds']:.0f} s   Rally task: {res['uuid']}")
     print(f"Rally HTML report:  {res['dir'] / 'rally-report.html'}")
@@ -231,6 +232,10 @@ def _parser():
                    help="only these VM pair placements (default: both)")
     s.add_argument("--run", help="measure this running testbed (id or name; one column, kept up) "
                    "instead of building one per workload: boot slow guests once")
+    s.add_argument("--security-groups", action="store_true",
+                   help="every port filtered by Neutron's default group, the kind's firewall in "
+                        "every figure (docs/security-groups.md); a kind that cannot enforce "
+                        "them is N/A. Compare with a run without: vnetbench report RUN RUN")
     s.set_defaults(func=cmd_compare)
 
     from vnetbench.testbed.model import NetType, VSwitchKind

@@ -102,3 +102,18 @@ def test_each_seeds_comparison_task_renders_with_its_task_args(seed_id):
         (args,) = _scenario_args(text, "VnetBench.rfc2544")
         assert args["measures"] == ["latency_at"] and args["repetitions"] == 3
         assert args["latency_rates"] == [1, 1000] and args["latency_loads"] == [50, 150]
+
+
+def test_the_comparison_with_security_groups_filters_every_testbed():
+    """compare --security-groups: every workload's testbed context asks for it, and the
+    context's schema takes it (validate runs it)."""
+    import yaml
+    path = TASKS[0].parent / "overlay-comparison.yaml"
+    text = render(path, profile="smoke", columns=["linuxbridge/flat"], security_groups=True)
+    validate(text)
+    doc = yaml.safe_load(text)
+    ctxs = [w["contexts"]["vnetbench_testbed"] for s in doc["subtasks"] for w in s["workloads"]]
+    assert ctxs and all(c["security_groups"] is True for c in ctxs)
+    plain = yaml.safe_load(render(path, profile="smoke", columns=["linuxbridge/flat"]))
+    assert not any("security_groups" in w["contexts"]["vnetbench_testbed"]
+                   for s in plain["subtasks"] for w in s["workloads"])
