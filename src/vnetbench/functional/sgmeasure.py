@@ -121,3 +121,31 @@ def echo_times(p: subprocess.Popen, seconds: float) -> list[float]:
 
 def now() -> float:
     return time.monotonic()
+
+
+def rule_to_first_packet(dep, src: str, dst: str, group: str, ports, every_s: float = 0.005,
+                         timeout_s: float = 10.0) -> list[float | None]:
+    """Per port of ``ports`` (each with a listener on ``dst``, none admitted yet): a knock
+    every ``every_s`` from ``src``, then a rule admitting that port added to ``group`` (a
+    group of ``dst``); the ms from the request to the first answered knock (None: none
+    within ``timeout_s``). Resolution: the knock interval. The group's rules are put
+    back afterwards."""
+    import dataclasses
+
+    from vnetbench.testbed.model import SgRule
+    before = dep.testbed.security_groups
+    base = dep.testbed.security_group(group).rules
+    out = []
+    try:
+        for i, port in enumerate(ports):
+            p = knock(dep, src, dep.ip(dst), port, every_s, timeout_s)
+            rules = tuple(SgRule("ingress", "tcp", q, q) for q in ports[:i + 1]) + base
+            groups = tuple(dataclasses.replace(g, rules=rules) if g.name == group else g
+                           for g in dep.testbed.security_groups)
+            t0 = now()
+            dep.update_security_groups(groups)
+            t = admitted(p, timeout_s)
+            out.append(None if t is None else max(0.0, (t - t0) * 1000))
+    finally:
+        dep.update_security_groups(before)
+    return out

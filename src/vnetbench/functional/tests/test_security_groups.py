@@ -15,7 +15,6 @@ import pytest
 from vnetbench.functional import sgmeasure as sg
 from vnetbench.functional import verdict
 from vnetbench.functional.plugin import deployment_fixture
-from vnetbench.testbed.model import SgRule
 
 TESTBED = """
 vswitch: {kind}
@@ -94,20 +93,9 @@ def _with_rules(tb, group, rules):
 @pytest.mark.row("sg.rule-latency")
 def test_rule_to_first_packet(dep, servers, record):
     """Per rule: a knock every 5 ms from def-2 (across hosts) to a port of web-1 no rule
-    admits; the rule is added; the time from the request to the first answered knock
-    (resolution: the knock interval)."""
-    tb0, latencies = dep.testbed, []
-    knock = tb0.security_group("knock")
-    try:
-        for i, port in enumerate(KNOCK_PORTS):
-            p = sg.knock(dep, "def-2", dep.ip("web-1"), port, KNOCK_S, KNOCK_TIMEOUT_S)
-            rules = tuple(SgRule("ingress", "tcp", q, q) for q in KNOCK_PORTS[:i + 1]) + knock.rules
-            t0 = sg.now()
-            dep.update_security_groups(_with_rules(dep.testbed, "knock", rules))
-            t = sg.admitted(p, KNOCK_TIMEOUT_S)
-            latencies.append(None if t is None else max(0.0, (t - t0) * 1000))
-    finally:
-        dep.update_security_groups(tb0.security_groups)
+    admits; the rule is added to web-1's group knock; the time from the request to the
+    first answered knock (resolution: the knock interval)."""
+    latencies = sg.rule_to_first_packet(dep, "def-2", "web-1", "knock", KNOCK_PORTS, KNOCK_S, KNOCK_TIMEOUT_S)
     m = {"latencies_ms": latencies, "knock_ms": KNOCK_S * 1000, "timeout_s": KNOCK_TIMEOUT_S}
     record(verdict.sg_rule_latency(m), m)
 
