@@ -115,6 +115,11 @@ def main(argv=None) -> int:
     ap.add_argument("--socket", required=True, help="Unix socket to serve commands on")
     ap.add_argument("--pidfile", required=True, help="written once the socket listens")
     args = ap.parse_args(argv)
+    # as every Neutron agent (neutron/cmd/eventlet): green threads, and a socket that
+    # yields to them -- the iptables driver deletes conntrack entries of removed rules on
+    # green workers that never ran in a process blocked in a plain accept()
+    from neutron.common import eventlet_utils
+    eventlet_utils.monkey_patch()
     sys.argv[0] = args.binary           # iptables_manager reads it at import
     driver = args.driver
     if driver == "iptables":
