@@ -89,3 +89,20 @@ def test_every_probe_is_what_neutrons_rules_say(secured):
     assert not wrong, "\n".join(f"{s}->{d} {p}/{port}: rules say {'allow' if w else 'deny'}, "
                                 f"measured {'open' if m else 'blocked'}" for (s, d, p, port), w, m in wrong)
     assert any(w for _, w, _ in results) and not all(w for _, w, _ in results)
+
+
+def test_flow_setup_with_security_groups_off_and_on_names_the_firewall(netns_up):
+    """The same flow-setup point on linuxbridge with no filtering and with every port in
+    Neutron's default group: both measured (every connection through conntrack when on),
+    each record's provenance saying what filtered it."""
+    from vnetbench.battery import flowsetup
+    from vnetbench.rally_plugins.context import testbed_yaml
+    from vnetbench.results import provenance
+    got = {}
+    for on in (False, True):
+        dep = netns_up(loads(testbed_yaml("linuxbridge", "vxlan", None, ["cross-host"], security_groups=on),
+                             source=f"<sg {on}>", online_cpus=[0, 1]))
+        (rec,) = flowsetup.run(dep, dep.testbed.pairs[0], rates=(200,), seconds=1, repetitions=1)
+        got[on] = (rec.metrics["loss_pct"]["mean"], provenance.collect(dep)["security_groups"])
+    assert got[False] == (0.0, "off")
+    assert got[True][0] == 0.0 and "IptablesFirewallDriver" in got[True][1]
