@@ -2,7 +2,7 @@
 traffic and judged against the reference semantics (vnetbench.testbed.secgroups):
 every probe's outcome equals what Neutron's rules say, so a datapath that filtered
 nothing (or everything) fails. linuxbridge: Neutron's own iptables firewall driver in
-each host's namespace."""
+each host's namespace; ovn: the port groups and ACLs Neutron's OVN driver writes."""
 
 import sys
 from concurrent.futures import ThreadPoolExecutor
@@ -67,7 +67,7 @@ def _measured(dep, src, dst, proto, port):
     return dep.exec(src, [sys.executable, "-c", CONNECT, ip, str(port)]).stdout.strip() == "OPEN"
 
 
-@pytest.mark.parametrize("secured", ["linuxbridge"], indirect=True)
+@pytest.mark.parametrize("secured", ["linuxbridge", "ovn"], indirect=True)
 def test_every_probe_is_what_neutrons_rules_say(secured):
     """TCP to an allowed and a closed port and ICMP echo, between every two VMs (same
     host and across hosts): each outcome is the reference's. Covers ingress denied by

@@ -277,3 +277,27 @@ def test_rule_removal_stops_or_fails_open():
     assert v.sg_rule_removal({**base, "after": 0}).status is v.Status.PASS
     assert v.sg_rule_removal({**base, "after": 150}).status is v.Status.FAIL_OPEN
     assert v.sg_rule_removal({**base, "before": 0, "after": 0}).status is v.Status.ERROR
+
+
+def test_ovn_port_groups_and_acls_are_neutrons():
+    """The OVN realisation's NB transaction: Neutron's drop group with every filtered port,
+    a port group per security group with its ports, and the ACLs Neutron's OVN driver
+    code writes for each rule (run with the system's python3-neutron)."""
+    from vnetbench.kinds import neutron_sg
+    from vnetbench.kinds.linuxbridge.firewall import SYSTEM_PYTHON
+    from vnetbench.kinds.ovn import acls
+    missing = neutron_sg.neutron_python_missing(SYSTEM_PYTHON)
+    if missing:
+        pytest.skip(missing)
+    tb = loads(WEB)
+    tx = acls.transaction(tb, "r1", lambda vm, k: f"lsp-{vm}-{k}")
+    pg = "pg_" + neutron_sg.sg_id("r1", "web").replace("-", "_")
+    text = " ".join(tx)
+    assert "pg-add neutron_pg_drop lsp-a-0 lsp-b-0 lsp-d-0 lsp-e-0 --" in text     # not c: port security off
+    assert f"pg-add {pg} lsp-a-0 lsp-d-0 --" in text
+    assert (f"--type=port-group acl-add {pg} to-lport 1002 outport == @{pg} && ip4 && "
+            f"ip4.src == 198.19.1.0/28 && tcp && tcp.dst >= 5201 && tcp.dst <= 5210 allow-related") in text
+    assert "icmp4 && icmp4.type == 8" in text and f"ip4.src == ${pg}_ip4" in text
+    assert "acl-add neutron_pg_drop to-lport 1001 outport == @neutron_pg_drop && ip drop" in text
+    upd = " ".join(acls.update_transaction(tb, "r1", ["web"]))
+    assert upd.startswith(f"--type=port-group acl-del {pg} --") and upd.count("acl-add") == 3

@@ -51,6 +51,27 @@ def rule_dict(run_id: str, group: str, rule: SgRule) -> dict:
     return out
 
 
+def db_rule(run_id: str, group: str, index: int, rule: SgRule) -> dict:
+    """One rule as a row of Neutron's securitygrouprules table (what the OVN driver reads)."""
+    return {"id": str(uuid.uuid5(NAMESPACE, f"{run_id}/rule/{group}/{index}")),
+            "security_group_id": sg_id(run_id, group), "direction": rule.direction,
+            "ethertype": "IPv4", "protocol": rule.protocol, "port_range_min": rule.port_range_min,
+            "port_range_max": rule.port_range_max,
+            "normalized_cidr": None if rule.remote_ip_prefix is None else str(rule.remote_ip_prefix),
+            "remote_group_id": rule.remote_group and sg_id(run_id, rule.remote_group)}
+
+
+def neutron_python_missing(python: str) -> str | None:
+    """Why ``python`` cannot run Neutron's code (Debian's python3-neutron); None: it can."""
+    import subprocess
+    done = subprocess.run([python, "-c", "import neutron.agent.securitygroups_rpc, neutron.common.ovn.acl"],
+                          capture_output=True, text=True, timeout=60)
+    if done.returncode == 0:
+        return None
+    return (f"{python} cannot import Neutron (Debian package python3-neutron; 'make install' "
+            f"installs it): {(done.stderr.strip().splitlines() or ['?'])[-1]}")
+
+
 def payload(tb: Testbed, run_id: str, host: str, device, bridge=None) -> dict:
     """The RPC reply for every VM port on ``host``; ``device(vm_name, nic_index)`` gives
     the port's host-side device name, ``bridge(vnet_name)`` (linuxbridge) the name of

@@ -1,7 +1,9 @@
 """The security-group half of a Neutron L2 agent for one emulated host: Neutron's own
 ``SecurityGroupAgentRpc`` and firewall driver (Debian's python3-neutron), fed by
 vnetbench instead of a Neutron server. Run with the system's python3 inside the host's
-network namespace; it imports nothing of vnetbench (the venv's Python has no neutron).
+network namespace (the venv's Python has no neutron); it imports nothing of vnetbench
+and runs isolated (``-I``: the script's directory, which holds a package named ``ovs``,
+stays off sys.path).
 
     python3 neutron_sg_agent.py --driver iptables --binary neutron-linuxbridge-agent \
         --lock-path DIR --socket PATH --pidfile PATH

@@ -15,7 +15,6 @@ import json
 import os
 import shutil
 import socket
-import subprocess
 import time
 from pathlib import Path
 
@@ -39,12 +38,7 @@ def why_not(caps) -> str | None:
     for prog, pkg in (("iptables", "iptables"), ("ipset", "ipset")):
         if not shutil.which(prog):
             return f"{prog} not found on PATH (Debian package {pkg}; 'make install' installs it)"
-    done = subprocess.run([SYSTEM_PYTHON, "-c", "import neutron.agent.securitygroups_rpc"],
-                          capture_output=True, text=True, timeout=60)
-    if done.returncode != 0:
-        return (f"{SYSTEM_PYTHON} cannot import Neutron's agent (Debian package python3-neutron; "
-                f"'make install' installs it): {(done.stderr.strip().splitlines() or ['?'])[-1]}")
-    return None
+    return neutron_sg.neutron_python_missing(SYSTEM_PYTHON)
 
 
 def rundir(ctx, host) -> Path:
@@ -75,7 +69,7 @@ def start(ctx) -> None:
                  what=f"bridge netfilter on {host.name}")
         d = rundir(ctx, host)
         proc.script_daemon(ctx.run, ns, d, AGENT, host.name,
-                           [SYSTEM_PYTHON, str(SCRIPT), "--driver", "iptables", "--binary", BINARY,
+                           [SYSTEM_PYTHON, "-I", str(SCRIPT), "--driver", "iptables", "--binary", BINARY,
                             f"--lock-path={d}", f"--socket={socket_path(ctx, host)}"], cpus=host.cpus)
     for host in ctx.testbed.hosts:
         d = rundir(ctx, host)

@@ -23,6 +23,20 @@ class Ovn(Ovs):
     remote_bridges = None             # its controller is not built on a remote hypervisor
     openstack_environment = "ml2-ovn"
     demo = True
+    firewall = ("OVN ACLs on port groups as Neutron's OVN driver writes them (allow-related, "
+                "neutron_pg_drop; conntrack in the userspace datapath)")
+
+    def why_not_security_groups(self, caps):
+        from vnetbench.kinds import neutron_sg
+        from vnetbench.kinds.linuxbridge.firewall import SYSTEM_PYTHON
+        return neutron_sg.neutron_python_missing(SYSTEM_PYTHON)
+
+    def netns_update_security_groups(self, dep, ctx, groups):
+        """The groups' ACLs replaced in the NB database; as Neutron's API, this returns
+        when the NB transaction commits (northd and ovn-controller follow)."""
+        from vnetbench.kinds.ovn import acls
+        from vnetbench.kinds.ovn.netns import Central
+        Central(dep).nbctl(*acls.update_transaction(dep.testbed, dep.run_id, groups))
 
     def why_not(self, caps, ntype, datapath):
         if ntype is NetType.GRE:

@@ -122,8 +122,12 @@ class Central:
                         env=self.env, timeout=timeout + 5, what="ovn-nbctl")
 
     def configure(self) -> None:
-        """Every logical switch and port in one NB transaction."""
+        """Every logical switch and port in one NB transaction; then, with security
+        groups, their port groups and ACLs as Neutron's OVN driver writes them."""
         self.nbctl(*nb_transaction(self.testbed, self.run.run_id))
+        if self.testbed.port_security:
+            from vnetbench.kinds.ovn import acls
+            self.nbctl(*acls.transaction(self.testbed, self.run.run_id, port_name))
 
     def wait_ready(self, timeout: float = 30) -> None:
         """Until every logical port is up (bound, its flows installed) and every chassis
@@ -151,9 +155,12 @@ def nb_transaction(testbed, run_id: str) -> list[str]:
     for vm in testbed.vms:
         for k, nic in enumerate(vm.nics):
             lsp, addr = port_name(vm.name, k), f"{nic.mac} {nic.ip}"
+            # port security off (a testbed with security groups says so per port): Neutron
+            # leaves the port's port_security empty; else only its MAC and IP may leave it
+            spoof = testbed.port_security and not nic.port_security
             tx += ["--", "lsp-add", nic.vnet, lsp,
                    "--", "lsp-set-addresses", lsp, addr,
-                   "--", "lsp-set-port-security", lsp, addr,
+                   *([] if spoof else ["--", "lsp-set-port-security", lsp, addr]),
                    "--", "set", "Logical_Switch_Port", lsp, own]
             if nic.vnet in servers:
                 tx.append(f"dhcpv4_options={_dhcp_ref(vnet_i[nic.vnet])}")
