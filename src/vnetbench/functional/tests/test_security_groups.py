@@ -91,6 +91,7 @@ def _with_rules(tb, group, rules):
 
 
 @pytest.mark.row("sg.rule-latency")
+@pytest.mark.quick_one_kind
 def test_rule_to_first_packet(dep, servers, record):
     """Per rule: a knock every 5 ms from def-2 (across hosts) to a port of web-1 no rule
     admits; the rule is added to web-1's group knock; the time from the request to the
@@ -101,6 +102,7 @@ def test_rule_to_first_packet(dep, servers, record):
 
 
 @pytest.mark.row("sg.rule-removal")
+@pytest.mark.quick_one_kind
 def test_rule_removed_under_an_established_connection(dep, servers, record):
     """def-1 -> web-1:5201 echoes a byte every 10 ms; web's TCP rule is removed; does the
     connection go on? (Neutron's iptables driver deletes the conntrack entries the rule
