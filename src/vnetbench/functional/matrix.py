@@ -60,7 +60,8 @@ ROWS = (
     Row("fault.new-ping", "Fault tolerance",
         "A new ping after the controller stops: fail-open or fail-close"),
     Row("fault.idle-timeout", "Fault tolerance",
-        "Flow idle timeout, by progressively longer waits with the controller down"),
+        "Flow idle timeout with the controller down (8 s idle first; shorter waits bracket "
+        "an expiry)"),
     Row("fault.multi-controller", "Fault tolerance",
         "Several controller instances: one killed, traffic and new pairs go on"),
     Row("fault.vswitch-restart", "Fault tolerance",

@@ -131,14 +131,19 @@ def _survives(dep, faults, idle_s) -> bool:
 
 @pytest.mark.row("fault.idle-timeout")
 def test_flow_idle_timeout(dep, faults, record):
-    trials = []
-    for wait in IDLE_WAITS_S:
-        trials.append([wait, _survives(dep, faults, wait)])
-        if not trials[-1][1]:
-            lo = max((w for w, ok in trials if ok), default=0)
-            mid = (lo + wait) / 2
-            trials.append([mid, _survives(dep, faults, mid)])
-            break
+    """The longest wait first: flows that survive it have no idle timeout this row can
+    see (one trial, not one per wait); flows that do not are bracketed by the shorter
+    waits, shortest first, and one trial between the last survived and the first lost."""
+    longest = IDLE_WAITS_S[-1]
+    trials = [[longest, _survives(dep, faults, longest)]]
+    if not trials[0][1]:
+        for wait in IDLE_WAITS_S[:-1]:
+            trials.append([wait, _survives(dep, faults, wait)])
+            if not trials[-1][1]:
+                break
+        lo = max((w for w, ok in trials if ok), default=0)
+        hi = min(w for w, ok in trials if not ok)
+        trials.append([(lo + hi) / 2, _survives(dep, faults, (lo + hi) / 2)])
     m = {"trials": trials}
     record(verdict.idle_timeout(m), m)
 
