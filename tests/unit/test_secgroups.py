@@ -284,9 +284,8 @@ def test_ovn_port_groups_and_acls_are_neutrons():
     a port group per security group with its ports, and the ACLs Neutron's OVN driver
     code writes for each rule (run with the system's python3-neutron)."""
     from vnetbench.kinds import neutron_sg
-    from vnetbench.kinds.linuxbridge.firewall import SYSTEM_PYTHON
     from vnetbench.kinds.ovn import acls
-    missing = neutron_sg.neutron_python_missing(SYSTEM_PYTHON)
+    missing = neutron_sg.neutron_python_missing()
     if missing:
         pytest.skip(missing)
     tb = loads(WEB)

@@ -15,10 +15,15 @@ DHCP ports: the embedded vnets have none), allowed address pairs, IPv6 rules.
 
 from __future__ import annotations
 
+import functools
+import os
 import uuid
 
 from vnetbench.testbed.model import SgRule, Testbed
 
+#: the Python with Debian's python3-neutron (the venv's has no neutron); the helpers that
+#: run Neutron's code (neutron_sg_agent.py, neutron_ovn_acls.py) run with it
+SYSTEM_PYTHON = os.environ.get("VNETBENCH_NEUTRON_PYTHON", "/usr/bin/python3")
 NAMESPACE = uuid.UUID("5b4c7f0e-2f4e-4a49-9d1f-7a6e0c1b9e27")
 #: Neutron's key for a rule's remote prefix, by direction (DIRECTION_IP_PREFIX)
 PREFIX_KEY = {"ingress": "source_ip_prefix", "egress": "dest_ip_prefix"}
@@ -61,8 +66,11 @@ def db_rule(run_id: str, group: str, index: int, rule: SgRule) -> dict:
             "remote_group_id": rule.remote_group and sg_id(run_id, rule.remote_group)}
 
 
-def neutron_python_missing(python: str) -> str | None:
-    """Why ``python`` cannot run Neutron's code (Debian's python3-neutron); None: it can."""
+@functools.lru_cache(maxsize=None)
+def neutron_python_missing(python: str = SYSTEM_PYTHON) -> str | None:
+    """Why ``python`` cannot run Neutron's code (Debian's python3-neutron); None: it can.
+    Once per process: importing Neutron takes seconds, and a build asks twice (the Rally
+    context, then ``Capabilities.require``)."""
     import subprocess
     done = subprocess.run([python, "-c", "import neutron.agent.securitygroups_rpc, neutron.common.ovn.acl"],
                           capture_output=True, text=True, timeout=60)

@@ -12,7 +12,6 @@ and goes with it; the agent is a journaled daemon stopped by its pidfile.
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import socket
 import time
@@ -23,8 +22,6 @@ from vnetbench.kinds import neutron_sg
 from vnetbench.testbed.netns import proc
 
 AGENT = "neutron-sg-agent"
-#: the Python with Debian's python3-neutron (the venv's has no neutron)
-SYSTEM_PYTHON = os.environ.get("VNETBENCH_NEUTRON_PYTHON", "/usr/bin/python3")
 SCRIPT = Path(neutron_sg.__file__).with_name("neutron_sg_agent.py")
 BINARY = "neutron-linuxbridge-agent"     # chain names: neutron-linuxbri-*
 READY_S = 30.0                           # importing neutron: 2-4 s here, more on a busy host
@@ -38,7 +35,7 @@ def why_not(caps) -> str | None:
     for prog, pkg in (("iptables", "iptables"), ("ipset", "ipset")):
         if not shutil.which(prog):
             return f"{prog} not found on PATH (Debian package {pkg}; 'make install' installs it)"
-    return neutron_sg.neutron_python_missing(SYSTEM_PYTHON)
+    return neutron_sg.neutron_python_missing()
 
 
 def rundir(ctx, host) -> Path:
@@ -53,9 +50,8 @@ def socket_path(ctx, host) -> Path:
 
 def payload(ctx, host) -> dict:
     """Neutron's RPC view of this host's ports, with the kind's device and bridge names."""
-    vm_i = {vm.name: i for i, vm in enumerate(ctx.testbed.vms)}
     return neutron_sg.payload(ctx.testbed, ctx.run.run_id, host.name,
-                              device=lambda vm, n: ctx.names.vm_port(vm_i[vm], n),
+                              device=lambda vm, n: ctx.names.vm_port(ctx.vm_index(vm), n),
                               bridge=lambda vnet: ctx.names.lb_bridge(ctx.vnet_index(vnet)))
 
 
@@ -69,7 +65,7 @@ def start(ctx) -> None:
                  what=f"bridge netfilter on {host.name}")
         d = rundir(ctx, host)
         proc.script_daemon(ctx.run, ns, d, AGENT, host.name,
-                           [SYSTEM_PYTHON, "-I", str(SCRIPT), "--driver", "iptables", "--binary", BINARY,
+                           [neutron_sg.SYSTEM_PYTHON, "-I", str(SCRIPT), "--driver", "iptables", "--binary", BINARY,
                             f"--lock-path={d}", f"--socket={socket_path(ctx, host)}"], cpus=host.cpus)
     for host in ctx.testbed.hosts:
         d = rundir(ctx, host)

@@ -28,8 +28,7 @@ class Ovn(Ovs):
 
     def why_not_security_groups(self, caps):
         from vnetbench.kinds import neutron_sg
-        from vnetbench.kinds.linuxbridge.firewall import SYSTEM_PYTHON
-        return neutron_sg.neutron_python_missing(SYSTEM_PYTHON)
+        return neutron_sg.neutron_python_missing()
 
     def netns_update_security_groups(self, dep, ctx, groups):
         """The groups' ACLs replaced in the NB database; as Neutron's API, this returns

@@ -16,7 +16,6 @@ from pathlib import Path
 
 from vnetbench.errors import BuildError
 from vnetbench.kinds import neutron_sg
-from vnetbench.kinds.linuxbridge.firewall import SYSTEM_PYTHON
 
 SCRIPT = Path(neutron_sg.__file__).with_name("neutron_ovn_acls.py")
 
@@ -27,11 +26,11 @@ def neutron_acls(tb, run_id: str, groups=None) -> dict:
     req = {"groups": {neutron_sg.sg_id(run_id, g): [neutron_sg.db_rule(run_id, g, i, r)
                                                    for i, r in enumerate(tb.security_group(g).rules)]
                       for g in names}}
-    done = subprocess.run([SYSTEM_PYTHON, "-I", str(SCRIPT)], input=json.dumps(req), capture_output=True,
+    done = subprocess.run([neutron_sg.SYSTEM_PYTHON, "-I", str(SCRIPT)], input=json.dumps(req), capture_output=True,
                           text=True, timeout=60)
     if done.returncode != 0:
         tail = (done.stderr.strip().splitlines() or ["no output"])[-1]
-        raise BuildError(f"Neutron's OVN ACLs for run {run_id}: {SYSTEM_PYTHON} {SCRIPT.name}: {tail}")
+        raise BuildError(f"Neutron's OVN ACLs for run {run_id}: {neutron_sg.SYSTEM_PYTHON} {SCRIPT.name}: {tail}")
     return json.loads(done.stdout)
 
 

@@ -28,6 +28,7 @@ class Context:
         self._vm_i = {m.name: i for i, m in enumerate(testbed.vms)}
 
     def vnet_index(self, name): return self._vnet_i[name]
+    def vm_index(self, name): return self._vm_i[name]
     def host_index(self, name): return self._host_i[name]
 
     def vm_ports(self, host: str, vnet: str) -> list[str]:
