@@ -4,12 +4,12 @@ every probe's outcome equals what Neutron's rules say, so a datapath that filter
 nothing (or everything) fails. linuxbridge: Neutron's own iptables firewall driver in
 each host's namespace; ovn: the port groups and ACLs Neutron's OVN driver writes."""
 
-import sys
 from concurrent.futures import ThreadPoolExecutor
 from itertools import permutations
 
 import pytest
 
+from vnetbench.functional import sgmeasure as sg
 from vnetbench.testbed import secgroups
 from vnetbench.testbed.loader import loads
 from vnetbench.testbed.secgroups import Packet
@@ -31,28 +31,14 @@ vms:
   - {{name: e, host: h2, vnets: [{{name: vnet1, ip: 198.19.1.5, security_groups: []}}]}}
 """
 PORTS = (5201, 22)
-SERVER = ("import socket,threading\n"
-          "def serve(p):\n"
-          "    s=socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)\n"
-          "    s.bind(('0.0.0.0', p)); s.listen(64)\n"
-          "    while True:\n"
-          "        c,_=s.accept(); c.sendall(b'ok'); c.close()\n"
-          f"for p in {PORTS}: threading.Thread(target=serve, args=(p,), daemon=True).start()\n"
-          "print('listening', flush=True); threading.Event().wait()\n")
-CONNECT = ("import socket,sys; s=socket.socket(); s.settimeout(0.8)\n"
-           "try:\n    s.connect((sys.argv[1], int(sys.argv[2]))); print('OPEN' if s.recv(2) == b'ok' else 'BLOCKED')\n"
-           "except OSError: print('BLOCKED')\n")
 
 
 @pytest.fixture
 def secured(request, netns_up):
     dep = netns_up(loads(TESTBED.format(kind=request.param), source=f"<sg {request.param}>",
                          online_cpus=[0, 1]))
-    servers = [dep.popen(vm.name, [sys.executable, "-c", SERVER], stdout=-1, text=True)
-               for vm in dep.testbed.vms]
+    servers = [sg.serve(dep, vm.name, PORTS) for vm in dep.testbed.vms]
     try:
-        for s in servers:
-            assert s.stdout.readline().strip() == "listening"
         yield dep
     finally:
         for s in servers:
@@ -61,10 +47,8 @@ def secured(request, netns_up):
 
 
 def _measured(dep, src, dst, proto, port):
-    ip = str(dep.testbed.vm(dst).nics[0].ip)
-    if proto == "icmp":
-        return dep.exec(src, ["ping", "-c", "1", "-W", "0.8", ip]).returncode == 0
-    return dep.exec(src, [sys.executable, "-c", CONNECT, ip, str(port)]).stdout.strip() == "OPEN"
+    ip = dep.ip(dst)
+    return sg.icmp_open(dep, src, ip) if proto == "icmp" else sg.tcp_open(dep, src, ip, port)
 
 
 @pytest.mark.parametrize("secured", ["linuxbridge", "ovn"], indirect=True)

@@ -130,9 +130,8 @@ def rule_to_first_packet(dep, src: str, dst: str, group: str, ports, every_s: fl
     group of ``dst``); the ms from the request to the first answered knock (None: none
     within ``timeout_s``). Resolution: the knock interval. The group's rules are put
     back afterwards."""
-    import dataclasses
-
     from vnetbench.testbed.model import SgRule
+    from vnetbench.testbed.secgroups import with_rules
     before = dep.testbed.security_groups
     base = dep.testbed.security_group(group).rules
     out = []
@@ -140,10 +139,8 @@ def rule_to_first_packet(dep, src: str, dst: str, group: str, ports, every_s: fl
         for i, port in enumerate(ports):
             p = knock(dep, src, dep.ip(dst), port, every_s, timeout_s)
             rules = tuple(SgRule("ingress", "tcp", q, q) for q in ports[:i + 1]) + base
-            groups = tuple(dataclasses.replace(g, rules=rules) if g.name == group else g
-                           for g in dep.testbed.security_groups)
             t0 = now()
-            dep.update_security_groups(groups)
+            dep.update_security_groups(with_rules(dep.testbed, group, rules))
             t = admitted(p, timeout_s)
             out.append(None if t is None else max(0.0, (t - t0) * 1000))
     finally:

@@ -19,6 +19,7 @@ import functools
 import os
 import uuid
 
+from vnetbench.testbed import secgroups
 from vnetbench.testbed.model import SgRule, Testbed
 
 #: the Python with Debian's python3-neutron (the venv's has no neutron); the helpers that
@@ -84,7 +85,7 @@ def payload(tb: Testbed, run_id: str, host: str, device, bridge=None) -> dict:
     """The RPC reply for every VM port on ``host``; ``device(vm_name, nic_index)`` gives
     the port's host-side device name, ``bridge(vnet_name)`` (linuxbridge) the name of
     the vnet's bridge, which Neutron would call brq<network id> (key ``bridge``, ours)."""
-    devices, groups = {}, {}
+    devices, groups, remote = {}, {}, set()
     for vm in tb.vms_on(host):
         for n, nic in enumerate(vm.nics):
             pid = port_id(run_id, vm.name, n)
@@ -103,10 +104,9 @@ def payload(tb: Testbed, run_id: str, host: str, device, bridge=None) -> dict:
                     rid = r.remote_group and sg_id(run_id, r.remote_group)
                     if rid and rid not in port["security_group_source_groups"]:
                         port["security_group_source_groups"].append(rid)
+                        remote.add(r.remote_group)
             devices[pid] = port
-    remote = {r["remote_group_id"] for rules in groups.values() for r in rules if "remote_group_id" in r}
-    members = {rid: {"IPv4": sorted([str(nic.ip), nic.mac] for vm in tb.vms for nic in vm.nics
-                                    if nic.port_security
-                                    and rid in {sg_id(run_id, g) for g in nic.security_groups})}
-               for rid in sorted(remote)}
+    members = {sg_id(run_id, g): {"IPv4": sorted([str(nic.ip), nic.mac]
+                                                 for nic in secgroups.member_nics(tb, g))}
+               for g in sorted(remote, key=lambda g: sg_id(run_id, g))}
     return {"devices": devices, "security_groups": groups, "sg_member_ips": members}

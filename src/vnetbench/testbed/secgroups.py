@@ -38,10 +38,21 @@ class Packet:
     code: int | None = None
 
 
+def member_nics(tb: Testbed, group: str) -> list[Nic]:
+    """The ports in ``group`` (a port without port security is in none)."""
+    return [nic for vm in tb.vms for nic in vm.nics if nic.port_security and group in nic.security_groups]
+
+
 def members(tb: Testbed, group: str) -> frozenset[ipaddress.IPv4Address]:
     """The addresses a ``remote_group`` rule naming ``group`` matches: its ports' IPs."""
-    return frozenset(nic.ip for vm in tb.vms for nic in vm.nics
-                     if nic.port_security and group in nic.security_groups)
+    return frozenset(nic.ip for nic in member_nics(tb, group))
+
+
+def with_rules(tb: Testbed, group: str, rules) -> tuple:
+    """The testbed's groups with ``group``'s rules replaced (for ``update_security_groups``)."""
+    import dataclasses
+    return tuple(dataclasses.replace(g, rules=tuple(rules)) if g.name == group else g
+                 for g in tb.security_groups)
 
 
 def matches(rule: SgRule, pkt: Packet, remote: ipaddress.IPv4Address,

@@ -7,7 +7,6 @@ Neutron's default group. web admits TCP 5201 from anywhere and ICMP from its mem
 knock starts empty and gets a rule per knock port at run time.
 """
 
-import dataclasses
 import time
 
 import pytest
@@ -15,6 +14,7 @@ import pytest
 from vnetbench.functional import sgmeasure as sg
 from vnetbench.functional import verdict
 from vnetbench.functional.plugin import deployment_fixture
+from vnetbench.testbed.secgroups import with_rules
 
 TESTBED = """
 vswitch: {kind}
@@ -86,10 +86,6 @@ def test_remote_group_admits_a_member_not_a_non_member(dep, servers, record):
     record(verdict.sg_admits(m), m)
 
 
-def _with_rules(tb, group, rules):
-    return tuple(dataclasses.replace(g, rules=rules) if g.name == group else g for g in tb.security_groups)
-
-
 @pytest.mark.row("sg.rule-latency")
 @pytest.mark.quick_one_kind
 def test_rule_to_first_packet(dep, servers, record):
@@ -113,7 +109,7 @@ def test_rule_removed_under_an_established_connection(dep, servers, record):
     try:
         time.sleep(1.0)
         t0 = sg.now()
-        dep.update_security_groups(_with_rules(tb0, "web", tuple(r for r in web.rules if r.protocol != "tcp")))
+        dep.update_security_groups(with_rules(tb0, "web", (r for r in web.rules if r.protocol != "tcp")))
         applied = sg.now()
     finally:
         times = sg.echo_times(stream, 1.0 + STREAM_AFTER_S + 1.0)
