@@ -67,7 +67,8 @@ def cmd_status(args):
             print(f"run {st['run_id']} [damaged] {st['error']}")
             continue
         print(f"run {st['run_id']} [{st['status']}] {st['name']}: {st['vswitch']} over "
-              f"{st['network']}" + (f", datapath {st['ovs_datapath']}" if st["ovs_datapath"] else ""))
+              f"{st['network']}" + (f", datapath {st['ovs_datapath']}" if st["ovs_datapath"] else "")
+              + (f", {st['ovs_ports']} ports" if st.get("ovs_ports") else ""))
         _print_vms(st)
         if st.get("stack"):
             print(f"  stack        {st['stack']} on cloud {st.get('cloud')}")

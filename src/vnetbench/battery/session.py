@@ -106,16 +106,21 @@ def _listening(dep, vm: str, port: int, argv) -> subprocess.Popen:
 
 @contextmanager
 def captures(dep, specs: dict, ready_timeout=30.0):
-    """tcpdumps started together: ``specs`` {key: (vm, argv)} or {key: (None, argv, host)}
-    (host side). Each is armed (its "listening on" line) before the body runs; the
+    """tcpdumps started together: ``specs`` {key: (vm, argv)}, {key: (None, argv, host)}
+    (host side) or {link: (None, argv_of, host)} (HOST's underlay LINK as a wire:
+    ``Deployment.underlay_popen``). Each is armed (its "listening on" line) before the body runs; the
     waits overlap (up to ``ready_timeout``: a starved guest's channel can take seconds). Yields ``outputs(grace)``: each capture may end on its own (``-c``)
     within ``grace`` seconds (frames in flight), then the rest are stopped; {key: output}."""
     procs, box = {}, {}
     try:
         for key, (vm, argv, *host) in specs.items():
             kw = {"stdout": subprocess.PIPE, "stderr": subprocess.PIPE, "text": True}
-            procs[key] = dep.host_popen(host[0], argv, **kw) if host and host[0] else \
-                dep.popen(vm, argv, **kw)
+            if callable(argv):       # argv_of(interface) of the underlay link KEY of HOST
+                procs[key] = dep.underlay_popen(host[0], key, argv, **kw)
+            elif host and host[0]:
+                procs[key] = dep.host_popen(host[0], argv, **kw)
+            else:
+                procs[key] = dep.popen(vm, argv, **kw)
         waiting = {p.stderr.fileno(): p for p in procs.values()}
         deadline = time.monotonic() + ready_timeout
         while waiting and (left := deadline - time.monotonic()) > 0:

@@ -90,6 +90,11 @@ class Kind:
         """The OVS datapath the kind runs on ('system' | 'netdev'); None: not OVS."""
         return None
 
+    def ports(self, testbed, caps) -> str | None:
+        """How OVS's userspace datapath reads its veth ports ('afxdp' | 'afpacket'); None:
+        not OVS's userspace datapath."""
+        return None
+
     def flow_layers(self, testbed) -> tuple:
         """The per-flow state (``flowstate.FlowState``) a packet may wait for, with the
         modelled system's idle timeouts; a kernel bridge keeps none."""

@@ -12,6 +12,7 @@ FIELDS = (
     ("machine", lambda r: r.provenance.get("machine")),
     ("vSwitch", lambda r: _vswitch(r.labels["vswitch"], r.provenance)),
     ("OVS datapath", lambda r: r.provenance.get("ovs_datapath")),
+    ("OVS ports", lambda r: r.provenance.get("ovs_ports")),
     ("tenant MTU", lambda r: r.provenance.get("tenant_mtu")),
     ("underlay MTU", lambda r: r.provenance.get("underlay_mtu")),
     ("security groups", lambda r: r.provenance.get("security_groups")),

@@ -111,7 +111,10 @@ class Table:
         userspace = [c.label for c in self.columns
                      if any((r.provenance or {}).get("ovs_datapath") == "netdev" for r in c.records)]
         if userspace:
-            out.append(f"{', '.join(userspace)}: OVS's userspace datapath (netdev on AF_PACKET ports; the "
+            ports = sorted({str((r.provenance or {}).get("ovs_ports") or "AF_PACKET").replace("afxdp", "AF_XDP")
+                            .replace("afpacket", "AF_PACKET") for c in self.columns for r in c.records
+                            if (r.provenance or {}).get("ovs_datapath") == "netdev"})
+            out.append(f"{', '.join(userspace)}: OVS's userspace datapath (netdev on {' / '.join(ports)} ports; the "
                        "modelled systems forward in a kernel module): their throughput and latency are the "
                        "emulation's on every row, CPU-bound or not; ‡ marks where it ran out of CPU")
         for row in self.rows:

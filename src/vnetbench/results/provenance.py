@@ -56,6 +56,7 @@ def collect(deployment, vms=()) -> dict:
         "machine": platform.machine(),
         "vswitch": tb.vswitch.kind.value,
         "ovs_datapath": meta.get("ovs_datapath"),
+        "ovs_ports": meta.get("ovs_ports"),      # afxdp | afpacket (userspace datapath only)
         "network": tb.network.type.value,
         "underlay_mtu": tb.network.underlay_mtu,
         "tenant_mtu": tb.network.tenant_mtu,

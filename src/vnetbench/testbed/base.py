@@ -22,6 +22,10 @@ class RunDeployment:
     def __init__(self, run: Run, testbed: Testbed):
         self.run, self.testbed = run, testbed
 
+    def underlay_popen(self, host: str, link: str, argv_of, **kwargs):
+        """A capture of HOST's underlay LINK runs on HOST's side (its kernel sees the link)."""
+        return self.host_popen(host, argv_of(link), **kwargs)
+
     @classmethod
     def attach(cls, ref: str | None = None):
         return cls.of(find_run(ref))

@@ -11,6 +11,7 @@ import hashlib
 import json
 import os
 import shutil
+import socket
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -22,6 +23,7 @@ from vnetbench.errors import PrerequisiteError, UnsupportedError
 from vnetbench.testbed.model import NetType, Testbed, VSwitchKind
 
 CLONE_NEWNET = 0x40000000
+AF_XDP = 44          # socket.AF_XDP is not in Python's socket module
 
 # program -> Debian package that ships it
 PACKAGES = {
@@ -51,6 +53,7 @@ class Capabilities:
     links: dict             # link kind -> None when supported, else the kernel's error
     ovs_kernel: bool        # the openvswitch kernel datapath is present
     ovs_version: str | None
+    xdp_sockets: bool = False   # AF_XDP sockets (OVS ``type=afxdp`` ports) can be opened
 
     @cached_property
     def ovs_datapath(self) -> str:
@@ -81,7 +84,8 @@ class Capabilities:
             raise PrerequisiteError("building a testbed needs root (CAP_NET_ADMIN and "
                                     "CAP_SYS_ADMIN for namespaces); run it as root or with sudo")
         reason = self.why_not(testbed.vswitch.kind, testbed.network.type, testbed.vswitch.datapath) \
-            or self.why_not_egress(testbed) or self.why_not_security_groups(testbed)
+            or self.why_not_egress(testbed) or self.why_not_security_groups(testbed) \
+            or self.why_not_ports(testbed)
         if reason:
             raise UnsupportedError(f"{testbed.source}: {testbed.vswitch.kind} + "
                                    f"{testbed.network.type} cannot run here: {reason}")
@@ -91,6 +95,13 @@ class Capabilities:
         if not any(n.qos and n.qos.egress for vm in testbed.vms for n in vm.nics):
             return None
         return kinds.of(testbed).why_not_egress(self)
+
+    def why_not_ports(self, testbed: Testbed) -> str | None:
+        """AF_XDP ports asked for on a kernel without XDP sockets."""
+        if testbed.vswitch.ports == "afxdp" and not self.xdp_sockets:
+            return ("OVS 'afxdp' ports need AF_XDP sockets (CONFIG_XDP_SOCKETS), which this "
+                    "kernel lacks; use 'ports: afpacket' or 'auto'")
+        return None
 
     def why_not_security_groups(self, testbed: Testbed) -> str | None:
         """Filtered ports where this kind cannot enforce security groups."""
@@ -115,7 +126,8 @@ def probe() -> Capabilities:
     kernel = _kernel_facts() if root else {
         "links": {k: "not probed: needs root" for k in LINK_KINDS}, "ovs_kernel": False}
     return Capabilities(root=root, binaries=binaries, links=kernel["links"],
-                        ovs_kernel=kernel["ovs_kernel"], ovs_version=_ovs_version(binaries))
+                        ovs_kernel=kernel["ovs_kernel"], ovs_version=_ovs_version(binaries),
+                        xdp_sockets=kernel.get("xdp_sockets", False))
 
 
 def _ovs_version(binaries):
@@ -127,7 +139,8 @@ def _ovs_version(binaries):
 
 def _kernel_facts() -> dict:
     """Kernel features change only with a reboot or a module load: cache per both."""
-    key = hashlib.sha256(_read("/proc/sys/kernel/random/boot_id") + _read("/proc/modules")).hexdigest()[:16]
+    key = hashlib.sha256(FACTS_VERSION + _read("/proc/sys/kernel/random/boot_id")
+                         + _read("/proc/modules")).hexdigest()[:16]
     cache = Path(os.environ.get("VNETBENCH_CACHE_DIR", "/run/vnetbench-cache")) / f"kernel-{key}.json"
     try:
         return json.loads(cache.read_text())
@@ -143,6 +156,10 @@ def _kernel_facts() -> dict:
         except OSError:
             pass
     return facts
+
+
+#: what a cached probe holds; a new fact changes it, so an older cache is not read as "absent"
+FACTS_VERSION = b"2: links, ovs_kernel, xdp_sockets"
 
 
 def _read(path) -> bytes:
@@ -190,7 +207,16 @@ def _probe_in_fresh_netns() -> dict:
                 links[kind] = None
             except Exception as exc:
                 links[kind] = _reason(exc)
-    return {"links": links, "ovs_kernel": _ovs_genl_family()}
+    return {"links": links, "ovs_kernel": _ovs_genl_family(), "xdp_sockets": _xdp_sockets()}
+
+
+def _xdp_sockets() -> bool:
+    """An AF_XDP socket opens (CONFIG_XDP_SOCKETS): OVS's ``afxdp`` ports need it."""
+    try:
+        socket.socket(AF_XDP, socket.SOCK_RAW, 0).close()
+        return True
+    except OSError:
+        return False
 
 
 def _reason(exc) -> str:

@@ -70,5 +70,5 @@ def _rule(r: dict) -> SgRule:
 def _from_vswitch(d: dict) -> VSwitch:
     kind = kinds.get(d["kind"])
     raw = d.get(kind.options_key) if kind.options_key else None
-    return VSwitch(VSwitchKind(d["kind"]), d["datapath"],
+    return VSwitch(VSwitchKind(d["kind"]), d["datapath"], d.get("ports", "auto"),
                    options=None if raw is None else kind.options(**raw))

@@ -62,6 +62,11 @@ class Deployment(Protocol):
     def host_popen(self, host: str, argv: Sequence[str], **kwargs) -> subprocess.Popen:
         """Start ARGV on HOST's side in the background, journaled so teardown stops it."""
 
+    def underlay_popen(self, host: str, link: str, argv_of, **kwargs) -> subprocess.Popen:
+        """Start ``argv_of(interface)`` (a capture) where HOST's underlay LINK is seen as a
+        wire is: on HOST's side, unless a backend's datapath hides the link's frames from
+        HOST's kernel; journaled like ``host_popen``."""
+
     def vm_port(self, vm: str, nic: int = 0) -> tuple[str, str]:
         """(host, port name) of the VM NIC's port on its host's vSwitch (where a host-side
         qdisc or capture goes)."""

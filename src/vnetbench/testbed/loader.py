@@ -181,7 +181,13 @@ class _Builder:
         if datapath != "auto" and not kinds.get(kind).uses_ovs:
             self.fail("vswitch.datapath", f"{kind} has no datapath choice",
                       "remove 'datapath' or use an OVS kind")
-        return VSwitch(kind=kind, datapath=datapath, options=self._options(raw, kind))
+        ports = raw.get("ports", "auto")
+        if ports != "auto" and not kinds.get(kind).uses_ovs:
+            self.fail("vswitch.ports", f"{kind} has no OVS ports", "remove 'ports' or use an OVS kind")
+        if ports != "auto" and datapath == "system":
+            self.fail("vswitch.ports", f"'{ports}' ports are for OVS's userspace datapath",
+                      "remove 'ports' or set 'datapath: netdev'")
+        return VSwitch(kind=kind, datapath=datapath, ports=ports, options=self._options(raw, kind))
 
     def _options(self, raw: dict, kind):
         """The kind's options object (defaults when absent); another kind's options key

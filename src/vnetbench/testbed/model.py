@@ -67,6 +67,7 @@ CROSS_HOST = "cross-host"
 class VSwitch:
     kind: VSwitchKind
     datapath: str = "auto"   # ovs: "system" (kernel module), "netdev" (userspace), "auto"
+    ports: str = "auto"      # ovs netdev: "afxdp" (AF_XDP, PMD-polled), "afpacket", "auto"
     options: object | None = None        # the kind's options dataclass (kinds.get(kind).options)
 
 

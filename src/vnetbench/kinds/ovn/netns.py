@@ -270,7 +270,7 @@ class OvnHost(OvsHost):
     def configure(self, datapath: str) -> None:
         """The OVS side in one transaction (limits are OVN's logical port QoS, not the
         ``ovs`` kind's meters), then ovn-controller."""
-        self.vsctl(*self._transaction(datapath))
+        self.apply(datapath)
         # ovn-controller 23.03 takes no --unixctl: its socket goes to $OVN_RUNDIR
         self._daemon("ovn-controller", [self.db], netns=self.ctx.names.host_ns(self.host.name),
                      unixctl=False)

@@ -18,6 +18,15 @@ NETDEV = Emulated("ovs-vswitchd", "main",
                   "OVS's userspace datapath on AF_PACKET ports (no OVS kernel module here); "
                   "the modelled OVS forwards in its kernel module",
                   lambda prov: prov.get("ovs_datapath") == "netdev")
+#: with AF_XDP ports the forwarding moves to the PMD thread(s); a PMD also polls, so its
+#: CPU share under load is an upper figure of the work (pmd-maxsleep lets it sleep when idle)
+PMD = Emulated("ovs-vswitchd", "pmd",
+               "OVS's userspace datapath polling AF_XDP ports (no OVS kernel module here); "
+               "the modelled OVS forwards in its kernel module",
+               lambda prov: prov.get("ovs_datapath") == "netdev")
+#: ``ports: auto`` takes AF_XDP only up to this many veth ports on a host: OVS gives each
+#: AF_XDP port its own UMEM (measured here: about 70 MB resident per port)
+AFXDP_MAX_PORTS = 16
 
 
 class Ovs(Kind):
@@ -27,7 +36,7 @@ class Ovs(Kind):
     host_daemons = ("ovs-vswitchd", "ovsdb-server")
     programs = COMMON_PROGRAMS + OVS_PROGRAMS
     dpctl_counters = True
-    emulated = (NETDEV,)
+    emulated = (NETDEV, PMD)
     openstack_environment = "ml2-ovs"
     demo = True
     remote_bridges = "ovs-vlan"
@@ -40,6 +49,17 @@ class Ovs(Kind):
 
     def datapath(self, requested, caps):
         return caps.ovs_datapath if requested == "auto" else requested
+
+    def ports(self, testbed, caps):
+        """AF_XDP where the kernel has XDP sockets and no host has more veth ports than
+        AFXDP_MAX_PORTS: measured here it wins on throughput and latency both
+        (docs/ovs-ports.md, bench/bench_ovs_ports.py); otherwise AF_PACKET."""
+        if self.datapath(testbed.vswitch.datapath, caps) != "netdev":
+            return None
+        if testbed.vswitch.ports != "auto":
+            return testbed.vswitch.ports
+        busiest = max(veth_ports(testbed, h.name) for h in testbed.hosts)
+        return "afxdp" if caps.xdp_sockets and busiest <= AFXDP_MAX_PORTS else "afpacket"
 
     def flow_layers(self, testbed):
         return (datapath_flows(),)
@@ -91,6 +111,8 @@ class Ovs(Kind):
         own = f"external_ids:vnetbench-run={dep.run_id}"
         args = ["--", "--may-exist", "add-port", dep.names.ovs_int, port,
                 *self._port_columns(dep, nic), own, *self._port_extra(dep, port, vm, k)]
+        if dep.run.meta().get("ovs_ports") == "afxdp" and not (nic.qos and not nic.qos.egress):
+            args += ["--", "set", "Interface", port, "type=afxdp"]   # as the build made it
         netns.host_of(dep, host).vsctl(*args)
 
     def _port_columns(self, dep, nic) -> list[str]:
@@ -102,6 +124,11 @@ class Ovs(Kind):
 
     def _port_extra(self, dep, port, vm, k) -> list[str]:
         return []
+
+
+def veth_ports(testbed, host: str) -> int:
+    """The veths an OVS-based kind may attach at HOST: VM NICs, a physnet per vnet, the uplink."""
+    return sum(len(vm.nics) for vm in testbed.vms_on(host)) + len(testbed.vnets_on(host)) + 1
 
 
 def datapath_flows():

@@ -3,8 +3,9 @@
 Each host gets its own run directory (database, sockets, pidfiles, logs), so
 several hosts and several testbeds never share a daemon. Without the kernel
 module the userspace ``netdev`` datapath is used; it needs TX checksum offload
-off on the veths it touches (REFERENCE §4). VM ports are access ports tagged
-with the vnet's local VLAN; tunnel ports carry the segmentation id as their key
+off on the veths it touches (REFERENCE §4); where the kernel has XDP sockets it reads
+them through AF_XDP (``afxdp_columns``: faster and lower-latency than AF_PACKET here).
+VM ports are access ports tagged with the vnet's local VLAN; tunnel ports carry the segmentation id as their key
 and are ``protected`` so a full mesh of tunnels never floods back (split horizon).
 A VM port's bandwidth limit is a linux-htb QoS on the port (this kernel has no tc
 ``police``, so OVS ingress policing cannot work; HTB shapes what OVS sends to the VM).
@@ -22,6 +23,10 @@ from vnetbench.testbed.model import NetType
 from vnetbench.testbed.netns import links, nsops, proc
 
 AGENT = "neutron-openvswitch-agent"
+#: the longest an idle PMD thread sleeps (OVS 3.1 ``other_config:pmd-maxsleep``, µs): measured
+#: here with AF_XDP ports, 10 µs kept an idle PMD at 30 % of its CPU, 50 µs at about 10 %
+#: (docs/ovs-ports.md); 0 (busy polling) is OVS's default and holds a CPU at 100 %
+PMD_MAXSLEEP_US = 50
 VSWITCHD = "ovs-vswitchd"
 TUNNEL_TYPE = {NetType.VXLAN: "vxlan", NetType.GRE: "gre", NetType.GENEVE: "geneve"}
 
@@ -63,12 +68,39 @@ class OvsHost:
     def configure(self, datapath: str) -> None:
         """The whole host in one ovs-vsctl transaction; then egress limits as meters,
         kept by the host's agent (``start_agent``)."""
-        self.vsctl(*self._transaction(datapath))
+        self.apply(datapath)
         commands = self.egress_commands()
         for args in commands:
             self.ofctl(*args)
         if commands:
             self.start_agent(commands)
+
+    def apply(self, datapath: str) -> None:
+        """The kind's transaction (``_transaction``) with the build's port type, at once: a
+        port never changes type under a controller that has seen it."""
+        tx = self._transaction(datapath)
+        if self.ctx.ports == "afxdp":
+            tx += self.afxdp_columns(tx)
+        self.vsctl(*tx)
+
+    def afxdp_columns(self, tx: list[str]) -> list[str]:
+        """AF_XDP for every veth the transaction TX adds (VM ports, physnets, the uplink) but
+        a VM port with an ingress limit: linux-htb shapes in the kernel's qdisc, which
+        AF_XDP's transmit bypasses. The host's PMD thread(s) run on its own CPUs and sleep
+        up to PMD_MAXSLEEP_US when idle (without it a PMD spins one CPU at 100 % for ever)."""
+        ctx, names, host = self.ctx, self.ctx.names, self.host
+        shaped = {port for port, qos in ctx.qos_ports(host.name) if not qos.egress}
+        veths = {names.uplink}
+        for vnet in ctx.testbed.vnets_on(host.name):
+            veths.update(ctx.vm_ports(host.name, vnet.name))
+            veths.add(names.physnet(ctx.vnet_index(vnet.name)))
+        added = [tx[i + 2] for i, arg in enumerate(tx[:-2]) if arg == "add-port"]
+        out = ["--", "set", "Open_vSwitch", ".", f"other_config:pmd-cpu-mask={cpu_mask(host.cpus)}",
+               f"other_config:pmd-maxsleep={PMD_MAXSLEEP_US}"]
+        for port in added:
+            if port in veths and port not in shaped:
+                out += ["--", "set", "Interface", port, "type=afxdp"]
+        return out
 
     def egress_commands(self) -> list[list[str]]:
         """Egress limits (what a VM sends), as ovs-ofctl arguments: an OpenFlow meter
@@ -161,6 +193,11 @@ class OvsHost:
         return tx
 
 
+def cpu_mask(cpus) -> str:
+    """ovs-vswitchd's CPU mask (hex) of CPUS."""
+    return hex(sum(1 << c for c in cpus))
+
+
 def _bridge(name, datapath, own):
     return ["--", "--may-exist", "add-br", name,
             "--", "set", "Bridge", name, f"datapath_type={datapath}", "fail_mode=standalone", own]
@@ -206,26 +243,37 @@ def wire(ctx) -> None:
 def start_host(ctx, ovs: OvsHost) -> None:
     ovs.start()
     if ctx.datapath == "netdev":
-        checksum_offload_off(ctx, ovs.host)
+        offloads_off(ctx, ovs.host, afxdp=ctx.ports == "afxdp")
     ovs.configure(ctx.datapath)
 
 
-def checksum_offload_off(ctx, host) -> None:
+def offloads_off(ctx, host, afxdp: bool) -> None:
     """The userspace datapath forwards packets whose checksum the kernel left to
-    'hardware': turn TX checksum offload off on every veth end it touches."""
+    'hardware': TX checksum offload off on every veth end it touches. With AF_XDP ports
+    also TX VLAN offload on their peers (the VMs' NICs, the fabric's ends): XDP sees the
+    frame only, and a tag the peer's kernel left in the packet's metadata was lost
+    (measured: no VLAN-tagged frame crossed a host until it was off)."""
     tb, n = ctx.testbed, ctx.names
-    per_ns = {n.host_ns(host.name): [n.uplink], n.fabric_ns: []}
+    hi = ctx.host_index(host.name)
+    peer = ["txvlan", "off"] if afxdp else []
+    per_ns = {n.host_ns(host.name): {n.uplink: []}, n.fabric_ns: {}}
+    if peer and tb.network.type is not NetType.FLAT:
+        per_ns[n.fabric_ns][n.fabric_uplink(hi)] = peer
     for vm_i, vm in enumerate(tb.vms):
         if vm.host == host.name:
-            per_ns.setdefault(n.vm_ns(vm.name), []).extend(n.vm_nic(k) for k in range(len(vm.nics)))
-            per_ns[n.host_ns(host.name)].extend(n.vm_port(vm_i, k) for k in range(len(vm.nics)))
+            per_ns.setdefault(n.vm_ns(vm.name), {}).update({n.vm_nic(k): peer for k in range(len(vm.nics))})
+            per_ns[n.host_ns(host.name)].update({n.vm_port(vm_i, k): [] for k in range(len(vm.nics))})
     if tb.network.type is NetType.FLAT:
         for vnet in tb.vnets_on(host.name):
-            per_ns[n.host_ns(host.name)].append(n.physnet(ctx.vnet_index(vnet.name)))
+            vi = ctx.vnet_index(vnet.name)
+            per_ns[n.host_ns(host.name)][n.physnet(vi)] = []
+            if peer:
+                per_ns[n.fabric_ns][n.fabric_physnet(hi, vi)] = peer
     for ns, devs in per_ns.items():
-        for dev in devs:
-            proc.run(proc.in_netns(ns, ["ethtool", "-K", dev, "tx", "off"]),
-                     what=f"ethtool -K {dev} tx off")
+        for dev, more in devs.items():
+            args = ["tx", "off", *more] if ns != n.fabric_ns else more
+            proc.run(proc.in_netns(ns, ["ethtool", "-K", dev, *args]),
+                     what=f"ethtool -K {dev} {' '.join(args)}")
 
 
 def host_of(dep, host) -> OvsHost:

@@ -157,7 +157,7 @@ class VRouterHost(OvsHost):
     """An OVS host whose bridge belongs to its vRouter agent (no flows of its own)."""
 
     def configure(self, datapath: str) -> None:
-        self.vsctl(*self._transaction(datapath))
+        self.apply(datapath)
 
     def _transaction(self, datapath: str) -> list[str]:
         ctx, host = self.ctx, self.host

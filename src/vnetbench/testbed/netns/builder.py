@@ -61,7 +61,7 @@ class _Build(Context):
         self.kind.netns_wire(self)
         progress(f"vSwitches ready ({time.monotonic() - t0:.2f} s)")
         self.run.write_meta(status="up", up_seconds=time.monotonic() - t0,
-                            ovs_datapath=self.datapath,
+                            ovs_datapath=self.datapath, ovs_ports=self.ports,
                             pinning={vm.name: list(vm.cpus) for vm in tb.vms},
                             namespaces=self.all_namespaces())
 

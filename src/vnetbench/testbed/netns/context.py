@@ -53,6 +53,11 @@ class Context:
         """The OVS datapath the kind runs on; None for a kind without OVS."""
         return self.kind.datapath(self.testbed.vswitch.datapath, self.caps)
 
+    @property
+    def ports(self) -> str | None:
+        """How OVS's userspace datapath reads its veth ports; None without it."""
+        return self.kind.ports(self.testbed, self.caps)
+
     def all_namespaces(self) -> list[str]:
         n = self.names
         return ([n.fabric_ns] + ([n.ctl_ns] if mgmt.needed(self.testbed) else [])

@@ -44,6 +44,25 @@ class Deployment(RunDeployment):
         """A background process on a host's side (e.g. a capture on its underlay), journaled."""
         return self._spawn(self.host_argv(host, argv), argv, kwargs, host=host)
 
+    def underlay_popen(self, host: str, link: str, argv_of, **kwargs) -> subprocess.Popen:
+        """On the host's side; with AF_XDP ports at the link's far end in the fabric (the
+        'switch port' of its cable): OVS reads and writes an AF_XDP port below the host's
+        kernel, whose captures then see none of its frames (a DPDK port hides them alike)."""
+        far = self._fabric_end(host, link) if self.run.meta().get("ovs_ports") == "afxdp" else None
+        if far is None:
+            return self.host_popen(host, argv_of(link), **kwargs)
+        argv = argv_of(far)
+        return self._spawn(proc.in_netns(self.names.fabric_ns, argv, self.testbed.host(host).cpus),
+                           argv, kwargs, host=host)
+
+    def _fabric_end(self, host: str, link: str) -> str | None:
+        """The fabric's end of HOST's veth LINK (its uplink or a physnet); None for another link."""
+        n, hi = self.names, [h.name for h in self.testbed.hosts].index(host)
+        if link == n.uplink:
+            return n.fabric_uplink(hi)
+        ends = {n.physnet(vi): n.fabric_physnet(hi, vi) for vi in range(len(self.testbed.vnets))}
+        return ends.get(link)
+
     def _spawn(self, full, argv, kwargs, **where) -> subprocess.Popen:
         p = subprocess.Popen(full, start_new_session=True, **kwargs)
         self.run.record("process", pid=p.pid, starttime=proc.starttime(p.pid), **where,
@@ -148,7 +167,7 @@ class Deployment(RunDeployment):
         return {
             "run_id": self.run_id, "name": tb.name, "status": meta.get("status"),
             "vswitch": tb.vswitch.kind.value, "network": tb.network.type.value,
-            "ovs_datapath": meta.get("ovs_datapath"),
+            "ovs_datapath": meta.get("ovs_datapath"), "ovs_ports": meta.get("ovs_ports"),
             "underlay_mtu": tb.network.underlay_mtu, "tenant_mtu": tb.network.tenant_mtu,
             "up_seconds": meta.get("up_seconds"),
             "hosts": [{"name": h.name, "cpus": list(h.cpus), "underlay_ip": str(h.underlay_ip),
