@@ -164,6 +164,8 @@ def capacity_args(doc: str, rates: list[int]) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=doc.splitlines()[0])
     ap.add_argument("--rates", type=int, nargs="+", default=rates)
     ap.add_argument("--seconds", type=float, default=3.0)
+    ap.add_argument("--ports", choices=("auto", "afxdp", "afpacket"), default="auto",
+                    help="OVS userspace datapath ports (docs/ovs-ports.md)")
     return ap.parse_args()
 
 

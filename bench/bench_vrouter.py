@@ -7,7 +7,7 @@ each is a packet-in to the host's agent, which installs the forward and reverse
 flow and sends the held SYN on. Set-ups/s = the agent's own counter over the step
 (its status file); loss = connections that failed or missed the 1 s deadline.
 
-    .venv/bin/python bench/bench_vrouter.py [--rates 100 200 400 800 1600] [--seconds 3]
+    .venv/bin/python bench/bench_vrouter.py [--rates 100 200 400 800 1600] [--seconds 3] [--ports afpacket]
 """
 
 from __future__ import annotations
@@ -24,14 +24,14 @@ from vnetbench.battery.session import stop  # noqa: E402
 from vnetbench.kinds.vrouter import netns as vrouter  # noqa: E402
 from vnetbench.traffic import flowgen  # noqa: E402
 
-TESTBED = ("name: vrouter-capacity\nvswitch: {kind: vrouter, vrouter: {flow_setup_rate: 0}}\n"
+TESTBED = ("name: vrouter-capacity\nvswitch: {{kind: vrouter, ports: {ports}, vrouter: {{flow_setup_rate: 0}}}}\n"
            "network: {type: gre}\npairs: [{placement: same-host}]\n")
 
 
 def main() -> int:
     a = capacity_args(__doc__, [100, 200, 400, 800, 1600])
     rows, steps = [], []
-    with deployed(load_testbed(TESTBED)) as dep:
+    with deployed(load_testbed(TESTBED.format(ports=a.ports))) as dep:
         src, dst = dep.testbed.pair("same").vms
         host = dep.testbed.vm(src).host
         static_arp(dep, src, dst)

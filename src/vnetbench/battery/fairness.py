@@ -149,8 +149,14 @@ def run(dep, pair, settings=SEED_SETTINGS, bottleneck_bps=100 * M, seconds=10, l
         raise ValueError(f"fairness: background_bps must be > 0 or None, not {background_bps}")
     mtu = dep.testbed.network.tenant_mtu
     length = length or mtu - 28
+    with dep.shaped_port(*receiver_nic(dep.testbed, pair)) as (host, port):
+        return _run(dep, pair, settings, bottleneck_bps, seconds, length, background_bps, repetitions,
+                    sources, qdisc_latency_ms, mtu, host, port)
+
+
+def _run(dep, pair, settings, bottleneck_bps, seconds, length, background_bps, repetitions, sources,
+         qdisc_latency_ms, mtu, host, port):
     dst = pair.vms[1]
-    host, port = receiver_port(dep, pair)
     burst = tbf_burst_bytes(bottleneck_bps, mtu)
     qdisc = tbf_command(port, bottleneck_bps, burst, qdisc_latency_ms)
     capacity = payload_capacity_bps(bottleneck_bps, length)
@@ -181,11 +187,15 @@ def run(dep, pair, settings=SEED_SETTINGS, bottleneck_bps=100 * M, seconds=10, l
     return out
 
 
+def receiver_nic(testbed, pair) -> tuple[str, int]:
+    """(receiver VM, index of its NIC on the pair's vnet)."""
+    dst = pair.vms[1]
+    return dst, [n.vnet for n in testbed.vm(dst).nics].index(pair.vnet)
+
+
 def receiver_port(dep, pair) -> tuple[str, str]:
     """(host, host-side veth) of the receiver VM's NIC on the pair's vnet."""
-    dst = pair.vms[1]
-    nic_i = [n.vnet for n in dep.testbed.vm(dst).nics].index(pair.vnet)
-    return dep.vm_port(dst, nic_i)
+    return dep.vm_port(*receiver_nic(dep.testbed, pair))
 
 
 def _tc(dep, host, argv, check=True) -> str:

@@ -107,16 +107,16 @@ def _listening(dep, vm: str, port: int, argv) -> subprocess.Popen:
 @contextmanager
 def captures(dep, specs: dict, ready_timeout=30.0):
     """tcpdumps started together: ``specs`` {key: (vm, argv)}, {key: (None, argv, host)}
-    (host side) or {link: (None, argv_of, host)} (HOST's underlay LINK as a wire:
-    ``Deployment.underlay_popen``). Each is armed (its "listening on" line) before the body runs; the
+    (host side) or {key: (None, argv_of, host, link)} (HOST's LINK as a wire:
+    ``Deployment.link_popen``). Each is armed (its "listening on" line) before the body runs; the
     waits overlap (up to ``ready_timeout``: a starved guest's channel can take seconds). Yields ``outputs(grace)``: each capture may end on its own (``-c``)
     within ``grace`` seconds (frames in flight), then the rest are stopped; {key: output}."""
     procs, box = {}, {}
     try:
         for key, (vm, argv, *host) in specs.items():
             kw = {"stdout": subprocess.PIPE, "stderr": subprocess.PIPE, "text": True}
-            if callable(argv):       # argv_of(interface) of the underlay link KEY of HOST
-                procs[key] = dep.underlay_popen(host[0], key, argv, **kw)
+            if callable(argv):       # argv_of(interface) for HOST's link
+                procs[key] = dep.link_popen(host[0], host[1], argv, **kw)
             elif host and host[0]:
                 procs[key] = dep.host_popen(host[0], argv, **kw)
             else:
@@ -145,8 +145,10 @@ def captures(dep, specs: dict, ready_timeout=30.0):
 
 
 @contextmanager
-def capture(dep, vm: str, argv, ready_timeout=30.0, host: str | None = None):
-    """One tcpdump in ``vm`` (or on ``host``'s side); yields ``output(timeout)``: its
-    output once it ended by itself or ``timeout`` passed (``captures``)."""
-    with captures(dep, {0: (vm, argv, host)}, ready_timeout) as outs:
+def capture(dep, vm: str, argv, ready_timeout=30.0, host: str | None = None, link: str | None = None):
+    """One tcpdump in ``vm`` (or on ``host``'s side; with ``link``, ``argv`` is
+    argv_of(interface) for that link of ``host``, ``Deployment.link_popen``); yields
+    ``output(timeout)``: its output once it ended by itself or ``timeout`` passed."""
+    spec = (vm, argv, host) if link is None else (None, argv, host, link)
+    with captures(dep, {0: spec}, ready_timeout) as outs:
         yield lambda timeout=5.0: outs(timeout)[0]

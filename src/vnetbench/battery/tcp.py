@@ -44,8 +44,9 @@ def _one(dep, src, dst, used, seconds, verify):
         with iperf3_server(dep, dst):
             return iperf3.parse(dep.exec(src, client, timeout=seconds + 30).stdout), {}
     host, port, where = _capture_point(dep, src)
-    argv = mss.capture_command(port, iperf3.DEFAULT_PORT, count=4, syn_only=True)
-    with iperf3_server(dep, dst), capture(dep, src, argv, host=host) as captured:
+    argv_of = lambda iface: mss.capture_command(iface, iperf3.DEFAULT_PORT, count=4, syn_only=True)  # noqa: E731
+    with iperf3_server(dep, dst), (capture(dep, None, argv_of, host=host, link=port) if host else
+                                   capture(dep, src, argv_of(port))) as captured:
         res = iperf3.parse(dep.exec(src, client, timeout=seconds + 30).stdout)
         check = mss.wire_check(used, captured())
     return res, {**{k: check[k] for k in ("syn_mss", "mss_on_wire", "mss_ok")}, "captured_at": where}

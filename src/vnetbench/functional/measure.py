@@ -274,7 +274,7 @@ def encapsulation(dep, src: str, dst: str, seconds: float = 0.3) -> dict:
     host is captured: what each frame that carries a probe wraps it in (``wire``)."""
     host, port, marker = dep.testbed.vm(src).host, _port(), _marker()
     ping_once(dep, src, dep.ip(dst), count=2)           # neighbours and flows exist
-    with session.captures(dep, {link: (None, wire.command, host)
+    with session.captures(dep, {link: (None, wire.command, host, link)
                                 for link in underlay_links(dep, host)}) as outs:
         sent = probe.parse(dep.exec(src, probe.send_command(probe.SendParams(
             dep.ip(dst), port, 10.0, seconds, marker), native(dep)), timeout=seconds + 30).stdout)["sent"]

@@ -128,6 +128,12 @@ class Kind:
         """Plug a VM's port into HOST's vSwitch (a migration's destination side)."""
         raise NotImplementedError
 
+    def netns_kernel_egress(self, dep, host, port: str):
+        """Context manager yielding (host name, port): what the vSwitch sends out of PORT
+        passes the host kernel's qdiscs for the block (a kernel bridge always does)."""
+        import contextlib
+        return contextlib.nullcontext((host.name, port))
+
     #: controller fault operations: {"components": f(dep), "stop": f(dep, name, graceful),
     #: "start": f(dep, name)[, "active": f(dep), "sync": f(dep, timeout)]}; None: none
     def control(self) -> dict | None:

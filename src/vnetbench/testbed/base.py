@@ -3,6 +3,8 @@ holds, re-attached from the state alone, and torn down by the one journal unwind
 
 from __future__ import annotations
 
+import contextlib
+
 import subprocess
 
 from vnetbench.errors import VnetbenchError
@@ -22,9 +24,13 @@ class RunDeployment:
     def __init__(self, run: Run, testbed: Testbed):
         self.run, self.testbed = run, testbed
 
-    def underlay_popen(self, host: str, link: str, argv_of, **kwargs):
-        """A capture of HOST's underlay LINK runs on HOST's side (its kernel sees the link)."""
+    def link_popen(self, host: str, link: str, argv_of, **kwargs):
+        """A capture of HOST's LINK runs on HOST's side (its kernel sees the link)."""
         return self.host_popen(host, argv_of(link), **kwargs)
+
+    def shaped_port(self, vm: str, nic: int = 0):
+        """The VM's port, whose host-side qdiscs see its traffic as it is."""
+        return contextlib.nullcontext(self.vm_port(vm, nic))
 
     @classmethod
     def attach(cls, ref: str | None = None):

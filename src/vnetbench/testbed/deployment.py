@@ -62,14 +62,18 @@ class Deployment(Protocol):
     def host_popen(self, host: str, argv: Sequence[str], **kwargs) -> subprocess.Popen:
         """Start ARGV on HOST's side in the background, journaled so teardown stops it."""
 
-    def underlay_popen(self, host: str, link: str, argv_of, **kwargs) -> subprocess.Popen:
-        """Start ``argv_of(interface)`` (a capture) where HOST's underlay LINK is seen as a
-        wire is: on HOST's side, unless a backend's datapath hides the link's frames from
-        HOST's kernel; journaled like ``host_popen``."""
+    def link_popen(self, host: str, link: str, argv_of, **kwargs) -> subprocess.Popen:
+        """Start ``argv_of(interface)`` (a capture) where HOST's LINK (an underlay link or a
+        VM's port) is seen as a wire is: on HOST's side, unless a backend's datapath hides
+        the link's frames from HOST's kernel; journaled like ``host_popen``."""
 
     def vm_port(self, vm: str, nic: int = 0) -> tuple[str, str]:
         """(host, port name) of the VM NIC's port on its host's vSwitch (where a host-side
-        qdisc or capture goes)."""
+        qdisc (``shaped_port``) or capture (``link_popen``) goes)."""
+
+    def shaped_port(self, vm: str, nic: int = 0):
+        """Context manager: ``vm_port``, through which what reaches the VM passes the host
+        kernel's qdiscs for the block (a vSwitch may transmit below them otherwise)."""
 
     def host_file(self, host: str, name: str) -> Path:
         """A file of HOST's run directory (daemon pidfiles, unixctl sockets)."""

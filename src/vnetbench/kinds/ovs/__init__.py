@@ -6,6 +6,7 @@ and change what they program."""
 
 from __future__ import annotations
 
+import contextlib
 import time
 
 from vnetbench.kinds.base import COMMON_PROGRAMS, Kind
@@ -114,6 +115,21 @@ class Ovs(Kind):
         if dep.run.meta().get("ovs_ports") == "afxdp" and not (nic.qos and not nic.qos.egress):
             args += ["--", "set", "Interface", port, "type=afxdp"]   # as the build made it
         netns.host_of(dep, host).vsctl(*args)
+
+    @contextlib.contextmanager
+    def netns_kernel_egress(self, dep, host, port):
+        """An AF_XDP port transmits below the qdiscs: for the block it is an AF_PACKET port
+        (``type=system``; OVS keeps its OpenFlow port number), then AF_XDP again."""
+        from vnetbench.kinds.ovs import netns
+        ovs = netns.host_of(dep, host)
+        afxdp = ovs.vsctl("get", "Interface", port, "type").strip().strip('"') == "afxdp"
+        if afxdp:
+            ovs.vsctl("set", "Interface", port, "type=system")
+        try:
+            yield host.name, port
+        finally:
+            if afxdp:
+                ovs.vsctl("set", "Interface", port, "type=afxdp")
 
     def _port_columns(self, dep, nic) -> list[str]:
         """A VM port is an access port tagged with its vnet's local VLAN."""

@@ -44,24 +44,35 @@ class Deployment(RunDeployment):
         """A background process on a host's side (e.g. a capture on its underlay), journaled."""
         return self._spawn(self.host_argv(host, argv), argv, kwargs, host=host)
 
-    def underlay_popen(self, host: str, link: str, argv_of, **kwargs) -> subprocess.Popen:
-        """On the host's side; with AF_XDP ports at the link's far end in the fabric (the
-        'switch port' of its cable): OVS reads and writes an AF_XDP port below the host's
-        kernel, whose captures then see none of its frames (a DPDK port hides them alike)."""
-        far = self._fabric_end(host, link) if self.run.meta().get("ovs_ports") == "afxdp" else None
+    def link_popen(self, host: str, link: str, argv_of, **kwargs) -> subprocess.Popen:
+        """On the host's side; with AF_XDP ports at the veth's other end (the fabric's
+        'switch port' of an underlay cable, a VM's NIC): OVS reads and writes an AF_XDP
+        port below the host's kernel, whose captures then see none of its frames (a DPDK
+        port hides them alike). Both ends of a veth carry the same frames."""
+        far = self._far_end(host, link) if self.run.meta().get("ovs_ports") == "afxdp" else None
         if far is None:
             return self.host_popen(host, argv_of(link), **kwargs)
-        argv = argv_of(far)
-        return self._spawn(proc.in_netns(self.names.fabric_ns, argv, self.testbed.host(host).cpus),
-                           argv, kwargs, host=host)
+        ns, dev = far
+        argv = argv_of(dev)
+        return self._spawn(proc.in_netns(ns, argv, self.testbed.host(host).cpus), argv, kwargs, host=host)
 
-    def _fabric_end(self, host: str, link: str) -> str | None:
-        """The fabric's end of HOST's veth LINK (its uplink or a physnet); None for another link."""
+    def _far_end(self, host: str, link: str) -> tuple[str, str] | None:
+        """(namespace, interface) of the other end of HOST's veth LINK (its uplink, a
+        physnet, a VM's port); None for another link."""
         n, hi = self.names, [h.name for h in self.testbed.hosts].index(host)
-        if link == n.uplink:
-            return n.fabric_uplink(hi)
-        ends = {n.physnet(vi): n.fabric_physnet(hi, vi) for vi in range(len(self.testbed.vnets))}
+        ends = {n.uplink: (n.fabric_ns, n.fabric_uplink(hi))}
+        ends.update({n.physnet(vi): (n.fabric_ns, n.fabric_physnet(hi, vi))
+                     for vi in range(len(self.testbed.vnets))})
+        for vm_i, vm in enumerate(self.testbed.vms):
+            if vm.host == host:
+                ends.update({n.vm_port(vm_i, k): (n.vm_ns(vm.name), n.vm_nic(k)) for k in range(len(vm.nics))})
         return ends.get(link)
+
+    def shaped_port(self, vm: str, nic: int = 0):
+        """The kind keeps the port's transmit in the kernel for the block (an AF_XDP port
+        becomes an AF_PACKET one: AF_XDP transmits below the qdiscs)."""
+        host, port = self.vm_port(vm, nic)
+        return kinds.of(self.testbed).netns_kernel_egress(self, self.testbed.host(host), port)
 
     def _spawn(self, full, argv, kwargs, **where) -> subprocess.Popen:
         p = subprocess.Popen(full, start_new_session=True, **kwargs)
