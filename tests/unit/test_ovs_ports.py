@@ -136,3 +136,67 @@ def test_a_saturated_pmd_thread_marks_on_the_userspace_datapath_only():
     (b,) = bound.bound(rec("netdev"))
     assert b.component == "ovs-vswitchd/pmd" and "AF_XDP" in b.text()
     assert bound.bound(rec("system")) == []
+
+
+# -- where captures and host-side qdiscs go with AF_XDP ports ---------------------------
+
+class _Run:
+    def __init__(self, ports):
+        self.meta_ = {"ovs_ports": ports}
+        self.recorded = []
+
+    def meta(self):
+        return self.meta_
+
+    def record(self, kind, **kw):
+        self.recorded.append((kind, kw))
+
+
+def _netns_dep(ports, text="vswitch: ovs\nnetwork: {type: flat}\n", monkeypatch=None):
+    from vnetbench.testbed.netns import deployment
+    t = loads(text, source="<t>", online_cpus=[0, 1])
+    run = _Run(ports)
+    run.run_id = "abc123"
+    dep = deployment.Deployment(run, t)
+    started = []
+    monkeypatch.setattr(deployment.subprocess, "Popen",
+                        lambda argv, **kw: started.append(argv) or SimpleNamespace(pid=1))
+    monkeypatch.setattr(deployment.proc, "starttime", lambda pid: 0)
+    return dep, started
+
+
+@pytest.mark.parametrize("ports", ["afxdp", "afpacket"])
+def test_a_capture_runs_where_the_links_frames_are_seen(monkeypatch, ports):
+    """AF_XDP hides a port's frames from its host's kernel: the capture goes to the veth's
+    other end (the fabric for underlay links, the VM for its port); AF_PACKET: the host."""
+    dep, started = _netns_dep(ports, monkeypatch=monkeypatch)
+    n = dep.names
+    h2 = dep.testbed.hosts[1]
+    vm_i, vm = next((i, v) for i, v in enumerate(dep.testbed.vms) if v.host == "h2")
+    cases = {n.uplink: (n.fabric_ns, n.fabric_uplink(1)), n.physnet(0): (n.fabric_ns, n.fabric_physnet(1, 0)),
+             n.vm_port(vm_i, 0): (n.vm_ns(vm.name), n.vm_nic(0))}
+    for link, (ns, far) in cases.items():
+        dep.link_popen("h2", link, lambda iface: ["tcpdump", "-i", iface])
+        argv = started[-1]
+        want_ns, want_dev = (ns, far) if ports == "afxdp" else (n.host_ns("h2"), link)
+        assert argv[:4] == ["ip", "netns", "exec", want_ns] and argv[-2:] == ["-i", want_dev]
+        assert dep.run.recorded[-1][1]["host"] == "h2"           # journaled, teardown stops it
+    dep.link_popen("h2", "bp-not-a-veth", lambda iface: ["tcpdump", "-i", iface])
+    assert started[-1][3] == n.host_ns(h2.name)
+
+
+def test_a_shaped_port_transmits_through_the_kernel_for_the_block_only(monkeypatch):
+    from vnetbench.kinds.ovs import netns as ovs_netns
+    calls = []
+    types = {"tp": "afxdp"}
+    fake = SimpleNamespace(vsctl=lambda *a: calls.append(a) or (f'"{types["tp"]}"\n' if a[0] == "get" else ""))
+    monkeypatch.setattr(ovs_netns, "host_of", lambda dep, host: fake)
+    host = SimpleNamespace(name="h1")
+    with kinds.get("ovs").netns_kernel_egress(None, host, "tp") as got:
+        assert got == ("h1", "tp") and calls[-1] == ("set", "Interface", "tp", "type=system")
+    assert calls[-1] == ("set", "Interface", "tp", "type=afxdp")
+    calls.clear()
+    types["tp"] = ""                     # an AF_PACKET port (or a shaped VM port) is left alone
+    with kinds.get("ovs").netns_kernel_egress(None, host, "tp"):
+        pass
+    assert [c[0] for c in calls] == ["get"]
