@@ -23,14 +23,14 @@ from _common import capacity_args, deployed, load_testbed, show, sweep, write_js
 
 from vnetbench.battery.broadcast import _one as broadcast_once  # noqa: E402
 
-TESTBED = ("name: controller-capacity\nvswitch: {{kind: ovs-openflow, ports: {ports}, openflow: {{packet_in_rate: 0, packet_in_global_rate: 0}}}}\n"
+TESTBED = ("name: controller-capacity\nvswitch: {kind: ovs-openflow, ports: PORTS, openflow: {packet_in_rate: 0, packet_in_global_rate: 0}}\n"
            "network: {type: vxlan}\npairs: [{placement: same-host}]\n")
 
 
 def main() -> int:
     a = capacity_args(__doc__, [500, 1000, 2000, 4000, 8000])
     rows, steps = [], []
-    with deployed(load_testbed(TESTBED.format(ports=a.ports))) as dep:
+    with deployed(load_testbed(TESTBED.replace("PORTS", a.ports))) as dep:
         pair = dep.testbed.pair("same")
         for rate, (got, _), m in sweep(dep, a.rates,
                                        lambda rate: broadcast_once(dep, pair, "icmp", rate, a.seconds)):

@@ -24,14 +24,14 @@ from vnetbench.battery.session import stop  # noqa: E402
 from vnetbench.kinds.vrouter import netns as vrouter  # noqa: E402
 from vnetbench.traffic import flowgen  # noqa: E402
 
-TESTBED = ("name: vrouter-capacity\nvswitch: {{kind: vrouter, ports: {ports}, vrouter: {{flow_setup_rate: 0}}}}\n"
+TESTBED = ("name: vrouter-capacity\nvswitch: {kind: vrouter, ports: PORTS, vrouter: {flow_setup_rate: 0}}\n"
            "network: {type: gre}\npairs: [{placement: same-host}]\n")
 
 
 def main() -> int:
     a = capacity_args(__doc__, [100, 200, 400, 800, 1600])
     rows, steps = [], []
-    with deployed(load_testbed(TESTBED.format(ports=a.ports))) as dep:
+    with deployed(load_testbed(TESTBED.replace("PORTS", a.ports))) as dep:
         src, dst = dep.testbed.pair("same").vms
         host = dep.testbed.vm(src).host
         static_arp(dep, src, dst)
