@@ -5,8 +5,9 @@ several hosts and several testbeds never share a daemon. Without the kernel
 module the userspace ``netdev`` datapath is used; it needs TX checksum offload
 off on the veths it touches (REFERENCE §4); where the kernel has XDP sockets it reads
 them through AF_XDP (``afxdp_columns``: faster and lower-latency than AF_PACKET here).
-VM ports are access ports tagged with the vnet's local VLAN; tunnel ports carry the segmentation id as their key
-and are ``protected`` so a full mesh of tunnels never floods back (split horizon).
+VM ports are access ports tagged with the vnet's local VLAN; tunnel ports carry the
+segmentation id as their key and are ``protected`` so a full mesh of tunnels never
+floods back (split horizon).
 A VM port's bandwidth limit is a linux-htb QoS on the port (this kernel has no tc
 ``police``, so OVS ingress policing cannot work; HTB shapes what OVS sends to the VM).
 An egress limit is an OpenFlow meter, which an ovs-vswitchd restart loses: the host's
