@@ -143,8 +143,10 @@ class Ovs(Kind):
 
 
 def veth_ports(testbed, host: str) -> int:
-    """The veths an OVS-based kind may attach at HOST: VM NICs, a physnet per vnet, the uplink."""
-    return sum(len(vm.nics) for vm in testbed.vms_on(host)) + len(testbed.vnets_on(host)) + 1
+    """The veths an OVS-based kind may attach at HOST: VM NICs, a physnet per vnet on a
+    flat network, the uplink."""
+    from vnetbench.testbed.netns.veths import wires
+    return len(wires(testbed, host))
 
 
 def datapath_flows():

@@ -21,7 +21,7 @@ import os
 
 from vnetbench.kinds.ovs import agent as ovs_agent
 from vnetbench.testbed.model import NetType
-from vnetbench.testbed.netns import links, nsops, proc
+from vnetbench.testbed.netns import links, nsops, proc, veths
 
 AGENT = "neutron-openvswitch-agent"
 #: the longest an idle PMD thread sleeps (OVS 3.1 ``other_config:pmd-maxsleep``, µs): measured
@@ -91,15 +91,12 @@ class OvsHost:
         up to PMD_MAXSLEEP_US when idle (without it a PMD spins one CPU at 100 % for ever)."""
         ctx, names, host = self.ctx, self.ctx.names, self.host
         shaped = {port for port, qos in ctx.qos_ports(host.name) if not qos.egress}
-        veths = {names.uplink}
-        for vnet in ctx.testbed.vnets_on(host.name):
-            veths.update(ctx.vm_ports(host.name, vnet.name))
-            veths.add(names.physnet(ctx.vnet_index(vnet.name)))
+        ours = {v.name for v in veths.host_veths(ctx.testbed, names, host.name)}
         added = [tx[i + 2] for i, arg in enumerate(tx[:-2]) if arg == "add-port"]
         out = ["--", "set", "Open_vSwitch", ".", f"other_config:pmd-cpu-mask={cpu_mask(host.cpus)}",
                f"other_config:pmd-maxsleep={PMD_MAXSLEEP_US}"]
         for port in added:
-            if port in veths and port not in shaped:
+            if port in ours and port not in shaped:
                 out += ["--", "set", "Interface", port, "type=afxdp"]
         return out
 
@@ -254,27 +251,18 @@ def offloads_off(ctx, host, afxdp: bool) -> None:
     also TX VLAN offload on their peers (the VMs' NICs, the fabric's ends): XDP sees the
     frame only, and a tag the peer's kernel left in the packet's metadata was lost
     (measured: no VLAN-tagged frame crossed a host until it was off)."""
-    tb, n = ctx.testbed, ctx.names
-    hi = ctx.host_index(host.name)
+    n = ctx.names
     peer = ["txvlan", "off"] if afxdp else []
-    per_ns = {n.host_ns(host.name): {n.uplink: []}, n.fabric_ns: {}}
-    if peer and tb.network.type is not NetType.FLAT:
-        per_ns[n.fabric_ns][n.fabric_uplink(hi)] = peer
-    for vm_i, vm in enumerate(tb.vms):
-        if vm.host == host.name:
-            per_ns.setdefault(n.vm_ns(vm.name), {}).update({n.vm_nic(k): peer for k in range(len(vm.nics))})
-            per_ns[n.host_ns(host.name)].update({n.vm_port(vm_i, k): [] for k in range(len(vm.nics))})
-    if tb.network.type is NetType.FLAT:
-        for vnet in tb.vnets_on(host.name):
-            vi = ctx.vnet_index(vnet.name)
-            per_ns[n.host_ns(host.name)][n.physnet(vi)] = []
-            if peer:
-                per_ns[n.fabric_ns][n.fabric_physnet(hi, vi)] = peer
-    for ns, devs in per_ns.items():
-        for dev, more in devs.items():
-            args = ["tx", "off", *more] if ns != n.fabric_ns else more
-            proc.run(proc.in_netns(ns, ["ethtool", "-K", dev, *args]),
-                     what=f"ethtool -K {dev} {' '.join(args)}")
+    for v in veths.host_veths(ctx.testbed, n, host.name):
+        _ethtool(n.host_ns(host.name), v.name, ["tx", "off"])
+        far = ["tx", "off", *peer] if v.role == veths.VM_NIC else peer
+        if far:
+            _ethtool(v.peer_ns, v.peer, far)
+
+
+def _ethtool(ns: str, dev: str, features: list[str]) -> None:
+    proc.run(proc.in_netns(ns, ["ethtool", "-K", dev, *features]),
+             what=f"ethtool -K {dev} {' '.join(features)}")
 
 
 def host_of(dep, host) -> OvsHost:

@@ -12,7 +12,7 @@ from vnetbench.state import Run
 from vnetbench.testbed.base import RunDeployment
 from vnetbench.testbed.deployment import CONTROLLER_DIR
 from vnetbench.testbed.model import Testbed
-from vnetbench.testbed.netns import proc
+from vnetbench.testbed.netns import proc, veths
 from vnetbench.testbed.netns.names import Names
 
 
@@ -59,13 +59,7 @@ class Deployment(RunDeployment):
     def _far_end(self, host: str, link: str) -> tuple[str, str] | None:
         """(namespace, interface) of the other end of HOST's veth LINK (its uplink, a
         physnet, a VM's port); None for another link."""
-        n, hi = self.names, [h.name for h in self.testbed.hosts].index(host)
-        ends = {n.uplink: (n.fabric_ns, n.fabric_uplink(hi))}
-        ends.update({n.physnet(vi): (n.fabric_ns, n.fabric_physnet(hi, vi))
-                     for vi in range(len(self.testbed.vnets))})
-        for vm_i, vm in enumerate(self.testbed.vms):
-            if vm.host == host:
-                ends.update({n.vm_port(vm_i, k): (n.vm_ns(vm.name), n.vm_nic(k)) for k in range(len(vm.nics))})
+        ends = {v.name: (v.peer_ns, v.peer) for v in veths.host_veths(self.testbed, self.names, host)}
         return ends.get(link)
 
     def shaped_port(self, vm: str, nic: int = 0):

@@ -1,0 +1,63 @@
+"""The veths of an emulated host and where their other ends are: the one place that
+knows the wiring the builder makes (``builder._underlay``, ``builder._vms``).
+
+Whoever must act on a host's link from its far side (a capture that has to see what
+an AF_XDP port sends, an offload to turn off on the peer) or count a host's ports
+asks here, instead of rebuilding the map from names and indices."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from vnetbench.testbed.model import NetType, Testbed
+from vnetbench.testbed.netns.names import Names
+
+UPLINK, PHYSNET, VM_NIC = "uplink", "physnet", "vm"
+
+
+@dataclass(frozen=True)
+class Wire:
+    """One veth of a host, by position: ``index`` is the vnet's (physnet) or the VM's
+    and NIC's (vm) place in the testbed's tuples; the uplink has none."""
+    role: str
+    index: tuple = ()
+
+
+@dataclass(frozen=True)
+class HostVeth:
+    """A veth of a host: its name in the host's namespace and its other end."""
+    role: str
+    name: str
+    peer_ns: str
+    peer: str
+
+
+def wires(testbed: Testbed, host: str) -> list[Wire]:
+    """HOST's veths as the builder makes them: the uplink, one physnet per vnet on a
+    flat network, one per VM NIC. Pure: counts and choices need no run."""
+    out = [Wire(UPLINK)]
+    if testbed.network.type is NetType.FLAT:
+        vnet_i = {v.name: i for i, v in enumerate(testbed.vnets)}
+        out += [Wire(PHYSNET, (vnet_i[v.name],)) for v in testbed.vnets_on(host)]
+    for vm_i, vm in enumerate(testbed.vms):
+        if vm.host == host:
+            out += [Wire(VM_NIC, (vm_i, k)) for k in range(len(vm.nics))]
+    return out
+
+
+def host_veths(testbed: Testbed, names: Names, host: str) -> list[HostVeth]:
+    """HOST's veths with their names and far ends (the fabric's end of the uplink and of
+    a physnet, the VM's NIC in its namespace)."""
+    hi = [h.name for h in testbed.hosts].index(host)
+    out = []
+    for w in wires(testbed, host):
+        if w.role == UPLINK:
+            out.append(HostVeth(w.role, names.uplink, names.fabric_ns, names.fabric_uplink(hi)))
+        elif w.role == PHYSNET:
+            (vi,) = w.index
+            out.append(HostVeth(w.role, names.physnet(vi), names.fabric_ns, names.fabric_physnet(hi, vi)))
+        else:
+            vm_i, k = w.index
+            out.append(HostVeth(w.role, names.vm_port(vm_i, k), names.vm_ns(testbed.vms[vm_i].name),
+                                names.vm_nic(k)))
+    return out
