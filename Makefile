@@ -25,7 +25,10 @@ PYTEST_ARGS ?=
 
 .PHONY: install deps venv faucet flowgen demo smoke test unit integration functional capabilities cleanup clean dashboards image schema
 
-install: deps venv faucet flowgen
+# the two virtual environments and the Go tools build side by side once the Debian
+# packages are in (each waits on the network and pip, not on a CPU)
+install: deps
+	@$(MAKE) --no-print-directory -j2 venv faucet flowgen
 
 deps:
 	@if [ "$$(id -u)" != 0 ]; then echo "make: needs root (apt-get, network namespaces); run: sudo make $(MAKECMDGOALS)" >&2; exit 2; fi
@@ -75,16 +78,17 @@ demo: install
 smoke: install
 	$(VENV)/bin/vnetbench demo
 
-# unit + integration tests, then the functional matrix's quick subset (every row on one
-# network type per kind); both run even if the first fails, the exit status is the
-# first failure's
+# unit tests (on every CPU: they share nothing), integration tests (one at a time: they
+# time real traffic), then the functional matrix's quick subset (every row on one network
+# type per kind); all three run even if one fails, the exit status is the first failure's
 test: install
-	$(VENV)/bin/pytest -ra $(PYTEST_ARGS) tests; a=$$?; \
+	$(VENV)/bin/pytest -ra -n $$(nproc) $(PYTEST_ARGS) tests/unit; u=$$?; \
+	$(VENV)/bin/pytest -ra $(PYTEST_ARGS) tests/integration; a=$$?; \
 	$(VENV)/bin/vnetbench functional --quick; b=$$?; \
-	exit $$(( a ? a : b ))
+	exit $$(( u ? u : a ? a : b ))
 
 unit: venv
-	$(VENV)/bin/pytest -ra tests/unit
+	$(VENV)/bin/pytest -ra -n $$(nproc) tests/unit
 
 # regenerate schemas/testbed.schema.json: the packaged schema with every registered
 # vSwitch kind and its options (vnetbench.kinds) put in
