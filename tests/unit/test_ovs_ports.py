@@ -39,12 +39,18 @@ def test_auto_takes_afxdp_where_the_kernel_has_xdp_sockets():
     assert kinds.get("linuxbridge").ports(tb(text="vswitch: linuxbridge\nnetwork: {type: vxlan}\n"), caps()) is None
 
 
-def test_auto_stays_on_afpacket_where_a_host_would_hold_too_many_umems():
+def test_auto_stays_on_afpacket_where_the_testbed_would_hold_too_many_umems():
     many = "".join(f"  - {{name: v{i}, host: h1}}\n" for i in range(ovs_kind.AFXDP_MAX_PORTS))
     big = tb(text=VXLAN % "" + "vms:\n" + many)
     assert ovs_kind.veth_ports(big, "h1") > ovs_kind.AFXDP_MAX_PORTS
     assert kinds.get("ovs").ports(big, caps()) == "afpacket"
     assert kinds.get("ovs").ports(tb(text=VXLAN % ", ports: afxdp" + "vms:\n" + many), caps()) == "afxdp"
+    # the budget is the machine's, not a host's: 8 VMs on each of 2 hosts is 18 ports
+    spread = "".join(f"  - {{name: v{i}, host: h{i % 2 + 1}}}\n" for i in range(16))
+    wide = tb(text=VXLAN % "" + "vms:\n" + spread)
+    assert max(ovs_kind.veth_ports(wide, h.name) for h in wide.hosts) <= ovs_kind.AFXDP_MAX_PORTS
+    assert kinds.get("ovs").ports(wide, caps()) == "afpacket"
+    assert kinds.get("ovs").ports(tb(), caps()) == "afxdp"          # the default pair testbed
 
 
 def test_asked_ports_are_kept_and_round_trip_through_the_state_files():
