@@ -109,8 +109,8 @@ def main(argv=None) -> int:
     ap.add_argument("--vnets", type=int, default=32)
     ap.add_argument("--ports", default="afpacket", choices=["afpacket", "afxdp", "auto"],
                     help="OVS kinds' ports: one type at every point (auto switches to AF_PACKET "
-                         "above 16 veths a host, a step in the line, and AF_XDP costs ~125 ms "
-                         "and 64 MiB a port to set up)")
+                         "above 16 veth ports in the testbed, a step in the line, and AF_XDP "
+                         "costs ~125 ms and 64 MiB a port to set up)")
     ap.add_argument("--repeat", type=int, default=1)
     ap.add_argument("--profile", type=int, default=0, help="profile the bring-up of this many VMs")
     a = ap.parse_args(argv)
