@@ -15,7 +15,6 @@ before the cut.
 from __future__ import annotations
 
 import argparse
-import re
 import sys
 from pathlib import Path
 
@@ -26,14 +25,10 @@ from vnetbench.faults import Faults  # noqa: E402
 from vnetbench.testbed import capabilities  # noqa: E402
 from vnetbench.traffic import ping  # noqa: E402
 
-REPLY = re.compile(r"icmp_seq=(\d+) .*time=([\d.]+) ms")
-
-
 def echoes(dep, count: int, interval: float) -> dict[int, float]:
     """{sequence number: RTT ms} of the echoes cross-a sent to cross-b that were answered."""
     argv = ping.command(ping.PingParams(dest=dep.ip("cross-b"), count=count, interval_s=interval))
-    out = dep.exec("cross-a", argv, timeout=count * interval + 20).stdout
-    return {int(m.group(1)): float(m.group(2)) for m in REPLY.finditer(out)}
+    return ping.replies(dep.exec("cross-a", argv, timeout=count * interval + 20).stdout)
 
 
 def trial(tb, caps, cut: bool, settle: bool) -> dict:

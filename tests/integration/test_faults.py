@@ -4,7 +4,6 @@ every fault leaves a timestamped record."""
 
 import json
 import os
-import re
 import subprocess
 import sys
 import time
@@ -28,8 +27,7 @@ def _ping(dep, src, dst, count=3, interval=0.1):
 def _answered(dep, src, dst, count, interval) -> set[int]:
     """The sequence numbers of the echoes SRC sent to DST that were answered."""
     argv = ping.command(ping.PingParams(dest=dep.ip(dst), count=count, interval_s=interval))
-    out = dep.exec(src, argv, timeout=count * interval + 20).stdout
-    return {int(m.group(1)) for m in re.finditer(r"icmp_seq=(\d+) ", out)}
+    return set(ping.replies(dep.exec(src, argv, timeout=count * interval + 20).stdout))
 
 
 def _testbed(vswitch, ntype="vxlan"):

@@ -26,6 +26,14 @@ def test_parse_total_loss_has_no_rtt():
     assert (res["received"], res["loss_pct"], res["rtt_avg_ms"], res["samples_ms"]) == (0, 100.0, None, [])
 
 
+def test_replies_name_the_lost_echo():
+    """Recorded (ping -D -O, the partition test's sequence): the first echo after a
+    management partition unanswered; 'no answer yet' is not a reply."""
+    got = ping.replies((DATA / "first_lost.txt").read_text())
+    assert sorted(got) == list(range(2, 11)) and got[2] == 0.337
+    assert ping.replies((DATA / "lost.txt").read_text()) == {}
+
+
 def test_parse_rejects_other_output():
     with pytest.raises(ValueError, match="not ping output"):
         ping.parse("ping: connect: Network is unreachable\n")

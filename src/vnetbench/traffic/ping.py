@@ -41,6 +41,11 @@ def parse(text: str) -> dict:
             **stats, "samples_ms": samples}
 
 
+def replies(text: str) -> dict[int, float]:
+    """{icmp_seq: RTT ms} of the echoes answered: which ones were lost, not only how many."""
+    return {int(m.group(1)): float(m.group(2)) for m in _REPLY.finditer(text)}
+
+
 def reachability(stdout: str, stderr: str = "") -> dict:
     """{sent, received} of a reachability ping. A source with no route at all (its NIC
     gone: a cloud unplugs a deleted port from the guest) sends nothing and reaches
