@@ -2,7 +2,8 @@
 traffic and judged against the reference semantics (vnetbench.testbed.secgroups):
 every probe's outcome equals what Neutron's rules say, so a datapath that filtered
 nothing (or everything) fails. linuxbridge: Neutron's own iptables firewall driver in
-each host's namespace; ovn: the port groups and ACLs Neutron's OVN driver writes."""
+each host's namespace; ovn: the port groups and ACLs Neutron's OVN driver writes;
+vrouter: the agent's verdict at each flow's set-up (MPLS over GRE)."""
 
 from concurrent.futures import ThreadPoolExecutor
 from itertools import permutations
@@ -16,7 +17,7 @@ from vnetbench.testbed.secgroups import Packet
 
 TESTBED = """
 vswitch: {kind}
-network: {{type: vxlan}}
+network: {{type: {ntype}}}
 security_groups:
   - name: web
     rules:
@@ -31,11 +32,13 @@ vms:
   - {{name: e, host: h2, vnets: [{{name: vnet1, ip: 198.19.1.5, security_groups: []}}]}}
 """
 PORTS = (5201, 22)
+NETWORK = {"vrouter": "gre"}                 # the others on vxlan
 
 
 @pytest.fixture
 def secured(request, netns_up):
-    dep = netns_up(loads(TESTBED.format(kind=request.param), source=f"<sg {request.param}>",
+    kind = request.param
+    dep = netns_up(loads(TESTBED.format(kind=kind, ntype=NETWORK.get(kind, "vxlan")), source=f"<sg {kind}>",
                          online_cpus=[0, 1]))
     servers = [sg.serve(dep, vm.name, PORTS) for vm in dep.testbed.vms]
     try:
@@ -51,7 +54,7 @@ def _measured(dep, src, dst, proto, port):
     return sg.icmp_open(dep, src, ip) if proto == "icmp" else sg.tcp_open(dep, src, ip, port)
 
 
-@pytest.mark.parametrize("secured", ["linuxbridge", "ovn"], indirect=True)
+@pytest.mark.parametrize("secured", ["linuxbridge", "ovn", "vrouter"], indirect=True)
 def test_every_probe_is_what_neutrons_rules_say(secured):
     """TCP to an allowed and a closed port and ICMP echo, between every two VMs (same
     host and across hosts): each outcome is the reference's. Covers ingress denied by

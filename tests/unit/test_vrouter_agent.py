@@ -115,9 +115,10 @@ def test_recorded_echo_sets_up_forward_and_reverse_flows():
     a.port_up("tpx-2-0", 4)
     fields = packet_fields(bytes.fromhex(DATA["icmp_echo"]))
     key = flow_key(a.vrf_of(4), fields)
-    assert key == (1, "198.19.1.3", "198.19.1.4", 1, 0, 0)
+    assert key == (1, "198.19.1.3", "198.19.1.4", 1, 8, 0)        # ICMP: type and code
     fwd, rev = a.flow_entries(key)
     assert dict(fwd.match)["ipv4_src"] == "198.19.1.3" and dict(rev.match)["ipv4_src"] == "198.19.1.4"
+    assert dict(fwd.match)["icmpv4_type"] == 8 and dict(rev.match)["icmpv4_type"] == 0   # the reply
     assert fwd.table == rev.table == T_FLOW and fwd.actions == (("goto", T_ROUTE),)
     assert fwd.idle_timeout == 180
 

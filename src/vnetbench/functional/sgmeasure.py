@@ -38,21 +38,32 @@ except OSError:
     print("blocked")
 """
 KNOCK = """
-import socket, sys, time
+import os, select, socket, sys, time
 ip, port, every, until = sys.argv[1], int(sys.argv[2]), float(sys.argv[3]), time.monotonic() + float(sys.argv[4])
+attempt = float(sys.argv[5])
+poll, pending, since, first, due = select.poll(), {}, None, None, time.monotonic()
+poll.register(0, select.POLLIN)             # the caller writes the request's time here
 print("knocking", flush=True)
-while time.monotonic() < until:
-    t = time.monotonic()
-    s = socket.socket(); s.settimeout(every)
-    try:
-        s.connect((ip, port)); print(f"open {t:.6f}", flush=True); break
-    except OSError:
-        pass
-    finally:
+while pending or (first is None and time.monotonic() < until):
+    now = time.monotonic()
+    if first is None and now >= due and now < until:
+        s = socket.socket(); s.setblocking(False); s.connect_ex((ip, port))
+        pending[s.fileno()] = (s, now); poll.register(s, select.POLLOUT)
+        due += every
+    wait = max(0.0, due - time.monotonic()) if first is None else 0.01
+    for fd, _ in poll.poll(wait * 1000):
+        if fd == 0:
+            since = float(os.read(0, 64).split()[0]); poll.unregister(0)
+            continue
+        s, t = pending.pop(fd); poll.unregister(fd)
+        if s.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR) == 0 and since is not None and t >= since:
+            first = t if first is None else min(first, t)
         s.close()
-    time.sleep(max(0.0, every - (time.monotonic() - t)))
-else:
-    print("never", flush=True)
+    now = time.monotonic()
+    for fd, (s, t) in list(pending.items()):
+        if now - t > attempt or (first is not None and t > first):
+            pending.pop(fd); poll.unregister(fd); s.close()
+print(f"open {first:.6f}" if first is not None else "never", flush=True)
 """
 STREAM = """
 import socket, sys, time
@@ -88,14 +99,34 @@ def icmp_open(dep, src: str, ip: str) -> bool:
     return dep.exec(src, ["ping", "-n", "-c", "1", "-W", "1", ip], timeout=30).returncode == 0
 
 
+#: how long one knock waits for its connection: below TCP's initial retransmission timeout
+#: (1 s), so an answered knock is one whose first SYN was admitted; far above any
+#: datapath's connection set-up (a reactive one sets up each new flow in its agent)
+KNOCK_ATTEMPT_S = 0.5
+
+
 def knock(dep, src: str, ip: str, port: int, every_s: float, timeout_s: float) -> subprocess.Popen:
-    """A new connection attempted every ``every_s`` until one is answered; ``admitted``
-    reads its time. Started (and knocking) when this returns."""
-    p = dep.popen(src, [sys.executable, "-c", KNOCK, ip, str(port), str(every_s), str(timeout_s)],
-                  stdout=subprocess.PIPE, text=True)
+    """A new connection started every ``every_s`` (non-blocking: attempts overlap, each
+    waits up to KNOCK_ATTEMPT_S) until one started at or after the request (``request``
+    tells the knocker its time) is answered; ``admitted`` reads that attempt's start. A
+    knock that must complete within the interval would time a reactive datapath's
+    connection set-up (13 ms on the vRouter model across hosts), not the rule; an
+    attempt started before the request may be judged after it (in flight, or held for
+    set-up) and does not count. Started (and knocking) when this returns."""
+    p = dep.popen(src, [sys.executable, "-c", KNOCK, ip, str(port), str(every_s), str(timeout_s),
+                        str(KNOCK_ATTEMPT_S)],
+                  stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     if p.stdout.readline().strip() != "knocking":
         raise RuntimeError(f"knocker in {src} did not start")
     return p
+
+
+def request(p: subprocess.Popen) -> float:
+    """Tell the knocker the request's time (now) and return it."""
+    t = now()
+    p.stdin.write(f"{t:.6f}\n")
+    p.stdin.flush()
+    return t
 
 
 def admitted(p: subprocess.Popen, timeout_s: float) -> float | None:
@@ -128,8 +159,8 @@ def rule_to_first_packet(dep, src: str, dst: str, group: str, ports, every_s: fl
     """Per port of ``ports`` (each with a listener on ``dst``, none admitted yet): a knock
     every ``every_s`` from ``src``, then a rule admitting that port added to ``group`` (a
     group of ``dst``); the ms from the request to the first answered knock (None: none
-    within ``timeout_s``). Resolution: the knock interval. The group's rules are put
-    back afterwards."""
+    within ``timeout_s``), counting only attempts started at or after the request.
+    Resolution: the knock interval. The group's rules are put back afterwards."""
     from vnetbench.testbed.model import SgRule
     from vnetbench.testbed.secgroups import with_rules
     before = dep.testbed.security_groups
@@ -139,7 +170,7 @@ def rule_to_first_packet(dep, src: str, dst: str, group: str, ports, every_s: fl
         for i, port in enumerate(ports):
             p = knock(dep, src, dep.ip(dst), port, every_s, timeout_s)
             rules = tuple(SgRule("ingress", "tcp", q, q) for q in ports[:i + 1]) + base
-            t0 = now()
+            t0 = request(p)
             dep.update_security_groups(with_rules(dep.testbed, group, rules))
             t = admitted(p, timeout_s)
             out.append(None if t is None else max(0.0, (t - t0) * 1000))

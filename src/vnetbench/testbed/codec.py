@@ -55,16 +55,23 @@ def from_dict(d: dict) -> Testbed:
                   for m in d["vms"]),
         pairs=tuple(Pair(p["name"], p["placement"], p["vnet"], tuple(p["vms"]))
                     for p in d["pairs"]),
-        security_groups=tuple(SecurityGroup(g["name"], tuple(_rule(r) for r in g["rules"]))
+        security_groups=tuple(SecurityGroup(g["name"], tuple(rule_from_dict(r) for r in g["rules"]))
                               for g in d.get("security_groups", ())),
         source=d.get("source", "<state>"),
     )
 
 
-def _rule(r: dict) -> SgRule:
+def rule_from_dict(r: dict) -> SgRule:
     prefix = r.get("remote_ip_prefix")
     return SgRule(r["direction"], r.get("protocol"), r.get("port_range_min"), r.get("port_range_max"),
                   None if prefix is None else ipaddress.IPv4Network(prefix), r.get("remote_group"))
+
+
+def rule_to_dict(r: SgRule) -> dict:
+    """A rule as the state file (and the vRouter agent's configuration) write it."""
+    d = dataclasses.asdict(r)
+    d["remote_ip_prefix"] = None if r.remote_ip_prefix is None else str(r.remote_ip_prefix)
+    return d
 
 
 def _from_vswitch(d: dict) -> VSwitch:

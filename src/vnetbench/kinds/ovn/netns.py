@@ -25,9 +25,11 @@ from pathlib import Path
 
 from vnetbench.errors import BuildError
 from vnetbench.testbed.model import NetType
-from vnetbench.testbed.netns import links, mgmt, nsops, proc
+from vnetbench.testbed.netns import mgmt, proc
 from vnetbench.testbed.deployment import CONTROLLER_DIR
-from vnetbench.kinds.ovs.netns import OvsHost, _bridge, _port, rundir_env, start_host
+from vnetbench.kinds.ovs.netns import (  # noqa: F401  (tunnel_neighbours: the kind uses it here)
+    OvsHost, _bridge, _port, rundir_env, start_host, tunnel_neighbours,
+)
 
 SB_PORT = 6642
 SCHEMAS = Path("/usr/share/ovn")
@@ -234,30 +236,6 @@ def _localnet_ports(testbed, own) -> list[str]:
         if vnet.segmentation_id is not None:
             tx += ["--", "set", "Logical_Switch_Port", ln, f"tag={vnet.segmentation_id}"]
     return tx
-
-
-def tunnel_neighbours(owner, on=None) -> None:
-    """Give ovs-vswitchd of the hosts ``on`` (default: all) their peers' tunnel endpoint
-    MACs. OVS's userspace tunnels resolve the outer MAC in their own neighbour cache
-    and drop the packet that misses it; with OVN answering ARP on the sender's chassis,
-    that packet would be the first unicast one (a ping's first echo), at bring-up and
-    after a vSwitch restart. (The ``ovs`` kind's first packet is an ARP broadcast,
-    whose retransmission hides the same miss.) ``owner``: the builder's context or
-    a Deployment."""
-    names, hosts = owner.names, owner.testbed.hosts
-    macs = {}
-    for h in hosts:
-        with nsops.rtnl(names.host_ns(h.name)) as ns:
-            macs[h.name] = ns.get_links(links.index(ns, names.ovs_phy))[0].get_attr("IFLA_ADDRESS")
-    for h in hosts:
-        if on is not None and h.name not in on:
-            continue
-        ctl = owner.run.dir / h.name / "ovs-vswitchd.ctl"
-        for peer in hosts:
-            if peer is not h:
-                proc.run(["ovs-appctl", "-t", str(ctl), "tnl/neigh/set", names.ovs_phy,
-                          str(peer.underlay_ip), macs[peer.name]],
-                         what=f"ovs-appctl tnl/neigh/set on {h.name}")
 
 
 class OvnHost(OvsHost):

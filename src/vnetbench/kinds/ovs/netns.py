@@ -39,6 +39,32 @@ def rundir_env(rundir) -> dict:
                              for k in ("RUNDIR", "LOGDIR", "DBDIR", "SYSCONFDIR")}}
 
 
+def tunnel_neighbours(owner, on=None) -> None:
+    """Give ovs-vswitchd of the hosts ``on`` (default: all) their peers' tunnel endpoint
+    MACs. OVS's userspace tunnels resolve the outer MAC in their own neighbour cache,
+    which learns only from ARP replies it sees, and drop the packet that misses it; with
+    OVN or the vRouter model answering ARP on the sender's host, that packet would be the
+    first unicast one (a ping's first echo, a connection's SYN), at bring-up and after a
+    vSwitch restart. A ping between the hosts does not fill it on both sides: the second
+    host's kernel learned the first's MAC from its request and sends no ARP. (The
+    ``ovs`` kind's first packet is an ARP broadcast, whose retransmission hides the same
+    miss.) ``owner``: the builder's context or a Deployment."""
+    names, hosts = owner.names, owner.testbed.hosts
+    macs = {}
+    for h in hosts:
+        with nsops.rtnl(names.host_ns(h.name)) as ns:
+            macs[h.name] = ns.get_links(links.index(ns, names.ovs_phy))[0].get_attr("IFLA_ADDRESS")
+    for h in hosts:
+        if on is not None and h.name not in on:
+            continue
+        ctl = owner.run.dir / h.name / "ovs-vswitchd.ctl"
+        for peer in hosts:
+            if peer is not h:
+                proc.run(["ovs-appctl", "-t", str(ctl), "tnl/neigh/set", names.ovs_phy,
+                          str(peer.underlay_ip), macs[peer.name]],
+                         what=f"ovs-appctl tnl/neigh/set on {h.name}")
+
+
 class OvsHost:
     """The OVS instance of one emulated host; everything it makes lives in ``rundir``."""
 

@@ -33,6 +33,17 @@ class VRouter(Ovs):
     remote_bridges = None             # its controller is not built on a remote hypervisor
     openstack_environment = "tungsten-fabric"
     demo = False
+    firewall = ("Contrail security groups in the vRouter agent: rules evaluated at each flow's "
+                "set-up (forward and reverse entries pass or drop), flows re-evaluated on a change")
+
+    def why_not_security_groups(self, caps):
+        return None              # the agent evaluates them (os-ken: checked by why_not)
+
+    def netns_update_security_groups(self, dep, ctx, groups):
+        """The rules go to the control node, which sends them to every agent; as
+        Neutron's API (and OVN's NB commit), this returns once the node has them."""
+        from vnetbench.kinds.vrouter import netns
+        netns.push_security(dep)
 
     def why_not(self, caps, ntype, datapath):
         if ntype is not NetType.GRE:
@@ -79,7 +90,7 @@ class VRouter(Ovs):
     def _reprogrammed(self, dep, host, since, before):
         """The agent programs the restarted switch again."""
         from vnetbench.kinds.vrouter import netns
-        netns.prime_neighbours(dep.names, dep.testbed, hosts=[host.name])
+        netns.tunnel_neighbours(dep, on=[host.name])
         netns.wait_converged(dep.run.dir, dep.testbed, since=since, key="programmed",
                              hosts=[host.name])
 

@@ -14,7 +14,7 @@ from os_ken.base import app_manager
 from os_ken.controller import ofp_event
 from os_ken.controller.handler import CONFIG_DISPATCHER, DEAD_DISPATCHER, set_ev_cls
 from os_ken.lib import hub
-from os_ken.lib.packet import ipv4, packet, tcp, udp
+from os_ken.lib.packet import icmp, ipv4, packet, tcp, udp
 from os_ken.ofproto import ofproto_v1_3
 
 from vnetbench.kinds.vrouter import dhcp
@@ -38,6 +38,9 @@ def packet_fields(data: bytes) -> dict | None:
     l4 = pkt.get_protocol(tcp.tcp) or pkt.get_protocol(udp.udp)
     if l4 is not None:
         fields.update(l4_src=l4.src_port, l4_dst=l4.dst_port)
+    echo = pkt.get_protocol(icmp.icmp)
+    if echo is not None:                       # the flow key's "ports": type and code
+        fields.update(l4_src=echo.type, l4_dst=echo.code)
     return fields
 
 
@@ -147,13 +150,17 @@ class VRouterAgent(app_manager.OSKenApp):
         with self._decide:
             if msg.table_id != T_FLOW:
                 return self._dhcp(in_port, msg.data)
-            vrf = self.agent.vrf_of(in_port)
+            # from a VM port its VRF; from the fabric (a port with security groups takes
+            # its traffic through the flow table) the VRF its label wrote in the metadata
+            vrf = self.agent.vrf_of(in_port) or msg.match.get("metadata")
             if vrf is None or fields is None:
                 return
             key = flow_key(vrf, fields)
             if self.agent.setup.trap(key, (in_port, bytes(msg.data))) is None:
-                self._send(self.agent.flow_entries(key))   # again (idempotent): never loops
-                self._packet_out(in_port, msg.data)
+                allow, entries = self.agent.again(key, in_port)
+                self._send(entries)                        # again (idempotent): never loops
+                if allow:
+                    self._release(key, in_port, msg.data)
 
     def _dhcp(self, in_port, data):
         port = next((p for p, n in self.agent.ofports.items() if n == in_port), None)
@@ -170,23 +177,31 @@ class VRouterAgent(app_manager.OSKenApp):
             with self._decide:
                 due = self.agent.setup.due() if self.dp else []
                 for key, held in due:
-                    self._send(self.agent.flow_entries(key))
-                    for in_port, data in held:
-                        self._packet_out(in_port, data)
+                    allow, entries = self.agent.set_up(key, held[0][0])
+                    self._send(entries)
+                    for in_port, data in held if allow else ():
+                        self._release(key, in_port, data)
                 counts = (self.agent.setup.set_up, self.agent.setup.dropped)
             if counts != shown and time.monotonic() - written >= STATUS_S:
                 self._status()
                 shown, written = counts, time.monotonic()
             hub.sleep(max(0.001, min(0.02, self.agent.setup.wait())))
 
-    def _packet_out(self, in_port, data, to_port=False):
+    def _release(self, key, in_port, data):
+        """A held packet of an allowed flow goes on (``Agent.release`` says how)."""
+        self._packet_out(in_port, data, actions=self.agent.release(key, in_port))
+
+    def _packet_out(self, in_port, data, to_port=False, actions=None):
         dp = self.dp
         if dp is None:
             return
         ofp, parser = dp.ofproto, dp.ofproto_parser
-        out = parser.OFPActionOutput(ofp.OFPP_IN_PORT if to_port else ofp.OFPP_TABLE)
+        if actions is None:
+            actions = [parser.OFPActionOutput(ofp.OFPP_IN_PORT if to_port else ofp.OFPP_TABLE)]
+        else:
+            actions = [_action(ofp, parser, a) for a in actions]
         dp.send_msg(parser.OFPPacketOut(dp, buffer_id=ofp.OFP_NO_BUFFER, in_port=in_port,
-                                        actions=[out], data=data))
+                                        actions=actions, data=data))
 
     def _send(self, decisions) -> None:
         dp = self.dp
@@ -289,6 +304,11 @@ class VRouterAgent(app_manager.OSKenApp):
                 msg = json.loads(line)
                 if msg["type"] == "bye":
                     return True
+                if msg["type"] == "config":
+                    with self._decide:
+                        self._send(self.agent.security_update(msg["security"]["groups"]))
+                    self._status(config=msg.get("generation"))
+                    continue
                 if msg["type"] == "update":
                     self.lost_at = None
                     full = msg.get("full", False)

@@ -8,6 +8,12 @@ forwards every change; ``ka`` keepalives go out every third of the hold time. Wh
 an agent's session ends its routes are withdrawn from the others. SIGTERM is a
 graceful stop: every agent gets ``bye`` (its routes are withdrawn) before the node
 exits; SIGKILL or a partition leaves agents to notice the silence after the hold time.
+
+Configuration (Contrail's API server -> control node -> agents, over IF-MAP and XMPP):
+a client of ``--config-socket`` (a Unix socket, reachable from any namespace) sends one
+line ``{"type": "config", "security": {...}}`` -- the security groups' rules, every
+group -- and reads ``{"ok": true}`` once the node has sent it on to every agent; an
+agent that (re)connects gets the latest configuration after its route table.
 """
 
 from __future__ import annotations
@@ -31,6 +37,7 @@ class ControlNode:
         self.lock = threading.Lock()
         self.sessions: dict[socket.socket, str] = {}
         self.routes: dict[str, dict[str, dict]] = {}      # host -> key -> route
+        self.config: dict | None = None                    # the latest configuration
 
     @staticmethod
     def key(r: dict) -> str:
@@ -71,6 +78,8 @@ class ControlNode:
             self.routes[host] = {}
             table = [r for h, rs in self.routes.items() if h != host for r in rs.values()]
             self.send(conn, {"type": "update", "add": table, "delete": [], "full": True})
+            if self.config is not None:
+                self.send(conn, self.config)
         elif msg["type"] == "update" and host:
             mine = self.routes.setdefault(host, {})
             for r in msg.get("delete", []):
@@ -81,6 +90,30 @@ class ControlNode:
                 self.send(c, {"type": "update", "add": msg.get("add", []),
                               "delete": msg.get("delete", [])})
         return host
+
+    def configure(self, conn: socket.socket) -> None:
+        """One configuration from the API side: kept, sent to every agent, acknowledged."""
+        try:
+            with conn, conn.makefile("rw") as f:
+                msg = json.loads(f.readline())
+                if msg.get("type") != "config" or not isinstance(msg.get("security"), dict):
+                    raise ValueError("expected {\"type\": \"config\", \"security\": {...}}")
+                with self.lock:
+                    self.config = {"type": "config", "security": msg["security"],
+                                   "generation": msg.get("generation")}
+                    for c in list(self.sessions):
+                        self.send(c, self.config)
+                f.write(json.dumps({"ok": True, "agents": len(self.sessions)}) + "\n")
+        except (OSError, ValueError) as e:
+            try:
+                conn.sendall((json.dumps({"ok": False, "error": str(e)}) + "\n").encode())
+            except OSError:
+                pass
+
+    def serve_config(self, srv: socket.socket) -> None:
+        while True:
+            conn, _ = srv.accept()
+            threading.Thread(target=self.configure, args=(conn,), daemon=True).start()
 
     def keepalives(self) -> None:
         while True:
@@ -106,6 +139,7 @@ def main(argv=None) -> int:
     p.add_argument("--pidfile", required=True)
     p.add_argument("--listen", required=True, help="ADDRESS:PORT")
     p.add_argument("--hold-time", type=float, default=90.0)
+    p.add_argument("--config-socket", help="Unix socket for configuration (security groups)")
     args = p.parse_args(argv)
     ctypes.CDLL(None).prctl(PR_SET_NAME, PROCESS_NAME, 0, 0, 0)
     node = ControlNode(args.hold_time / 3)
@@ -115,6 +149,14 @@ def main(argv=None) -> int:
     srv.bind((addr, int(port)))
     srv.listen(64)
     signal.signal(signal.SIGTERM, node.bye)
+    if args.config_socket:
+        if os.path.exists(args.config_socket):      # a restarted node's old socket
+            os.unlink(args.config_socket)
+        from vnetbench import unixsock
+        cfg = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        unixsock.bind(cfg, args.config_socket)
+        cfg.listen(8)
+        threading.Thread(target=node.serve_config, args=(cfg,), daemon=True).start()
     tmp = f"{args.pidfile}.tmp"
     with open(tmp, "w") as f:
         f.write(f"{os.getpid()}\n")

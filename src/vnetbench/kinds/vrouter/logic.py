@@ -11,7 +11,13 @@ routes the control node distributes -- into OpenFlow entries described as plain
   the VM interface (or the VRF's broadcast label -> every local port of the VRF).
 1 flows: one entry per 5-tuple (forward and reverse), set up by the agent on a
   miss at its configured rate; a new flow's first packets (``flow_hold_packets``)
-  are held and sent on once it is set up, the rest are dropped.
+  are held and sent on once it is set up, the rest are dropped. With security
+  groups (a port with port security on) the agent evaluates the rules at set-up,
+  as Contrail's agent does: the sending port's egress rules, the receiving port's
+  ingress rules where that port is local; a denied flow's entries drop (forward and
+  reverse: stateful both ways), and a rule change re-evaluates the flows set up. A
+  port with port security takes what arrives for it from the fabric through this
+  table too, so its own host judges its ingress.
 2 routes: per VRF, destination /32 -> local port (MAC rewrite) or MPLS over GRE
   to the host that announced it, with its label.
 3 flood: per VRF, ingress replication: local ports + one copy per remote host
@@ -25,6 +31,9 @@ import dataclasses
 import ipaddress
 import time
 
+from vnetbench.testbed import secgroups
+from vnetbench.testbed.codec import rule_from_dict
+
 VROUTER_MAC = "00:00:5e:00:01:00"        # the vRouter's MAC, as in Contrail
 T_CLASSIFY, T_FLOW, T_ROUTE, T_FLOOD = 0, 1, 2, 3
 COOKIE_BASE = 0x00C0_471A_0000_0000      # pipeline set up from config
@@ -33,6 +42,8 @@ COOKIE_LEARNED = 0x00C0_471A_0000_0002   # routes learned from the control node
 LABEL_BASE = 16                          # labels 0..15 are reserved (RFC 3032)
 BCAST_LABEL_BASE = 100_000               # per-VRF broadcast label: BASE + vrf
 MAX_PENDING = 1024                       # flows waiting for set-up; more are dropped
+MAX_TRACKED = 65536                      # flows whose verdict a rule change re-evaluates
+PROTOCOLS = {1: "icmp", 6: "tcp", 17: "udp"}
 RECENT_S = 1.0                           # a miss this soon after a set-up is the datapath's
                                          # cache not yet revalidated: entries sent again with
                                          # the packet, not counted as a set-up
@@ -82,6 +93,8 @@ class Iface:
     ip: str
     prefixlen: int
     egress: tuple | None = None
+    port_security: bool = False
+    groups: tuple = ()
 
 
 def _m(**kw) -> tuple:
@@ -145,13 +158,21 @@ class FlowSetup:
         return (1.0 - self.tokens) / self.rate
 
 
+#: ICMP requests and their replies (as conntrack pairs them): an ICMP flow's key
+#: carries the type and code where TCP and UDP carry the ports
+ICMP_REPLY = {8: 0, 13: 14, 15: 16, 17: 18}
+
+
 def reverse(key: tuple) -> tuple:
     vrf, src, dst, proto, sport, dport = key
+    if proto == 1:
+        return (vrf, dst, src, proto, ICMP_REPLY.get(sport, sport), dport)
     return (vrf, dst, src, proto, dport, sport)
 
 
 def flow_key(vrf: int, fields: dict) -> tuple:
-    """The 5-tuple of a packet in a VRF (ports 0 for protocols without them)."""
+    """The 5-tuple of a packet in a VRF: ICMP type and code in the ports' places, 0 for
+    protocols without either."""
     return (vrf, fields["ip_src"], fields["ip_dst"], fields["ip_proto"],
             fields.get("l4_src", 0), fields.get("l4_dst", 0))
 
@@ -164,8 +185,15 @@ class Agent:
         self.opts = config["options"]
         self.vrfs = {name: i + 1 for i, name in enumerate(config["vnets"])}
         self.cidrs = dict(config["cidrs"])
-        self.ifaces = {p: Iface(**{**i, "egress": tuple(i["egress"]) if i.get("egress") else None})
+        self.ifaces = {p: Iface(**{**i, "egress": tuple(i["egress"]) if i.get("egress") else None,
+                                   "groups": tuple(i.get("groups", ()))})
                        for p, i in config["ifaces"].items()}
+        security = config.get("security") or {}
+        self.members = {g: frozenset(ipaddress.IPv4Address(a) for a in ips)
+                        for g, ips in security.get("members", {}).items()}
+        self.rules: dict[str, tuple] = {}
+        self.tracked: "collections.OrderedDict[tuple, tuple]" = collections.OrderedDict()
+        self._set_rules(security.get("groups", {}))
         self.tunnels = dict(config["tunnels"])       # peer underlay IP -> GRE port name
         self.ofports: dict[str, int] = {}            # port name -> OpenFlow port number
         self.learned: dict[tuple, dict] = {}         # route key -> route from the control node
@@ -219,17 +247,20 @@ class Agent:
                     limit + (("metadata", vrf), ("goto", T_FLOW))),
                Flow(T_CLASSIFY, 250, _m(in_port=n), ()),
                Flow(T_CLASSIFY, 200, _m(eth_type=MPLS, mpls_label=self.label(port)),
-                    (("pop_mpls", IP), ("set_field", "eth_src", VROUTER_MAC),
-                     ("set_field", "eth_dst", iface.mac), ("output", n))),
-               Flow(T_ROUTE, 100, _m(metadata=vrf, eth_type=IP, ipv4_dst=iface.ip),
-                    (("set_field", "eth_src", VROUTER_MAC), ("set_field", "eth_dst", iface.mac),
-                     ("output", n)))]
+                    (("pop_mpls", IP), ("metadata", vrf), ("goto", T_FLOW)) if iface.port_security
+                    else (("pop_mpls", IP),) + self.deliver(iface)),
+               Flow(T_ROUTE, 100, _m(metadata=vrf, eth_type=IP, ipv4_dst=iface.ip), self.deliver(iface))]
         if iface.egress:
             out.insert(0, Meter(n, *iface.egress))
         if self.opts["dhcp"]:
             out.append(Flow(T_CLASSIFY, 280, _m(in_port=n, eth_type=IP, ip_proto=17, udp_src=68,
                                                 udp_dst=67), (("controller",),)))
         return out + self.flood(iface.vnet)
+
+    def deliver(self, iface: Iface) -> tuple:
+        """The actions that hand a routed packet to a local VM interface."""
+        return (("set_field", "eth_src", VROUTER_MAC), ("set_field", "eth_dst", iface.mac),
+                ("output", self.ofports[iface.port]))
 
     def _via_tunnel(self, port: str) -> list:
         """A GRE port reported after routes through it were learned: those routes and
@@ -322,19 +353,102 @@ class Agent:
                 return self.vrfs[self.ifaces[p].vnet]
         return None
 
-    def flow_entries(self, key: tuple) -> list[Flow]:
-        """Forward and reverse entries of a 5-tuple; both continue to the routes."""
-        vrf, src, dst, proto, sport, dport = key
+    def flow_entries(self, key: tuple, allow: bool = True) -> list[Flow]:
+        """Forward and reverse entries of a 5-tuple; both continue to the routes, or both
+        drop (a flow the security groups deny)."""
         timeout = self.opts["flow_idle_timeout"]
+        actions = (("goto", T_ROUTE),) if allow else ()
         out = []
-        for s, d, sp, dp in ((src, dst, sport, dport), (dst, src, dport, sport)):
+        for vrf, s, d, proto, sp, dp in (key, reverse(key)):
             match = dict(metadata=vrf, eth_type=IP, ipv4_src=s, ipv4_dst=d, ip_proto=proto)
             if proto == 6:
                 match.update(tcp_src=sp, tcp_dst=dp)
             elif proto == 17:
                 match.update(udp_src=sp, udp_dst=dp)
-            out.append(Flow(T_FLOW, 100, _m(**match), (("goto", T_ROUTE),), COOKIE_FLOW, timeout))
+            elif proto == 1:
+                match.update(icmpv4_type=sp, icmpv4_code=dp)
+            out.append(Flow(T_FLOW, 100, _m(**match), actions, COOKIE_FLOW, timeout))
         return out
+
+    # -- security groups (evaluated at flow set-up) ------------------------------------
+
+    def _set_rules(self, groups: dict) -> None:
+        self.rules = {g: tuple(rule_from_dict(r) for r in rules) for g, rules in groups.items()}
+
+    def iface_at(self, vrf: int, ip: str) -> Iface | None:
+        """The local VM interface with address ``ip`` in VRF ``vrf`` (None: not here)."""
+        for i in self.local():
+            if self.vrfs[i.vnet] == vrf and i.ip == ip:
+                return i
+        return None
+
+    def iface_of(self, ofport: int) -> Iface | None:
+        return next((i for i in self.local() if self.ofports[i.port] == ofport), None)
+
+    def _admits(self, iface: Iface, direction: str, pkt: secgroups.Packet) -> bool:
+        """Whether a rule of ``iface``'s groups admits ``pkt`` in ``direction``."""
+        if not iface.port_security:
+            return True
+        remote = pkt.src if direction == "ingress" else pkt.dst
+        return any(r.direction == direction and secgroups.matches(
+                       r, pkt, remote, self.members.get(r.remote_group) if r.remote_group else None)
+                   for g in iface.groups for r in self.rules.get(g, ()))
+
+    def permits(self, key: tuple, in_port: int) -> bool:
+        """The verdict on a new flow that entered at ``in_port``: the sending port's egress
+        rules (when it entered from a local VM; with port security the source address
+        must be the port's own), then the receiving port's ingress rules when that port
+        is here."""
+        vrf, src, dst, proto, sport, dport = key
+        name = PROTOCOLS.get(proto, str(proto))
+        pkt = secgroups.Packet(name, ipaddress.IPv4Address(src), ipaddress.IPv4Address(dst),
+                               sport if name == "icmp" else dport, dport if name == "icmp" else None)
+        sender = self.iface_of(in_port)
+        if sender is not None and sender.port_security and sender.ip != src:
+            return False                                  # anti-spoofing
+        if sender is not None and not self._admits(sender, "egress", pkt):
+            return False
+        receiver = self.iface_at(vrf, dst)
+        return receiver is None or self._admits(receiver, "ingress", pkt)
+
+    def set_up(self, key: tuple, in_port: int) -> tuple[bool, list]:
+        """A flow's set-up: its verdict and entries; remembered for re-evaluation."""
+        allow = self.permits(key, in_port)
+        self.tracked[key] = (in_port, allow)
+        self.tracked.move_to_end(key)
+        while len(self.tracked) > MAX_TRACKED:
+            self.tracked.popitem(last=False)
+        return allow, self.flow_entries(key, allow)
+
+    def again(self, key: tuple, in_port: int) -> tuple[bool, list]:
+        """A miss just after a set-up (the datapath's cache not yet revalidated): the
+        entries again with the verdict given then (the key may be the reverse)."""
+        t = self.tracked.get(key) or self.tracked.get(reverse(key))
+        allow = t[1] if t else self.permits(key, in_port)
+        return allow, self.flow_entries(key, allow)
+
+    def security_update(self, groups: dict) -> list:
+        """The groups' rules replaced (every group: name -> rule dicts): every flow set up is evaluated
+        again, and those whose verdict changed get new entries (Contrail re-evaluates its
+        flows on a policy change: an established connection a removed rule admitted
+        stops)."""
+        self._set_rules(groups)
+        out = []
+        for key, (in_port, allow) in list(self.tracked.items()):
+            now = self.permits(key, in_port)
+            if now != allow:
+                self.tracked[key] = (in_port, now)
+                out += self.flow_entries(key, now)
+        return out
+
+    def release(self, key: tuple, in_port: int) -> tuple | None:
+        """How a held packet of an allowed flow goes on: None = through the tables again
+        (it came from a VM); from the fabric (already past its label) = delivered to the
+        local interface it is for."""
+        if self.iface_of(in_port) is not None:
+            return None
+        receiver = self.iface_at(key[0], key[2])
+        return self.deliver(receiver) if receiver is not None else ()
 
 
 def in_vnet(ip: str, cidr: str) -> bool:

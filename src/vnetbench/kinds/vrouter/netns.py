@@ -13,14 +13,13 @@ its run-unique ``--pidfile=`` argument before it starts.
 from __future__ import annotations
 
 import json
-import subprocess
 import time
 from pathlib import Path
 
 from vnetbench.errors import BuildError
 from vnetbench.testbed.netns import mgmt, proc
 from vnetbench.testbed.deployment import CONTROLLER_DIR
-from vnetbench.kinds.ovs.netns import OvsHost, _bridge, _port, qos_columns, start_host
+from vnetbench.kinds.ovs.netns import OvsHost, _bridge, _port, qos_columns, start_host, tunnel_neighbours
 
 CONTROL_PORT = 5269              # XMPP's client port, which Contrail agents use
 AGENT_OF = "127.0.0.1:6653"     # the agent's OpenFlow listener, inside its host namespace
@@ -49,14 +48,52 @@ def agent_config(ctx, host) -> dict:
             ifaces[n.vm_port(vm_i, k)] = {"port": n.vm_port(vm_i, k), "vm": vm.name, "vnet": nic.vnet,
                                          "mac": nic.mac, "ip": str(nic.ip),
                                          "prefixlen": tb.vnet(nic.vnet).cidr.prefixlen,
-                                         "egress": egress}
+                                         "egress": egress, "port_security": nic.port_security,
+                                         "groups": list(nic.security_groups)}
     tunnels = {str(p.underlay_ip): n.gre_port(ctx.host_index(p.name))
                for p in tb.hosts if p.name != host.name}
     return {"host": host.name, "underlay_ip": str(host.underlay_ip),
             "tenant_mtu": tb.network.tenant_mtu,
             "options": {**tb.vswitch.options.__dict__},
             "vnets": [v.name for v in tb.vnets], "cidrs": {v.name: str(v.cidr) for v in tb.vnets},
-            "ifaces": ifaces, "tunnels": tunnels}
+            "ifaces": ifaces, "tunnels": tunnels, "security": security(tb)}
+
+
+def security(tb) -> dict:
+    """The security groups as the agent gets them: every group's rules, and the members'
+    addresses that ``remote_group`` rules match (Contrail's agent learns them as the
+    groups' tags; membership does not change on a running testbed)."""
+    from vnetbench.testbed import secgroups
+    from vnetbench.testbed.codec import rule_to_dict
+    return {"groups": {g.name: [rule_to_dict(r) for r in g.rules] for g in tb.security_groups},
+            "members": {g.name: sorted(str(ip) for ip in secgroups.members(tb, g.name))
+                        for g in tb.security_groups}}
+
+
+def config_socket(run_dir: Path) -> Path:
+    return ctl_dir(run_dir) / "config.sock"
+
+
+def push_security(dep, timeout: float = 10.0) -> dict:
+    """The testbed's security groups sent to the control node, which sends them to every
+    agent (Contrail's API server -> control node -> agents); returns the node's
+    acknowledgement, once it has sent them on -- as Neutron's API returns once stored."""
+    import socket
+    from vnetbench import unixsock
+    msg = {"type": "config", "security": security(dep.testbed), "generation": time.time()}
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as c:
+        c.settimeout(timeout)
+        try:
+            unixsock.connect(c, config_socket(dep.run.dir))
+            c.sendall((json.dumps(msg) + "\n").encode())
+            reply = json.loads(c.makefile("r").readline() or "{}")
+        except (OSError, ValueError) as e:
+            raise BuildError(f"vrouter: the control node of run {dep.run_id} took no configuration "
+                             f"({e}); is it running? (vnetbench testbed status)") from e
+    if not reply.get("ok"):
+        raise BuildError(f"vrouter: the control node of run {dep.run_id} refused the security "
+                         f"groups: {reply.get('error', reply)}")
+    return reply
 
 
 def expected_routes(testbed, host: str) -> int:
@@ -73,7 +110,8 @@ def _spawn(run, ns: str, d: Path, name: str, owner: str, argv_tail: list) -> Non
 def start_control_node(run, names, testbed) -> None:
     _spawn(run, names.ctl_ns, ctl_dir(run.dir), "contrail-control", "controller",
            ["vnetbench.kinds.vrouter.control_node", f"--listen=0.0.0.0:{CONTROL_PORT}",
-            f"--hold-time={testbed.vswitch.options.hold_time}"])
+            f"--hold-time={testbed.vswitch.options.hold_time}",
+            f"--config-socket={config_socket(run.dir)}"])
 
 
 def start(ctx) -> None:
@@ -101,23 +139,8 @@ def wire(ctx) -> None:
     proc.parallel([lambda o=o: start_host(ctx, o) for o in hosts])
     for o in hosts:
         o.address_underlay()
-    prime_neighbours(ctx.names, tb)
+    tunnel_neighbours(ctx)
     wait_converged(ctx.run.dir, tb)
-
-
-def prime_neighbours(names, testbed, hosts=None) -> None:
-    """One ping from each host (of ``hosts``) to every peer's underlay address: OVS's
-    userspace tunnelling learns the next hop's MAC from that ARP. Without it the first
-    tenant packet to a peer is dropped while OVS resolves it (Contrail's vRouter uses
-    the host kernel's resolved neighbours and loses nothing)."""
-    for h in testbed.hosts:
-        if hosts and h.name not in hosts:
-            continue
-        for peer in testbed.hosts:
-            if peer.name != h.name:
-                subprocess.run(proc.in_netns(names.host_ns(h.name),
-                                             ["ping", "-c", "1", "-W", "1", "-q", str(peer.underlay_ip)]),
-                               capture_output=True, timeout=10, stdin=subprocess.DEVNULL)
 
 
 def agent_status(run_dir: Path, host: str) -> dict:
