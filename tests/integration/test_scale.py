@@ -81,3 +81,19 @@ def test_scale_task_runs_through_rally(rally, tmp_path):
     report = tmp_path / "report.html"
     rally("task", "report", uuid, "--out", str(report))
     assert "each host's data-plane CPU vs pairs at once" in report.read_text()
+
+
+def test_new_connections_per_second_step_by_step(netns_up):
+    """The conn test: each pair's flowgen offers 50 new connections/s; every pair sets them
+    all up in time (linuxbridge has no agent in the way), so each step's aggregate is the
+    sum of its pairs and about 50/s per pair."""
+    dep = _up(netns_up, "linuxbridge")
+    pairs = sorted(dep.testbed.pairs, key=lambda p: int(p.name[1:]))
+    records = scale_run.run(dep, pairs, progression=[1, 2], tests=("conn",), seconds=SECONDS,
+                            conn_rate=50, latency=False)
+    assert [r.labels["pairs"] for r in records] == [1, 2]
+    for r in records:
+        (rep,) = r.extra["repetitions"]
+        assert r.labels["params"]["unit"] == "cps" and r.samples["pairs_failed"] == [0], rep["failed"]
+        assert all(p["cps"] == pytest.approx(50, rel=0.1) and p["loss_pct"] == 0 for p in rep["pairs"]), rep["pairs"]
+        assert r.samples["aggregate_cps"][0] == pytest.approx(sum(p["cps"] for p in rep["pairs"]))

@@ -7,8 +7,8 @@ from rally.task import scenario
 from vnetbench.rally_plugins import charts
 from vnetbench.rally_plugins.scenarios import _Base
 
-SCALE_KEYS = ("aggregate_gbps", "p5_gbps", "p50_gbps", "p95_gbps", "jain", "pairs_failed",
-              "rtt_p99_ms", "start_spread_ms", "cpu_pct")
+SCALE_KEYS = ("aggregate_gbps", "p5_gbps", "p50_gbps", "p95_gbps", "aggregate_cps", "p50_cps",
+              "jain", "pairs_failed", "rtt_p99_ms", "start_spread_ms", "cpu_pct")
 
 
 @scenario.configure(name="VnetBench.scale", platform="default")
@@ -16,17 +16,18 @@ class Scale(_Base):
     TEST = "scale"
 
     def run(self, progression="geometric", tests=("tcp",), seconds=5, repetitions=1,
-            udp_bps=None, streams=1, latency=True, accommodation=None):
+            udp_bps=None, streams=1, latency=True, accommodation=None, conn_rate=100):
         """Every pair of the testbed's first N at once, N by the progression's steps.
 
         :param progression: linear, geometric (1, 2, 4, ... all) or a list of pair counts
-        :param tests: any of tcp, udp (each a progression of its own)
+        :param tests: any of tcp, udp, conn (each a progression of its own)
         :param seconds: seconds per step
         :param repetitions: repetitions of every step
         :param udp_bps: udp: offered bits/s per pair (None: unlimited)
         :param streams: TCP streams per pair (iperf3 -P)
         :param latency: ping every 10 ms beside the load (latency under load)
         :param accommodation: recorded with the results (the context placed the pairs)
+        :param conn_rate: conn: new TCP connections/s each pair offers (vnetbench-flowgen)
         """
         from vnetbench.scale import run as scale_run
         dep = self._deployment()
@@ -35,7 +36,8 @@ class Scale(_Base):
         pairs = sorted(dep.testbed.pairs, key=lambda p: int(p.name[1:]) if p.name[1:].isdigit() else 0)
         results = scale_run.run(dep, pairs, progression=progression, tests=tuple(tests),
                                 seconds=seconds, repetitions=repetitions, udp_bps=udp_bps,
-                                streams=streams, latency=latency, accommodation=accommodation)
+                                streams=streams, latency=latency, accommodation=accommodation,
+                                conn_rate=conn_rate)
         self._record(results)
         self.add_output(additive=charts.metrics_table(results, SCALE_KEYS),
                         complete=charts.results_table("Scale: every pair of a step at once "
@@ -43,13 +45,14 @@ class Scale(_Base):
                                                       results, SCALE_KEYS))
         for test in tests:
             mine = [r for r in results if r.labels["params"]["test"] == test]
-            agg = {f"{test} aggregate": [[r.labels["pairs"], r.metrics["aggregate_gbps"]["mean"]]
-                                         for r in mine if r.metrics.get("aggregate_gbps", {}).get("mean") is not None]}
-            for q in ("p5", "p50", "p95"):
-                agg[f"{test} per-pair {q}"] = [[r.labels["pairs"], r.metrics[f"{q}_gbps"]["mean"]]
-                                               for r in mine if r.metrics.get(f"{q}_gbps", {}).get("mean") is not None]
+            unit = scale_run.UNIT[test]
+            agg = {}
+            for q, name in (("aggregate", "aggregate"), ("p5", "per-pair p5"), ("p50", "per-pair p50"),
+                            ("p95", "per-pair p95")):
+                agg[f"{test} {name}"] = [[r.labels["pairs"], r.metrics[f"{q}_{unit}"]["mean"]] for r in mine
+                                         if r.metrics.get(f"{q}_{unit}", {}).get("mean") is not None]
             self.add_output(complete=charts.lines(f"Scale ({test}): aggregate and per-pair band "
-                                                  "vs pairs at once", agg, "Gbit/s", "pairs"))
+                                                  "vs pairs at once", agg, scale_run.UNIT_TEXT[unit], "pairs"))
             cpu = {}
             for r in mine:
                 for h, v in (r.extra["repetitions"][0].get("hosts") or {}).items():

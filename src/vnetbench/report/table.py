@@ -19,7 +19,7 @@ HEADLINE = {"icmp_rtt": ("rtt_mean_ms",), "tcp_stream": ("gbps",), "udp_stream":
             "broadcast": ("answered_loss_pct", "loss_pct"), "flow_setup": ("loss_pct",),
             "rfc2544_throughput": ("ndr_fps",), "rfc2544_latency": ("rtt_avg_ms",),
             "rfc2544_frame_loss": ("frame_loss_pct",), "rfc2544_back_to_back": ("burst_frames",),
-            "udp_fairness": ("jain_index",), "scale": ("aggregate_gbps",)}
+            "udp_fairness": ("jain_index",), "scale": ("aggregate_gbps", "aggregate_cps")}
 
 
 @dataclass

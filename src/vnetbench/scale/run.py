@@ -7,6 +7,11 @@ the moment it opens, so the start spread across pairs is *measured* (ms): on nam
 one kernel clock; on guests each guest's monotonic clock mapped onto the runner's
 (``functional.measure.clock_offset``, its uncertainty added to the spread).
 
+Tests per step: ``tcp`` and ``udp`` (iperf3; the aggregate in Gbit/s) and ``conn`` (new TCP
+connections per second per pair, vnetbench-flowgen open-loop at ``conn_rate``; the
+aggregate is the connections set up within flowgen's 1 s deadline, per second, summed:
+where a reactive vSwitch's agent or a conntrack table saturates, not the bandwidth).
+
 Beside the load, each pair's source pings its peer every 10 ms (latency under load, as
 Flent's RRUL), gated the same way. Each host's data-plane CPU is measured over the step
 (``vnetbench.cpu.Window``, every part). A pair whose client failed (its server killed,
@@ -26,9 +31,12 @@ from vnetbench.battery.common import collect
 from vnetbench.results import provenance
 from vnetbench.results.record import Result, now
 from vnetbench.scale import aggregate, plan
-from vnetbench.traffic import iperf3, ping, probe
+from vnetbench.traffic import flowgen, iperf3, ping, probe
 
-TESTS = ("tcp", "udp")
+TESTS = ("tcp", "udp", "conn")
+#: each test's per-pair figure (and the suffix of its metrics: aggregate_gbps, p50_cps, ...)
+UNIT = {"tcp": "gbps", "udp": "gbps", "conn": "cps"}
+UNIT_TEXT = {"gbps": "Gbit/s", "cps": "connections/s"}
 BASE_PORT = 5300
 PING_INTERVAL_S = 0.01          # RRUL's latency probe beside the load
 GATE = 'echo ready; read go; {stamp}; exec "$@"'
@@ -53,8 +61,11 @@ def parse_stamp(line: str) -> int:
 
 
 def client_argv(dep, pair, test: str, seconds: int, port: int, udp_bps: int | None,
-                streams: int) -> list[str]:
+                streams: int, conn_rate: float = 100) -> list[str]:
     src, dst = pair.vms
+    if test == "conn":
+        return flowgen.client_command(flowgen.ClientParams(target=dep.ip(dst), rate=conn_rate,
+                                                           duration_s=seconds))
     return iperf3.client_command(iperf3.ClientParams(
         dest=dep.ip(dst), port=port, seconds=seconds, protocol="udp" if test == "udp" else "tcp",
         bitrate_bps=udp_bps if test == "udp" else None, parallel=streams,
@@ -63,11 +74,12 @@ def client_argv(dep, pair, test: str, seconds: int, port: int, udp_bps: int | No
 
 def run(dep, pairs, progression="geometric", tests=("tcp",), seconds=5, repetitions=1,
         udp_bps=None, streams=1, latency=True, accommodation=None, progress=lambda m: None,
-        during=None) -> list:
+        during=None, conn_rate=100) -> list:
     """One record per (test, step): ``test`` "scale", ``labels.pairs`` the step's pair count,
     the aggregate and per-pair distribution as metrics, per-pair results in ``extra``.
     ``during(servers)``: called once the step's clients are released, with each pair's
-    iperf3 server process by pair name (a fault to inject, e.g. in tests)."""
+    iperf3 server process by pair name (a fault to inject, e.g. in tests). ``conn_rate``:
+    new connections/s each pair offers in the ``conn`` test."""
     unknown = set(tests) - set(TESTS)
     if unknown:
         raise plan.PlanError("tests", f"unknown {sorted(unknown)}", f"use {', '.join(TESTS)}")
@@ -79,9 +91,9 @@ def run(dep, pairs, progression="geometric", tests=("tcp",), seconds=5, repetiti
             progress(f"scale {test}: {n} pair(s) at once")
             started = now()
             samples, extras = collect(repetitions, lambda: _step(
-                dep, pairs[:n], test, seconds, udp_bps, streams, latency, during))
+                dep, pairs[:n], test, seconds, udp_bps, streams, latency, during, conn_rate))
             records.append(_record(dep, pairs[:n], test, n, samples, extras, started, seconds,
-                                   udp_bps, streams, accommodation, progression))
+                                   udp_bps, streams, accommodation, progression, conn_rate))
         sat = aggregate.saturation([_curve_point(r) for r in records])
         for r in records:
             r.extra["saturation"] = sat
@@ -89,20 +101,34 @@ def run(dep, pairs, progression="geometric", tests=("tcp",), seconds=5, repetiti
     return out
 
 
-def _step(dep, pairs, test, seconds, udp_bps, streams, latency, during=None) -> tuple[dict, dict]:
+def _server(dep, pair, test, port) -> subprocess.Popen:
+    """The pair's server, listening when this returns."""
+    vm = pair.vms[1]
+    if test == "conn":
+        srv = dep.popen(vm, flowgen.server_command(flowgen.ServerParams(listen=dep.ip(vm))),
+                        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        if not select.select([srv.stdout], [], [], session.start_timeout(dep))[0] or \
+                "listening" not in srv.stdout.readline():
+            raise RuntimeError(f"vnetbench-flowgen server in {vm} did not start")
+        return srv
+    argv = iperf3.server_command(iperf3.ServerParams(bind=dep.ip(vm), port=port))
+    srv = dep.popen(vm, argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    session.wait_listening(dep, vm, port, server=srv)
+    return srv
+
+
+def _step(dep, pairs, test, seconds, udp_bps, streams, latency, during=None,
+          conn_rate=100) -> tuple[dict, dict]:
     """Every pair of the step at once: (metrics of the step, its extra)."""
     ports = {p.name: BASE_PORT + i for i, p in enumerate(pairs)}
     servers, gates = {}, {}
     stamp = stamp_command(dep)
     try:
         for p in pairs:
-            argv = iperf3.server_command(iperf3.ServerParams(bind=dep.ip(p.vms[1]), port=ports[p.name]))
-            servers[p.name] = dep.popen(p.vms[1], argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-        for p in pairs:
-            session.wait_listening(dep, p.vms[1], ports[p.name], server=servers[p.name])
+            servers[p.name] = _server(dep, p, test, ports[p.name])
         for p in pairs:
             gates[p.name] = _gate(dep, p.vms[0], gated(
-                client_argv(dep, p, test, seconds, ports[p.name], udp_bps, streams), stamp))
+                client_argv(dep, p, test, seconds, ports[p.name], udp_bps, streams, conn_rate), stamp))
             if latency:
                 count = max(1, int(seconds / PING_INTERVAL_S))
                 gates[p.name + "/ping"] = _gate(dep, p.vms[0], gated(ping.command(ping.PingParams(
@@ -156,9 +182,7 @@ def _summarise(dep, pairs, test, outputs, window) -> tuple[dict, dict]:
         row = {"pair": p.name, "placement": p.placement, "hosts": [dep.testbed.vm(v).host for v in p.vms]}
         try:
             stamps.append(parse_stamp(o["stamp"]) - _offset(dep, p.vms[0]))
-            res = iperf3.parse(o["out"])
-            row.update(ok=True, gbps=res["bits_per_second"] / 1e9,
-                       loss_pct=res.get("lost_percent") if test == "udp" else None)
+            row.update(ok=True, **_figure(test, o["out"]))
         except (ValueError, KeyError) as exc:
             row.update(ok=False, error=str(exc).splitlines()[0][:200] if str(exc) else
                        (o["err"].strip()[-200:] or f"exit {o['rc']}"))
@@ -170,13 +194,14 @@ def _summarise(dep, pairs, test, outputs, window) -> tuple[dict, dict]:
             except ValueError:
                 row.update(rtt_ms=[], echo_loss_pct=None)
         per_pair.append(row)
-    s = aggregate.step(per_pair, "gbps")
+    unit = UNIT[test]
+    s = aggregate.step(per_pair, unit)
     spread_ms = (max(stamps) - min(stamps)) / 1e6 if len(stamps) > 1 else 0.0
     hosts = {h: {"dataplane_pct": v.get("dataplane"), "cpus": v.get("cpus"),
                  "busy_pct": v.get("busy_pct"), "components": v.get("components")}
              for h, v in window.result.get("hosts", {}).items()}
-    metrics = {"aggregate_gbps": s["sum"], "min_gbps": s["min"], "p5_gbps": s["p5"],
-               "p50_gbps": s["p50"], "p95_gbps": s["p95"], "jain": s["jain"],
+    metrics = {f"aggregate_{unit}": s["sum"], f"min_{unit}": s["min"], f"p5_{unit}": s["p5"],
+               f"p50_{unit}": s["p50"], f"p95_{unit}": s["p95"], "jain": s["jain"],
                "pairs_ran": s["ran"], "pairs_failed": len(s["failed"]),
                "loss_pct_max": s["loss_pct_max"], "rtt_p50_ms": s["rtt_p50_ms"],
                "rtt_p99_ms": s["rtt_p99_ms"], "start_spread_ms": spread_ms, **window.metrics()}
@@ -184,6 +209,20 @@ def _summarise(dep, pairs, test, outputs, window) -> tuple[dict, dict]:
                        for r in per_pair],
              "failed": s["failed"], "hosts": hosts, "cpu": window.result, "start_spread_ms": spread_ms}
     return metrics, extra
+
+
+def _figure(test: str, out: str) -> dict:
+    """A pair's figure from its client's output (ValueError when there is none): Gbit/s
+    and UDP loss from iperf3; from flowgen, connections set up within its deadline per
+    second (``cps``) and the share that failed or were late (``loss_pct``)."""
+    if test == "conn":
+        res = flowgen.parse(out)
+        window = res.get("window_s") or res["duration_s"]
+        return {"cps": res["ok"] / window if window else None, "loss_pct": res["loss_pct"],
+                "offered_cps": res["achieved_rate"]}
+    res = iperf3.parse(out)
+    return {"gbps": res["bits_per_second"] / 1e9,
+            "loss_pct": res.get("lost_percent") if test == "udp" else None}
 
 
 _OFFSETS: dict = {}
@@ -201,9 +240,10 @@ def _offset(dep, vm) -> int:
 
 
 def _record(dep, pairs, test, n, samples, extras, started, seconds, udp_bps, streams,
-            accommodation, progression) -> Result:
+            accommodation, progression, conn_rate=100) -> Result:
     tb = dep.testbed
-    params = {"test": test, "seconds": seconds, "streams": streams, "udp_bps": udp_bps,
+    params = {"test": test, "unit": UNIT[test], "seconds": seconds, "streams": streams, "udp_bps": udp_bps,
+              "conn_rate": conn_rate if test == "conn" else None,
               "progression": progression, "accommodation": accommodation,
               "placements": sorted({p.placement for p in pairs})}
     labels = {"test": "scale", "run_id": dep.run_id, "testbed": tb.name,
@@ -226,4 +266,5 @@ def _curve_point(r: Result) -> dict:
         hosts[h] = {"dataplane_pct": mean([e["hosts"].get(h, {}).get("dataplane_pct") for e in reps]),
                     "busy_pct": mean([e["hosts"].get(h, {}).get("busy_pct") for e in reps]),
                     "cpus": next((e["hosts"][h].get("cpus") for e in reps if h in e["hosts"]), 1)}
-    return {"pairs": r.labels["pairs"], "sum": mean(r.samples.get("aggregate_gbps", [])), "hosts": hosts}
+    unit = r.labels["params"].get("unit", "gbps")
+    return {"pairs": r.labels["pairs"], "sum": mean(r.samples.get(f"aggregate_{unit}", [])), "hosts": hosts}
