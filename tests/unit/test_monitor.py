@@ -123,6 +123,21 @@ def test_families_one_result_and_ci_per_metric_with_timestamps():
         pytest.approx(1.1)
 
 
+def test_a_scale_steps_cpu_per_host_is_a_result_series_per_host():
+    """The scale dashboard's per-host CPU panel reads vnetbench_result{metric=
+    "host_dataplane_pct", host=...}: one series per host of the record's ``per_host``."""
+    import dataclasses
+    r = dataclasses.replace(record(step="0004"),
+                            extra={"per_host": {"host_dataplane_pct": {"h1": 96.0, "h2": 88.5, "h3": None}}})
+    labels = publish.result_labels(r)
+    got = samples_of(publish.families([r], None))
+    assert labels["step"] == "0004"
+    for host, value in (("h1", 96.0), ("h2", 88.5)):
+        key = ("vnetbench_result", frozenset({**labels, "metric": "host_dataplane_pct", "host": host}.items()))
+        assert got[key] == value
+    assert not any(dict(k[1]).get("host") == "h3" for k in got)
+
+
 def test_families_running_flag():
     running = {"labels": {"testbed": "ovs-vxlan", "vswitch": "ovs", "network": "vxlan",
                           "placement": "cross-host", "test": "tcp_stream"}, "value": 1}

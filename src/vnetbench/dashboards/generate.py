@@ -8,9 +8,9 @@ from pathlib import Path
 
 from grafana_foundation_sdk.cog.encoder import JSONEncoder
 
-from . import efficiency, overlay_comparison, vswitch_cpu
+from . import efficiency, overlay_comparison, scale_steps, vswitch_cpu
 
-MODULES = (overlay_comparison, vswitch_cpu, efficiency)
+MODULES = (overlay_comparison, vswitch_cpu, efficiency, scale_steps)
 JSON_DIR = Path(__file__).resolve().parents[3] / "dashboards" / "json"
 
 

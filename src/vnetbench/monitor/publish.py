@@ -75,6 +75,10 @@ def families(results, running: dict | None) -> list[Metric]:
             add("vnetbench_result", {**labels, "metric": metric}, summary["mean"])
             if summary.get("ci95") is not None:          # none below 3 repetitions
                 add("vnetbench_result_ci95", {**labels, "metric": metric}, summary["ci95"])
+        for metric, by_host in sorted((r.extra or {}).get("per_host", {}).items()):
+            for host, value in sorted(by_host.items()):      # e.g. a scale step's CPU per host
+                if value is not None:
+                    add("vnetbench_result", {**labels, "metric": metric, "host": host}, value)
         add("vnetbench_result_start_timestamp_seconds", labels, r.started)
         add("vnetbench_result_end_timestamp_seconds", labels, r.finished)
     if running is not None:

@@ -242,7 +242,8 @@ def _offset(dep, vm) -> int:
 def _record(dep, pairs, test, n, samples, extras, started, seconds, udp_bps, streams,
             accommodation, progression, conn_rate=100) -> Result:
     tb = dep.testbed
-    params = {"test": test, "unit": UNIT[test], "seconds": seconds, "streams": streams, "udp_bps": udp_bps,
+    params = {"test": test, "unit": UNIT[test], "step": f"{n:04d}",   # step: a label that sorts
+              "seconds": seconds, "streams": streams, "udp_bps": udp_bps,
               "conn_rate": conn_rate if test == "conn" else None,
               "progression": progression, "accommodation": accommodation,
               "placements": sorted({p.placement for p in pairs})}
@@ -250,9 +251,16 @@ def _record(dep, pairs, test, n, samples, extras, started, seconds, udp_bps, str
               "vswitch": tb.vswitch.kind.value, "network": tb.network.type.value,
               "placement": "+".join(params["placements"]), "pair": f"{n} pairs", "pairs": n,
               "point": f"{test} {n} pairs", "params": params}
+    per_host = {}
+    for e in extras:
+        for h, v in e["hosts"].items():
+            if v.get("dataplane_pct") is not None:
+                per_host.setdefault(h, []).append(v["dataplane_pct"])
     return Result(test="scale", labels=labels, samples=samples,
                   provenance=provenance.collect(dep, [v for p in pairs for v in p.vms][:2]),
-                  started=started, finished=now(), extra={"repetitions": extras})
+                  started=started, finished=now(),
+                  extra={"repetitions": extras,        # per_host: published with a host label
+                         "per_host": {"host_dataplane_pct": {h: sum(x) / len(x) for h, x in per_host.items()}}})
 
 
 def _curve_point(r: Result) -> dict:
