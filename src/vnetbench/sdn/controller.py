@@ -82,10 +82,13 @@ def run_osken(name: bytes, pidfile: str, listen: str, app: str, settings: dict,
     AppManager.run_apps([app])
 
 
-def listening(addr, backlog: int = 128) -> socket.socket:
-    """The OpenFlow listening socket, bound at once (connections queue meanwhile)."""
+def listening(addr, backlog: int = 128, rcvbuf: int | None = None) -> socket.socket:
+    """The OpenFlow listening socket, bound at once (connections queue meanwhile);
+    ``rcvbuf``: a fixed receive buffer for the switches' connections (they inherit it)."""
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    if rcvbuf:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
     sock.bind(addr)
     sock.listen(backlog)
     return sock

@@ -17,6 +17,10 @@ import json
 import sys
 
 PROCESS_NAME = b"contrail-vrouter-agent"
+#: the switch connection's receive buffer (bytes; accepted sockets inherit it, the kernel
+#: doubles it): with the host's TCP send buffers (``netns.PACKET_IN_WMEM``) the bound on
+#: the packet-ins queued for the agent, as the real vRouter's pkt0 ring bounds its own
+PACKET_IN_BUFFER = 32 * 1024
 
 
 def main(argv=None) -> int:
@@ -28,11 +32,14 @@ def main(argv=None) -> int:
     p.add_argument("--state", required=True, help="file the agent keeps its status in")
     p.add_argument("--record", help="append raw packet-ins (JSON lines)")
     args = p.parse_args(argv)
-    from vnetbench.sdn.controller import run_osken
+    from vnetbench.sdn.controller import listening, run_osken
+    host, port = args.listen.rsplit(":", 1)
+    server = listening((host, int(port)), rcvbuf=PACKET_IN_BUFFER)
     with open(args.config) as f:
         config = json.load(f)
     run_osken(PROCESS_NAME, args.pidfile, args.listen, "vnetbench.kinds.vrouter.app",
-              dict(config=config, control=args.control, state=args.state, record=args.record))
+              dict(config=config, control=args.control, state=args.state, record=args.record),
+              server=server)
     return 0
 
 

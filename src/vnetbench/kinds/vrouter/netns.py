@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 
 from vnetbench.errors import BuildError
-from vnetbench.testbed.netns import mgmt, proc
+from vnetbench.testbed.netns import mgmt, nsops, proc
 from vnetbench.testbed.deployment import CONTROLLER_DIR
 from vnetbench.kinds.ovs.netns import OvsHost, _bridge, _port, qos_columns, start_host, tunnel_neighbours
 
@@ -25,6 +25,17 @@ CONTROL_PORT = 5269              # XMPP's client port, which Contrail agents use
 AGENT_OF = "127.0.0.1:6653"     # the agent's OpenFlow listener, inside its host namespace
 READY_TIMEOUT_S = 45.0          # generous: a loaded 2-CPU machine starts Python slowly
 CONTROL_NODE = "control-node"
+#: TCP send buffers in a host's namespace (min default max): the switch's side of its
+#: connection to the agent, where packet-ins wait for the agent. The real vRouter hands
+#: new flows to its agent through a bounded ring (pkt0) and drops beyond it; left to TCP's
+#: autotuning, ovs-vswitchd queued up to 2.5 MB of packet-ins here and the agent went on
+#: setting up flows 10-18 s after a 1 s load at 10,000/s had ended, under the next
+#: measurement. 128 KiB here and the agent's 32 KiB receive buffer (64 KiB as the kernel
+#: doubles it) hold about 1.4 s of set-ups: longer than flowgen's 1 s deadline, so nothing
+#: the agent could still set up in time is dropped (bench_vrouter: 800/s without loss,
+#: 400/s before), and the backlog after that load lasts 1.2 s (docs/sdn.md). The host
+#: namespace carries no tenant TCP.
+PACKET_IN_WMEM = "4096 16384 131072"
 
 
 def ctl_dir(run_dir: Path) -> Path:
@@ -119,6 +130,8 @@ def start(ctx) -> None:
     about a second, which overlaps the rest of the bring-up)."""
     tb, n = ctx.testbed, ctx.names
     ctl_dir(ctx.run.dir).mkdir(parents=True, mode=0o700, exist_ok=True)
+    for host in tb.hosts:       # before OVS connects to its agent: the packet-in path's bound
+        nsops.sysctl(n.host_ns(host.name), "net/ipv4/tcp_wmem", PACKET_IN_WMEM)
     start_control_node(ctx.run, n, tb)
     control = f"{mgmt.controller_ip(tb)}:{CONTROL_PORT}"
     for host in tb.hosts:
