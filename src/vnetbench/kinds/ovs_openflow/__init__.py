@@ -33,6 +33,12 @@ class OvsOpenFlow(Ovs):
                 "reactive controller (Floodlight v0.90 model) owns the flow table and "
                 "meters nothing")
 
+    def why_not_security_groups(self, caps):
+        return ("security groups are stateful (the replies of an allowed connection pass) and "
+                "Floodlight v0.90's Firewall module is not: it judges each packet-in against "
+                "allow/deny rules by header with no connection state, so a Neutron group has no "
+                "faithful realisation in this model (docs/security-groups.md)")
+
     def flow_layers(self, testbed):
         from vnetbench.testbed.flowstate import FlowState
         idle = testbed.vswitch.options.idle_timeout or math.inf
