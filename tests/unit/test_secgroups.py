@@ -4,6 +4,7 @@ realisation is checked against."""
 
 import dataclasses
 import ipaddress
+from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
@@ -16,19 +17,7 @@ from vnetbench.testbed.model import SecurityGroup, SgRule
 from vnetbench.testbed.secgroups import Packet
 
 HEAD = "vswitch: ovs\nnetwork: {type: vxlan}\n"
-WEB = HEAD + """\
-security_groups:
-  - name: web
-    rules:
-      - {direction: ingress, protocol: tcp, port_range_min: 5201, port_range_max: 5210, remote_ip_prefix: 198.19.1.0/28}
-      - {direction: ingress, protocol: icmp, port_range_min: 8, remote_group: web}
-vms:
-  - {name: a, host: h1, vnets: [{name: vnet1, ip: 198.19.1.10, security_groups: [web]}]}
-  - {name: b, host: h2, vnets: [{name: vnet1, ip: 198.19.1.2}]}
-  - {name: c, host: h2, vnets: [{name: vnet1, ip: 198.19.1.3, port_security: false}]}
-  - {name: d, host: h1, vnets: [{name: vnet1, ip: 198.19.1.20, security_groups: [web]}]}
-  - {name: e, host: h1, vnets: [{name: vnet1, ip: 198.19.1.30, security_groups: []}]}
-"""
+WEB = HEAD + (Path(__file__).parent.parent / "data" / "secgroups" / "web.yaml").read_text()
 
 
 def nic(tb, vm):

@@ -6,6 +6,7 @@ and a port with port security takes its fabric traffic through the flow table.""
 
 import dataclasses
 import ipaddress
+from pathlib import Path
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -18,21 +19,8 @@ from vnetbench.testbed.loader import loads
 from vnetbench.testbed.model import SgRule
 from vnetbench.testbed.secgroups import Packet
 
-WEB = """\
-vswitch: vrouter
-network: {type: gre}
-security_groups:
-  - name: web
-    rules:
-      - {direction: ingress, protocol: tcp, port_range_min: 5201, port_range_max: 5210, remote_ip_prefix: 198.19.1.0/28}
-      - {direction: ingress, protocol: icmp, port_range_min: 8, remote_group: web}
-vms:
-  - {name: a, host: h1, vnets: [{name: vnet1, ip: 198.19.1.10, security_groups: [web]}]}
-  - {name: b, host: h2, vnets: [{name: vnet1, ip: 198.19.1.2}]}
-  - {name: c, host: h2, vnets: [{name: vnet1, ip: 198.19.1.3, port_security: false}]}
-  - {name: d, host: h1, vnets: [{name: vnet1, ip: 198.19.1.20, security_groups: [web]}]}
-  - {name: e, host: h1, vnets: [{name: vnet1, ip: 198.19.1.30, security_groups: []}]}
-"""
+WEB = "vswitch: vrouter\nnetwork: {type: gre}\n" + \
+    (Path(__file__).parent.parent / "data" / "secgroups" / "web.yaml").read_text()
 GRE = 50                                   # each agent's OpenFlow port of the tunnel
 PROTO = {"icmp": 1, "tcp": 6, "udp": 17}
 OPTS = {"headless": False, "hold_time": 90, "flow_setup_rate": 0, "flow_hold_packets": 3,
