@@ -164,3 +164,33 @@ def test_the_agents_configuration_carries_rules_and_members():
     assert got["members"]["web"] == ["198.19.1.10", "198.19.1.20"]
     assert got["groups"]["web"][0] == rule_to_dict(tb.security_group("web").rules[0])
     assert got["groups"]["web"][0]["remote_ip_prefix"] == "198.19.1.0/28"
+
+
+def test_settle_waits_until_every_agent_stood_still(tmp_path):
+    """``netns.wait_quiet``: an agent whose counters moved 0.1 s ago is waited for until
+    QUIET_S has passed; quiet agents cost no wait; a busy one is given up on at the
+    timeout (the caller records the seconds)."""
+    import json
+    from vnetbench.kinds.vrouter import netns
+    tb = loads(WEB)
+    clock = [1000.0]
+
+    def status(h1_t, h2_t):
+        for host, t in (("h1", h1_t), ("h2", h2_t)):
+            (tmp_path / host).mkdir(exist_ok=True)
+            netns.agent_state(tmp_path, host).write_text(json.dumps({"t": t}))
+
+    def sleep(s):
+        clock[0] += s
+    status(900.0, 999.9)
+    waited = netns.wait_quiet(tmp_path, tb, 5.0, now=lambda: clock[0], sleep=sleep)
+    assert netns.QUIET_S - 0.1 <= waited <= netns.QUIET_S - 0.1 + 0.02
+    status(900.0, 900.0)
+    assert netns.wait_quiet(tmp_path, tb, 5.0, now=lambda: clock[0], sleep=sleep) == 0.0
+
+    def busy(s):                    # the agent keeps setting flows up
+        clock[0] += s
+        status(900.0, clock[0])
+    status(900.0, clock[0])
+    waited = netns.wait_quiet(tmp_path, tb, 2.0, now=lambda: clock[0], sleep=busy)
+    assert 2.0 <= waited <= 2.3

@@ -35,9 +35,10 @@ def repeat(dep, times: int, measure) -> tuple[dict, list]:
     parts kept beside it (cpu_vswitch_pct, cpu_softirq_in_vswitch_pct, ...; see
     vnetbench.cpu), with its uncertainty cpu_pct_err. 100% = one CPU."""
     def windowed():
+        settled = dep.settle()            # the last load's backlog is not this measurement's
         with cpu.Window(dep) as window:
             metrics, extra = measure()
-        return {**metrics, **window.metrics()}, {**extra, "cpu": window.result}
+        return {**metrics, **window.metrics()}, {**extra, "cpu": window.result, "settled_s": settled}
     return collect(times, windowed)
 
 

@@ -61,6 +61,10 @@ class RunDeployment:
         return subprocess.run(self.vm_argv(vm, argv), capture_output=True, text=True,
                               timeout=timeout, stdin=subprocess.DEVNULL)
 
+    def settle(self, timeout: float = 5.0) -> float:
+        """Nothing the backend can see queues (a cloud's or a remote hypervisor's agents)."""
+        return 0.0
+
     def update_security_groups(self, groups) -> float:
         """A backend that does not change security groups on a running testbed says so."""
         from vnetbench.errors import UnsupportedError

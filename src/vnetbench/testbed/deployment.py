@@ -96,6 +96,13 @@ class Deployment(Protocol):
         "controller", "agent"; None: all the kind has): the state those layers' idle
         timeouts leave, so the next packet takes the path it takes after that much time."""
 
+    def settle(self, timeout: float = 5.0) -> float:
+        """Return once the data plane has finished with the previous load -- a reactive
+        kind's agent still setting up flows queued during it -- or after ``timeout``:
+        the seconds waited. A measurement starts after it (``battery.common.repeat``),
+        so none runs beside the last one's backlog. 0 where nothing is queued, or where
+        the backend cannot see it."""
+
     def cpu_probe(self, wait: bool = True) -> Path | None:
         """The snapshot file of the run's interrupt-time probe (docs/metrics.md, method
         bpf), started on first use and owned by the run; None where it is not needed

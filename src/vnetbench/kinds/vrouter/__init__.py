@@ -75,6 +75,12 @@ class VRouter(Ovs):
         from vnetbench.kinds.vrouter import netns
         netns.wire(ctx)
 
+    def netns_settle(self, dep, timeout):
+        """Until no agent has set a flow up for ``netns.QUIET_S`` (its status file is
+        rewritten within 50 ms of each change of its counters)."""
+        from vnetbench.kinds.vrouter import netns
+        return netns.wait_quiet(dep.run.dir, dep.testbed, timeout)
+
     def netns_expire(self, dep, layers):
         """The agent's flows, with the datapath cache that is part of its one flow table."""
         if "agent" in layers:

@@ -189,6 +189,23 @@ def wait_converged(run_dir: Path, testbed, timeout=READY_TIMEOUT_S, since: float
         time.sleep(0.02)
 
 
+#: an agent is quiet when its counters have not moved for this long (it writes its status
+#: file at most 50 ms after a set-up, app.STATUS_S)
+QUIET_S = 0.25
+
+
+def wait_quiet(run_dir: Path, testbed, timeout: float, now=time.time, sleep=time.sleep) -> float:
+    """Until every agent's status (``t``: when its counters last changed) is QUIET_S old,
+    or ``timeout``; the seconds waited (0 when they already were)."""
+    start = now()
+    while True:
+        last = max((agent_status(run_dir, h.name).get("t", 0.0) for h in testbed.hosts), default=0.0)
+        idle_for = now() - last
+        if idle_for >= QUIET_S or now() - start >= timeout:
+            return now() - start
+        sleep(min(QUIET_S - idle_for, max(0.0, timeout - (now() - start))) + 0.01)
+
+
 class VRouterHost(OvsHost):
     """An OVS host whose bridge belongs to its vRouter agent (no flows of its own)."""
 

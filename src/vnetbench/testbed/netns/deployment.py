@@ -121,6 +121,10 @@ class Deployment(RunDeployment):
         layers = {s.layer for s in flowstate.layers(self.testbed)} if layers is None else set(layers)
         kinds.of(self.testbed).netns_expire(self, layers)
 
+    def settle(self, timeout: float = 5.0) -> float:
+        """The kind's own idea of idle (``Kind.netns_settle``)."""
+        return kinds.of(self.testbed).netns_settle(self, timeout)
+
     def cpu_probe(self, wait: bool = True) -> Path | None:
         from vnetbench.testbed.netns import cpuprobe
         return cpuprobe.ensure(self, wait=wait)
