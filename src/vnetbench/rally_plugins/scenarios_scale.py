@@ -34,10 +34,19 @@ class Scale(_Base):
         if dep is None:
             return self._not_applicable(self.TEST)
         pairs = sorted(dep.testbed.pairs, key=lambda p: int(p.name[1:]) if p.name[1:].isdigit() else 0)
-        results = scale_run.run(dep, pairs, progression=progression, tests=tuple(tests),
-                                seconds=seconds, repetitions=repetitions, udp_bps=udp_bps,
-                                streams=streams, latency=latency, accommodation=accommodation,
-                                conn_rate=conn_rate)
+        from types import SimpleNamespace
+
+        from vnetbench.monitor import publish, server
+        monitor = self.context["vnetbench"].get("monitor")
+        mon = server.attach(monitor) if monitor else None
+        # one test window for the whole progression: its steps run many pairs at once
+        every = SimpleNamespace(name="all-pairs", placement="+".join(sorted({p.placement for p in pairs})))
+        with publish.window(mon, dep, self.TEST, every) as pushed:
+            pushed += scale_run.run(dep, pairs, progression=progression, tests=tuple(tests),
+                                    seconds=seconds, repetitions=repetitions, udp_bps=udp_bps,
+                                    streams=streams, latency=latency, accommodation=accommodation,
+                                    conn_rate=conn_rate)
+        results = pushed
         self._record(results)
         self.add_output(additive=charts.metrics_table(results, SCALE_KEYS),
                         complete=charts.results_table("Scale: every pair of a step at once "
