@@ -155,7 +155,8 @@ def test_a_held_packet_from_the_fabric_is_handed_to_its_port():
     k = key(tb, "b", "a", "tcp", 5201)
     assert a.release(k, ofport(tb, "d")) is None                            # from a VM: the tables
     assert a.release(k, GRE)[-1] == ("output", ofport(tb, "a"))
-    assert reverse(reverse(k)) == k and reverse(key(tb, "a", "b", "icmp", 0))[4] == 0
+    echo = key(tb, "a", "b", "icmp", 0)
+    assert reverse(reverse(k)) == k and reverse(echo)[4] == 0 and reverse(reverse(echo)) == echo
 
 
 def test_the_agents_configuration_carries_rules_and_members():

@@ -158,9 +158,11 @@ class FlowSetup:
         return (1.0 - self.tokens) / self.rate
 
 
-#: ICMP requests and their replies (as conntrack pairs them): an ICMP flow's key
-#: carries the type and code where TCP and UDP carry the ports
+#: ICMP requests and their replies, both ways (as conntrack pairs them): an ICMP flow's
+#: key carries the type and code where TCP and UDP carry the ports, and a reply's reverse
+#: is its request, so a miss on either finds the verdict the flow was given
 ICMP_REPLY = {8: 0, 13: 14, 15: 16, 17: 18}
+ICMP_REPLY.update({reply: request for request, reply in list(ICMP_REPLY.items())})
 
 
 def reverse(key: tuple) -> tuple:
