@@ -8,6 +8,7 @@ keeps the address short while the socket file lives where its owner's files do
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 from contextlib import contextmanager
@@ -31,3 +32,16 @@ def bind(sock: socket.socket, path) -> None:
 def connect(sock: socket.socket, path) -> None:
     with _short(path) as p:
         sock.connect(p)
+
+
+def request(path, msg: dict, timeout: float) -> dict | None:
+    """One JSON line to the server at ``path`` and its one-line JSON reply (None: it
+    closed without one); OSError and ValueError as they come."""
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+        s.settimeout(timeout)
+        connect(s, path)
+        with s.makefile("rw") as stream:
+            stream.write(json.dumps(msg) + "\n")
+            stream.flush()
+            line = stream.readline()
+    return json.loads(line) if line.strip() else None

@@ -21,13 +21,9 @@ _LOOKUPS = re.compile(r"lookups: hit:(\d+) missed:(\d+) lost:(\d+)")
 def run(dep, pair, rates=(10, 100, 1000, 10000), seconds=5, deadline_ms=1000, repetitions=3):
     src, dst = pair.vms
     static_arp(dep, src, dst)
-    server = dep.popen(dst, flowgen.server_command(flowgen.ServerParams(listen=dep.ip(dst))),
-                       stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    server = start_server(dep, dst)
     out = []
     try:
-        ready, _, _ = select.select([server.stdout], [], [], start_timeout(dep))
-        if not ready or "listening" not in server.stdout.readline():
-            raise RuntimeError(f"vnetbench-flowgen server in {dst} did not start")
         for rate in rates:
             started = now()
             samples, extras = repeat(dep, repetitions,
@@ -39,6 +35,18 @@ def run(dep, pair, rates=(10, 100, 1000, 10000), seconds=5, deadline_ms=1000, re
     finally:
         stop(server, timeout=10)
     return out
+
+
+def start_server(dep, vm: str) -> subprocess.Popen:
+    """vnetbench-flowgen's server in VM, listening when this returns (stopped if it
+    does not start)."""
+    server = dep.popen(vm, flowgen.server_command(flowgen.ServerParams(listen=dep.ip(vm))),
+                       stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    ready, _, _ = select.select([server.stdout], [], [], start_timeout(dep))
+    if not ready or "listening" not in server.stdout.readline():
+        stop(server, timeout=10)
+        raise RuntimeError(f"vnetbench-flowgen server in {vm} did not start")
+    return server
 
 
 def _one(dep, src, dst, rate, seconds, deadline_ms):

@@ -64,13 +64,13 @@ def result(test: str, metric: str) -> str:
             f'{RESULT_FILTER}}}[$__range])')
 
 
-def categorized(expr: str, point_label: str) -> str:
-    """One series per x-axis category "point · vswitch/network · placement · run",
-    so that a bar chart groups the configurations side by side by point."""
+def categorized(expr: str, *point_labels: str) -> str:
+    """One series per x-axis category "point · vswitch/network · placement · run" (the
+    point: the values of ``point_labels``), so that a bar chart groups the
+    configurations side by side by point."""
     config = f'label_join({expr}, "config", "/", "vswitch", "network")'
-    joined = (f'label_join({config}, "x", " · ", "{point_label}", "config", '
-              f'"placement", "run_id")')
-    return f"max by (x) ({joined})"
+    labels = ", ".join(f'"{x}"' for x in (*point_labels, "config", "placement", "run_id"))
+    return f'max by (x) (label_join({config}, "x", " · ", {labels}))'
 
 
 def instant(expr: str, ref_id: str) -> prometheus.Dataquery:

@@ -13,9 +13,7 @@ UNITS = (("gbps", "Gbit/s", "Gbits"), ("cps", "connections/s", "cps"))
 
 def _by_step(expr: str, *extra: str) -> str:
     """One series per "step · point [· host] · vswitch/network · placement · run"."""
-    config = f'label_join({expr}, "config", "/", "vswitch", "network")'
-    labels = ", ".join(f'"{x}"' for x in ("step", "point", *extra, "config", "placement", "run_id"))
-    return f'max by (x) (label_join({config}, "x", " · ", {labels}))'
+    return common.categorized(expr, "step", "point", *extra)
 
 
 def aggregate_panel(unit: str, text: str, grafana_unit: str, panel_id: int):

@@ -105,12 +105,8 @@ def _server(dep, pair, test, port) -> subprocess.Popen:
     """The pair's server, listening when this returns."""
     vm = pair.vms[1]
     if test == "conn":
-        srv = dep.popen(vm, flowgen.server_command(flowgen.ServerParams(listen=dep.ip(vm))),
-                        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        if not select.select([srv.stdout], [], [], session.start_timeout(dep))[0] or \
-                "listening" not in srv.stdout.readline():
-            raise RuntimeError(f"vnetbench-flowgen server in {vm} did not start")
-        return srv
+        from vnetbench.battery.flowsetup import start_server
+        return start_server(dep, vm)
     argv = iperf3.server_command(iperf3.ServerParams(bind=dep.ip(vm), port=port))
     srv = dep.popen(vm, argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     session.wait_listening(dep, vm, port, server=srv)

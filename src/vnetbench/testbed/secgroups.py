@@ -76,21 +76,28 @@ def matches(rule: SgRule, pkt: Packet, remote: ipaddress.IPv4Address,
     return True
 
 
+def admitting(rules, direction: str, pkt: Packet, members_of) -> SgRule | None:
+    """The first of ``rules`` that admits ``pkt`` in ``direction``; ``members_of(group)``:
+    the addresses a ``remote_group`` rule naming ``group`` matches. The one loop the
+    reference and a kind's own evaluation (the vRouter model's agent) share."""
+    remote = pkt.src if direction == "ingress" else pkt.dst
+    for rule in rules:
+        if rule.direction != direction:
+            continue
+        group = members_of(rule.remote_group) if rule.remote_group else None
+        if matches(rule, pkt, remote, group):
+            return rule
+    return None
+
+
 def allowing_rule(tb: Testbed, nic: Nic, direction: str, pkt: Packet) -> SgRule | None:
     """The first rule of ``nic``'s groups that admits ``pkt`` in ``direction`` ("ingress":
     ``pkt`` arrives at the port; "egress": it leaves it); ``OPEN`` for an unfiltered
     port; None when the port drops it."""
     if not nic.port_security:
         return OPEN
-    remote = pkt.src if direction == "ingress" else pkt.dst
-    for name in nic.security_groups:
-        for rule in tb.security_group(name).rules:
-            if rule.direction != direction:
-                continue
-            group = members(tb, rule.remote_group) if rule.remote_group else None
-            if matches(rule, pkt, remote, group):
-                return rule
-    return None
+    rules = (rule for name in nic.security_groups for rule in tb.security_group(name).rules)
+    return admitting(rules, direction, pkt, lambda group: members(tb, group))
 
 
 def allowed(tb: Testbed, src: Nic, dst: Nic, pkt: Packet) -> bool:

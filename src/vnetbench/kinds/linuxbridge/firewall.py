@@ -11,12 +11,11 @@ and goes with it; the agent is a journaled daemon stopped by its pidfile.
 
 from __future__ import annotations
 
-import json
 import shutil
-import socket
 import time
 from pathlib import Path
 
+from vnetbench import unixsock
 from vnetbench.errors import BuildError
 from vnetbench.kinds import neutron_sg
 from vnetbench.testbed.netns import proc
@@ -94,17 +93,10 @@ def _wait_ready(pidfile: Path, log: Path, host: str) -> None:
 
 def command(sock: Path, cmd: dict, host: str, timeout: float = COMMAND_S) -> dict:
     """One command to the host's agent; its reply, or BuildError with the agent's error."""
-    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
-        s.settimeout(timeout)
-        try:
-            s.connect(str(sock))
-            with s.makefile("rw") as stream:
-                stream.write(json.dumps(cmd) + "\n")
-                stream.flush()
-                line = stream.readline()
-        except OSError as exc:
-            raise BuildError(f"Neutron's security-group agent on {host} ({sock}): {exc}") from None
-    reply = json.loads(line) if line.strip() else {"ok": False, "error": "no reply"}
+    try:
+        reply = unixsock.request(sock, cmd, timeout) or {"ok": False, "error": "no reply"}
+    except OSError as exc:
+        raise BuildError(f"Neutron's security-group agent on {host} ({sock}): {exc}") from None
     if not reply.get("ok"):
         raise BuildError(f"Neutron's security-group agent on {host}: {cmd.get('op')} failed: "
                          f"{reply.get('error')}")

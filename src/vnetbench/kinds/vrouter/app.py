@@ -163,8 +163,7 @@ class VRouterAgent(app_manager.OSKenApp):
                     self._release(key, in_port, msg.data)
 
     def _dhcp(self, in_port, data):
-        port = next((p for p, n in self.agent.ofports.items() if n == in_port), None)
-        iface = self.agent.ifaces.get(port)
+        iface = self.agent.iface_of(in_port)
         answer = dhcp.reply(data, iface, self.mtu) if iface else None
         if answer:
             self._packet_out(in_port, answer, to_port=True)

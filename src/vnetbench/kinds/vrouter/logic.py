@@ -350,10 +350,8 @@ class Agent:
     # -- reactive flows --------------------------------------------------------------
 
     def vrf_of(self, ofport: int) -> int | None:
-        for p, n in self.ofports.items():
-            if n == ofport and p in self.ifaces:
-                return self.vrfs[self.ifaces[p].vnet]
-        return None
+        iface = self.iface_of(ofport)
+        return None if iface is None else self.vrfs[iface.vnet]
 
     def flow_entries(self, key: tuple, allow: bool = True) -> list[Flow]:
         """Forward and reverse entries of a 5-tuple; both continue to the routes, or both
@@ -391,10 +389,8 @@ class Agent:
         """Whether a rule of ``iface``'s groups admits ``pkt`` in ``direction``."""
         if not iface.port_security:
             return True
-        remote = pkt.src if direction == "ingress" else pkt.dst
-        return any(r.direction == direction and secgroups.matches(
-                       r, pkt, remote, self.members.get(r.remote_group) if r.remote_group else None)
-                   for g in iface.groups for r in self.rules.get(g, ()))
+        rules = (r for g in iface.groups for r in self.rules.get(g, ()))
+        return secgroups.admitting(rules, direction, pkt, self.members.get) is not None
 
     def permits(self, key: tuple, in_port: int) -> bool:
         """The verdict on a new flow that entered at ``in_port``: the sending port's egress

@@ -89,18 +89,13 @@ def push_security(dep, timeout: float = 10.0) -> dict:
     """The testbed's security groups sent to the control node, which sends them to every
     agent (Contrail's API server -> control node -> agents); returns the node's
     acknowledgement, once it has sent them on -- as Neutron's API returns once stored."""
-    import socket
     from vnetbench import unixsock
     msg = {"type": "config", "security": security(dep.testbed), "generation": time.time()}
-    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as c:
-        c.settimeout(timeout)
-        try:
-            unixsock.connect(c, config_socket(dep.run.dir))
-            c.sendall((json.dumps(msg) + "\n").encode())
-            reply = json.loads(c.makefile("r").readline() or "{}")
-        except (OSError, ValueError) as e:
-            raise BuildError(f"vrouter: the control node of run {dep.run_id} took no configuration "
-                             f"({e}); is it running? (vnetbench testbed status)") from e
+    try:
+        reply = unixsock.request(config_socket(dep.run.dir), msg, timeout) or {}
+    except (OSError, ValueError) as e:
+        raise BuildError(f"vrouter: the control node of run {dep.run_id} took no configuration "
+                         f"({e}); is it running? (vnetbench testbed status)") from e
     if not reply.get("ok"):
         raise BuildError(f"vrouter: the control node of run {dep.run_id} refused the security "
                          f"groups: {reply.get('error', reply)}")
