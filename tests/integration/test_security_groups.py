@@ -2,7 +2,7 @@
 traffic and judged against the reference semantics (vnetbench.testbed.secgroups):
 every probe's outcome equals what Neutron's rules say, so a datapath that filtered
 nothing (or everything) fails. linuxbridge: Neutron's own iptables firewall driver in
-each host's namespace; ovn: the port groups and ACLs Neutron's OVN driver writes;
+each host's namespace; ovs: Neutron's own OVS firewall driver on each host's OVS; ovn: the port groups and ACLs Neutron's OVN driver writes;
 vrouter: the agent's verdict at each flow's set-up (MPLS over GRE)."""
 
 from concurrent.futures import ThreadPoolExecutor
@@ -54,7 +54,7 @@ def _measured(dep, src, dst, proto, port):
     return sg.icmp_open(dep, src, ip) if proto == "icmp" else sg.tcp_open(dep, src, ip, port)
 
 
-@pytest.mark.parametrize("secured", ["linuxbridge", "ovn", "vrouter"], indirect=True)
+@pytest.mark.parametrize("secured", ["linuxbridge", "ovs", "ovn", "vrouter"], indirect=True)
 def test_every_probe_is_what_neutrons_rules_say(secured):
     """TCP to an allowed and a closed port and ICMP echo, between every two VMs (same
     host and across hosts): each outcome is the reference's. Covers ingress denied by
@@ -78,18 +78,20 @@ def test_every_probe_is_what_neutrons_rules_say(secured):
     assert any(w for _, w, _ in results) and not all(w for _, w, _ in results)
 
 
-def test_flow_setup_with_security_groups_off_and_on_names_the_firewall(netns_up):
-    """The same flow-setup point on linuxbridge with no filtering and with every port in
-    Neutron's default group: both measured (every connection through conntrack when on),
-    each record's provenance saying what filtered it."""
+@pytest.mark.parametrize("kind,firewall", [("linuxbridge", "IptablesFirewallDriver"),
+                                           ("ovs", "OVSFirewallDriver")])
+def test_flow_setup_with_security_groups_off_and_on_names_the_firewall(netns_up, kind, firewall):
+    """The same flow-setup point with no filtering and with every port in Neutron's
+    default group: both measured (every connection through conntrack when on), each
+    record's provenance saying what filtered it."""
     from vnetbench.battery import flowsetup
     from vnetbench.rally_plugins.context import testbed_yaml
     from vnetbench.results import provenance
     got = {}
     for on in (False, True):
-        dep = netns_up(loads(testbed_yaml("linuxbridge", "vxlan", None, ["cross-host"], security_groups=on),
+        dep = netns_up(loads(testbed_yaml(kind, "vxlan", None, ["cross-host"], security_groups=on),
                              source=f"<sg {on}>", online_cpus=[0, 1]))
         (rec,) = flowsetup.run(dep, dep.testbed.pairs[0], rates=(200,), seconds=1, repetitions=1)
         got[on] = (rec.metrics["loss_pct"]["mean"], provenance.collect(dep)["security_groups"])
     assert got[False] == (0.0, "off")
-    assert got[True][0] == 0.0 and "IptablesFirewallDriver" in got[True][1]
+    assert got[True][0] == 0.0 and firewall in got[True][1]

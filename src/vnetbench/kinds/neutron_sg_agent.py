@@ -7,6 +7,12 @@ stays off sys.path).
 
     python3 neutron_sg_agent.py --driver iptables --binary neutron-linuxbridge-agent \
         --lock-path DIR --socket PATH --pidfile PATH
+    python3 neutron_sg_agent.py --driver openvswitch --binary neutron-openvswitch-agent \
+        --bridge BR --ovs-rundir DIR --lock-path DIR --socket PATH --pidfile PATH
+
+With ``--driver openvswitch`` (the OVS agent's firewall) the driver programs bridge BR of
+the host's own OVS: its database is ``DIR/db.sock``, and ovs-ofctl finds the bridge's
+management socket in DIR (``OVS_RUNDIR``), so nothing reaches another host's OVS.
 
 It serves a Unix socket (a file: reachable from any namespace): a connection sends one
 JSON command on one line and reads one JSON reply. Commands, one at a time:
@@ -60,7 +66,19 @@ class _PluginRpc:
                 "sg_member_ips": members}
 
 
-def _configure(driver: str, lock_path: str) -> None:
+def _ovs_bridge(name: str, ovs_rundir: str):
+    """The integration bridge the OVS firewall driver programs: Neutron's own
+    ``ovs_lib.OVSBridge`` (ovs-ofctl for flows, OVSDB through ovsdbapp) with the cookie
+    bookkeeping its agent mixes in (``update_cookie_context`` asks for a cookie)."""
+    from neutron.agent.common import ovs_lib
+    from neutron.plugins.ml2.drivers.openvswitch.agent.openflow import br_cookie
+
+    class IntegrationBridge(br_cookie.OVSBridgeCookieMixin, ovs_lib.OVSBridge):
+        pass
+    return IntegrationBridge(name, datapath_type="netdev")
+
+
+def _configure(driver: str, lock_path: str, ovs_rundir: str | None = None) -> None:
     from oslo_concurrency import lockutils
     from oslo_config import cfg
 
@@ -71,12 +89,32 @@ def _configure(driver: str, lock_path: str) -> None:
     agent_conf.register_iptables_opts(cfg.CONF)
     sg_conf.register_securitygroups_opts(cfg.CONF)
     agents_db.register_db_agents_opts(cfg.CONF)
+    if ovs_rundir:
+        from neutron.conf.agent import ovsdb_api
+        from neutron.conf.plugins.ml2.drivers import ovs_conf
+        ovs_conf.register_ovs_agent_opts(cfg.CONF)
+        ovsdb_api.register_ovsdb_api_opts(cfg.CONF)
     cfg.CONF([], project="neutron", default_config_files=[])
+    if ovs_rundir:
+        cfg.CONF.set_override("ovsdb_connection", f"unix:{ovs_rundir}/db.sock", "OVS")
     cfg.CONF.set_override("firewall_driver", driver, "SECURITYGROUP")
     cfg.CONF.set_override("enable_security_group", True, "SECURITYGROUP")
     cfg.CONF.set_override("enable_ipset", True, "SECURITYGROUP")
     cfg.CONF.set_override("root_helper", "", "AGENT")       # root already, in the host's namespace
     lockutils.set_defaults(lock_path)   # Neutron's iptables and ipset locks: the run's, not the machine's
+
+
+def _privileged_in_process() -> None:
+    """Neutron's privileged calls (oslo.privsep) run in this process, not in a privsep
+    daemon: the agent is root already, in its host's namespace, and a daemon that sudo
+    starts would lose ``OVS_RUNDIR`` (ovs-ofctl would look for another OVS) and be a
+    process nobody journaled."""
+    from oslo_privsep import priv_context
+
+    import neutron.privileged as privileged
+    for ctx in vars(privileged).values():
+        if isinstance(ctx, priv_context.PrivContext):
+            ctx.set_client_mode(False)
 
 
 def _text(exc) -> str:
@@ -114,6 +152,8 @@ def main(argv=None) -> int:
     ap.add_argument("--binary", default="neutron-linuxbridge-agent",
                     help="the agent program name Neutron's chain names come from")
     ap.add_argument("--lock-path", required=True, help="directory of Neutron's lock files (the run's)")
+    ap.add_argument("--bridge", help="openvswitch: the integration bridge the driver programs")
+    ap.add_argument("--ovs-rundir", help="openvswitch: the host's OVS run directory (db.sock, <bridge>.mgmt)")
     ap.add_argument("--socket", required=True, help="Unix socket to serve commands on")
     ap.add_argument("--pidfile", required=True, help="written once the socket listens")
     args = ap.parse_args(argv)
@@ -127,10 +167,22 @@ def main(argv=None) -> int:
     if driver == "iptables":
         globals()["BridgeNamedIptablesFirewallDriver"] = _bridge_named_driver()
         driver = f"{__name__}.BridgeNamedIptablesFirewallDriver"
-    _configure(driver, args.lock_path)
+    if args.ovs_rundir:       # ovs-ofctl, ovs-vsctl, ovs-appctl: this host's OVS only
+        for var in ("OVS_RUNDIR", "OVS_LOGDIR", "OVS_DBDIR", "OVS_SYSCONFDIR"):
+            os.environ[var] = args.ovs_rundir
+    _configure(driver, args.lock_path, args.ovs_rundir)
+    _privileged_in_process()
     from neutron.agent import securitygroups_rpc
     rpc = _PluginRpc()
-    agent = securitygroups_rpc.SecurityGroupAgentRpc(context=None, plugin_rpc=rpc)
+    bridge = None
+    if driver == "openvswitch":
+        bridge = _ovs_bridge(args.bridge, args.ovs_rundir)
+        # Neutron retries a driver whose constructor raised TypeError without the bridge,
+        # which hides the first error: build it once here so a failure says what it is
+        from neutron.agent import firewall
+        firewall.load_firewall_driver_class(driver)(integration_bridge=bridge)
+    agent = securitygroups_rpc.SecurityGroupAgentRpc(context=None, plugin_rpc=rpc,
+                                                     integration_bridge=bridge)
     srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     srv.bind(args.socket)
     srv.listen(8)

@@ -8,6 +8,7 @@ held for a per-flow set-up. A VLAN per vnet; hosts meet over the underlay as a V
 
 from __future__ import annotations
 
+from vnetbench.kinds.base import Kind
 from vnetbench.kinds.ovs import Ovs
 from vnetbench.testbed.model import NetType
 
@@ -23,6 +24,10 @@ class Faucet(Ovs):
     no_cloud = ("Faucet has no Neutron mechanism driver in Debian's OpenStack; its clouds "
                 "configure it beside Neutron, which this backend does not model")
     demo = False
+    firewall = ""                     # not Neutron's OVS agent: its firewall is not inherited
+
+    def why_not_security_groups(self, caps):
+        return Kind.why_not_security_groups(self, caps)
 
     def why_not(self, caps, ntype, datapath):
         if ntype not in SUPPORTED:

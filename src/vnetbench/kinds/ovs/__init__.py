@@ -43,6 +43,8 @@ class Ovs(Kind):
     openstack_environment = "ml2-ovs"
     demo = True
     remote_bridges = "ovs-vlan"
+    firewall = ("neutron openvswitch firewall (OVSFirewallDriver, python3-neutron, conntrack "
+                "flows on the host's OVS)")
 
     def why_not(self, caps, ntype, datapath):
         if datapath == "system" and not caps.ovs_kernel:
@@ -69,9 +71,19 @@ class Ovs(Kind):
 
     # -- netns ----------------------------------------------------------------------------
 
+    def why_not_security_groups(self, caps):
+        from vnetbench.kinds.ovs import firewall
+        return firewall.why_not(caps)
+
+    def netns_update_security_groups(self, dep, ctx, groups):
+        from vnetbench.kinds.ovs import firewall
+        firewall.rules_updated(ctx, groups)
+
     def netns_wire(self, ctx):
-        from vnetbench.kinds.ovs import netns
+        from vnetbench.kinds.ovs import firewall, netns
         netns.wire(ctx)
+        if ctx.testbed.port_security:     # Neutron's OVS firewall driver, as the agent runs it
+            firewall.start(ctx)
 
     def netns_expire(self, dep, layers):
         if "datapath" in layers:

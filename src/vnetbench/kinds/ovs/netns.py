@@ -20,6 +20,7 @@ import json
 import os
 
 from vnetbench.kinds.ovs import agent as ovs_agent
+from vnetbench.kinds.ovs import firewall, pipeline
 from vnetbench.testbed.model import NetType
 from vnetbench.testbed.netns import links, nsops, proc, veths
 
@@ -96,6 +97,8 @@ class OvsHost:
         """The whole host in one ovs-vsctl transaction; then egress limits as meters,
         kept by the host's agent (``start_agent``)."""
         self.apply(datapath)
+        if self.ctx.testbed.port_security:
+            self.pipeline_flows()
         commands = self.egress_commands()
         for args in commands:
             self.ofctl(*args)
@@ -126,6 +129,16 @@ class OvsHost:
                 out += ["--", "set", "Interface", port, "type=afxdp"]
         return out
 
+    def pipeline_flows(self) -> None:
+        """Neutron's OVS agent's own flows (``firewall.flows``: the integration bridge's
+        tables, the tunnel bridge), before its firewall driver adds the port filters."""
+        tb = self.ctx.testbed
+        lvid = lambda vnet: local_vlan(tb, vnet, self.ctx.vnet_index(vnet.name))   # noqa: E731
+        for bridge, flows in firewall.flows(self.ctx, self.host, lvid).items():
+            path = self.rundir / f"{bridge}.flows"
+            path.write_text("\n".join(flows) + "\n")
+            self.ofctl("add-flows", self.bridge_target(bridge), str(path))
+
     def egress_commands(self) -> list[list[str]]:
         """Egress limits (what a VM sends), as ovs-ofctl arguments: an OpenFlow meter
         (kbps, drop band) and a flow ``in_port=<port> -> meter, NORMAL`` above the
@@ -135,16 +148,19 @@ class OvsHost:
         limits = [(port, qos) for port, qos in self.ctx.qos_ports(self.host.name) if qos.egress]
         if not limits:
             return []
+        # with the agent's pipeline the metered packet goes on through it (the firewall)
+        then = (f"goto_table:{pipeline.PACKET_RATE_LIMIT}" if self.ctx.testbed.port_security
+                else "NORMAL")
         cmds = [["del-meters", sock]]
         for i, (port, qos) in enumerate(limits, start=1):
             cmds += [["add-meter", sock, f"meter={i},kbps,burst,band=type=drop,"
                       f"rate={qos.max_kbps},burst_size={qos.max_burst_kbits}"],
-                     ["add-flow", sock, f"priority=100,in_port={port},actions=meter:{i},NORMAL"]]
+                     ["add-flow", sock, f"priority=100,in_port={port},actions=meter:{i},{then}"]]
         return cmds + [["add-flow", sock, ovs_agent.canary_flow()]]
 
-    def bridge_target(self) -> str:
-        """ovs-ofctl's way to the integration bridge: its management socket."""
-        return f"unix:{self.rundir / f'{self.ctx.names.ovs_int}.mgmt'}"
+    def bridge_target(self, bridge: str | None = None) -> str:
+        """ovs-ofctl's way to a bridge (default: the integration bridge): its management socket."""
+        return f"unix:{self.rundir / f'{bridge or self.ctx.names.ovs_int}.mgmt'}"
 
     def start_agent(self, commands) -> None:
         """The host's OVS agent (``vnetbench.kinds.ovs.agent``): replays ``commands`` when
@@ -189,22 +205,32 @@ class OvsHost:
             tx += ["--", "--if-exists", "del-port", names.ovs_int, port]
         self.vsctl(*tx)
 
+    def _vm_nics(self, vnet: str):
+        """(vm, nic index, nic) of every VM NIC on VNET at this host."""
+        return [(vm, n, nic) for vm in self.ctx.testbed.vms_on(self.host.name)
+                for n, nic in enumerate(vm.nics) if nic.vnet == vnet]
+
     def _transaction(self, datapath: str) -> list[str]:
         ctx, host = self.ctx, self.host
         tb, names, rid = ctx.testbed, ctx.names, ctx.run.run_id
         own = f"external_ids:vnetbench-run={rid}"
         tx = self._open_vswitch()
         tx += _bridge(names.ovs_int, datapath, own)
-        ntype = tb.network.type
+        ntype, secured = tb.network.type, tb.port_security
+        if secured:     # the agent's pipeline (firewall.flows), not NORMAL alone
+            tx += ["--", "set", "Bridge", names.ovs_int, "fail_mode=secure"]
         for vnet in tb.vnets_on(host.name):
             vi = ctx.vnet_index(vnet.name)
-            tag = vnet.segmentation_id if ntype is NetType.VLAN else vi + 1
-            for port in ctx.vm_ports(host.name, vnet.name):
-                tx += _port(names.ovs_int, port, own, f"tag={tag}")
+            tag = local_vlan(tb, vnet, vi)
+            for port, (vm, n, nic) in zip(ctx.vm_ports(host.name, vnet.name), self._vm_nics(vnet.name)):
+                extra = firewall.port_columns(ctx, vm, n, nic, tag) if secured else []
+                tx += _port(names.ovs_int, port, own, f"tag={tag}", *extra)
             if ntype is NetType.FLAT:
                 tx += _port(names.ovs_int, names.physnet(vi), own, f"tag={tag}")
-            elif ntype.is_tunnel:
+            elif ntype.is_tunnel and not firewall.two_bridges(tb):
                 tx += tunnel_ports(ctx, host, vnet, vi, names.ovs_int, own, f"tag={tag}")
+        if firewall.two_bridges(tb):
+            tx += firewall.tunnel_bridge(ctx, host, datapath, own)
         for i, (port, qos) in enumerate(ctx.qos_ports(host.name)):
             if not qos.egress:
                 tx += qos_columns(port, i, qos, own)
@@ -215,6 +241,12 @@ class OvsHost:
             tx += ["--", "set", "Interface", names.ovs_phy, f"mtu_request={tb.network.underlay_mtu}"]
             tx += _port(names.ovs_phy, names.uplink, own)
         return tx
+
+
+def local_vlan(tb, vnet, vi: int) -> int:
+    """The vnet's local VLAN on a host's integration bridge: its segmentation id on a VLAN
+    network (the uplink is a trunk of the bridge), else its position + 1."""
+    return vnet.segmentation_id if tb.network.type is NetType.VLAN else vi + 1
 
 
 def cpu_mask(cpus) -> str:

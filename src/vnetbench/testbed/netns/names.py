@@ -86,6 +86,26 @@ class Names:
     def ovs_phy(self) -> str:
         return _ifname(f"bp{self.rid}")
 
+    @property
+    def ovs_tun(self) -> str:
+        """ovs with security groups on a tunnel network: Neutron's tunnel bridge (br-tun)."""
+        return _ifname(f"bt{self.rid}")
+
+    @property
+    def patch_tun(self) -> str:
+        """The integration bridge's patch port to the tunnel bridge (Neutron's patch-tun)."""
+        return _ifname(f"pt{self.rid}")
+
+    @property
+    def patch_int(self) -> str:
+        """The tunnel bridge's patch port to the integration bridge (Neutron's patch-int)."""
+        return _ifname(f"pi{self.rid}")
+
+    def flow_tunnel(self, host_i: int) -> str:
+        """A tunnel port of the tunnel bridge towards host ``host_i``, its key set by
+        flows (Neutron's vxlan-<hex ip>, one per peer for every network)."""
+        return _ifname(f"tf{self.rid}-{host_i}")
+
     def provider_bridge(self, vnet_i: int | None = None) -> str:
         """OVN provider bridge: one per flat vnet, or one for all VLANs (no index)."""
         return _ifname(f"bx{self.rid}" + ("" if vnet_i is None else f"-{vnet_i}"))
