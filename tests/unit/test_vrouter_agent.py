@@ -12,7 +12,7 @@ from vnetbench.kinds.vrouter.logic import (
     BCAST_LABEL_BASE, COOKIE_LEARNED, LABEL_BASE, T_CLASSIFY, T_FLOOD, T_FLOW, T_ROUTE, VROUTER_MAC,
     Agent, Delete, Flow, FlowSetup, Meter, flow_key,
 )
-from vnetbench.kinds.vrouter.app import packet_fields
+from vnetbench.kinds.vrouter.ofwire import packet_fields
 
 DATA = json.loads((Path(__file__).parent.parent / "data" / "vrouter" / "packet_ins.json").read_text())
 OPTS = {"headless": False, "hold_time": 90, "flow_setup_rate": 0, "flow_hold_packets": 3,
