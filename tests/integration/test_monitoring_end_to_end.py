@@ -71,11 +71,17 @@ def test_cpu_rises_during_throughput_and_falls_after(monitor, ovs_vxlan):
 
     cpu = monitor.query_range(f'100 * sum(rate(vnetbench_vswitch_cpu_seconds_total{{run_id="{run}",'
                               f'component="ovs-vswitchd"}}[2s]))', r.started - 3, time.time(), 1)
+    before = values_between(cpu[0], r.started - 3, r.started - 0.5)
     during = values_between(cpu[0], r.started + 1.5, r.finished - 0.5)
     after = values_between(cpu[0], r.finished + 3, r.finished + 6)
-    assert during and after, cpu
-    assert min(during) > 20, during                    # forwarding 1 Gbit/s in userspace
-    assert max(after) < min(during) / 4, (during, after)
+    assert before and during and after, cpu
+    # idle is not zero: each host's PMD thread polls its AF_XDP ports and sleeps at most
+    # pmd-maxsleep between polls (measured 10-23 % of a CPU per host, by machine); the
+    # claim is relative to that floor: up by more than 20 points, back within a quarter
+    idle = max(before)
+    rise = min(during) - idle
+    assert rise > 20, (before, during)                 # forwarding 1 Gbit/s in userspace
+    assert max(after) < idle + rise / 4, (before, during, after)
     daemons = r.metrics["cpu_vswitch_pct"]["mean"] + r.metrics["cpu_softirq_in_vswitch_pct"]["mean"]
     assert daemons > 20                                 # the battery's window says the same
 
