@@ -89,7 +89,7 @@ def _host(text, ports="afxdp"):
     vnet_i = {v.name: i for i, v in enumerate(t.vnets)}
     ctx = SimpleNamespace(
         testbed=t, names=names, ports=ports, run=SimpleNamespace(run_id="abc123", dir=Path("/run/x")),
-        vnet_index=vnet_i.__getitem__, host_index=[h.name for h in t.hosts].index,
+        vnet_index=vnet_i.__getitem__, vm_index=vm_i.__getitem__, host_index=[h.name for h in t.hosts].index,
         vm_ports=lambda h, vnet: [names.vm_port(vm_i[vm.name], k) for vm in t.vms_on(h)
                                   for k, nic in enumerate(vm.nics) if nic.vnet == vnet],
         peers=lambda h, vnet: [p for p in t.hosts if p.name != h],

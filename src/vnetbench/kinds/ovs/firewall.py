@@ -46,10 +46,10 @@ def two_bridges(tb) -> bool:
     return tb.port_security and tb.network.type.is_tunnel
 
 
-def port_columns(ctx, vm, n: int, nic, tag: int) -> list[str]:
-    """ovs-vsctl arguments (after the add-port) that make a VM port the agent's: what the
-    driver reads to find and classify it."""
-    tb, port = ctx.testbed, ctx.names.vm_port(ctx.vm_index(vm.name), n)
+def port_columns(ctx, port: str, vm, n: int, nic, tag: int) -> list[str]:
+    """ovs-vsctl arguments (after the add-port of PORT, VM's NIC N) that make a VM port
+    the agent's: what the driver reads to find and classify it."""
+    tb = ctx.testbed
     ntype = tb.network.type
     other = {"tag": tag, "net_uuid": neutron_sg.network_id(ctx.run.run_id, nic.vnet),
              "network_type": ntype.value}

@@ -205,31 +205,29 @@ class OvsHost:
             tx += ["--", "--if-exists", "del-port", names.ovs_int, port]
         self.vsctl(*tx)
 
-    def _vm_nics(self, vnet: str):
-        """(vm, nic index, nic) of every VM NIC on VNET at this host."""
-        return [(vm, n, nic) for vm in self.ctx.testbed.vms_on(self.host.name)
-                for n, nic in enumerate(vm.nics) if nic.vnet == vnet]
-
     def _transaction(self, datapath: str) -> list[str]:
         ctx, host = self.ctx, self.host
         tb, names, rid = ctx.testbed, ctx.names, ctx.run.run_id
         own = f"external_ids:vnetbench-run={rid}"
         tx = self._open_vswitch()
         tx += _bridge(names.ovs_int, datapath, own)
-        ntype, secured = tb.network.type, tb.port_security
+        ntype, secured, split = tb.network.type, tb.port_security, firewall.two_bridges(tb)
         if secured:     # the agent's pipeline (firewall.flows), not NORMAL alone
             tx += ["--", "set", "Bridge", names.ovs_int, "fail_mode=secure"]
         for vnet in tb.vnets_on(host.name):
             vi = ctx.vnet_index(vnet.name)
             tag = local_vlan(tb, vnet, vi)
-            for port, (vm, n, nic) in zip(ctx.vm_ports(host.name, vnet.name), self._vm_nics(vnet.name)):
-                extra = firewall.port_columns(ctx, vm, n, nic, tag) if secured else []
-                tx += _port(names.ovs_int, port, own, f"tag={tag}", *extra)
+            for vm in tb.vms_on(host.name):
+                for n, nic in enumerate(vm.nics):
+                    if nic.vnet == vnet.name:
+                        port = names.vm_port(ctx.vm_index(vm.name), n)
+                        extra = firewall.port_columns(ctx, port, vm, n, nic, tag) if secured else []
+                        tx += _port(names.ovs_int, port, own, f"tag={tag}", *extra)
             if ntype is NetType.FLAT:
                 tx += _port(names.ovs_int, names.physnet(vi), own, f"tag={tag}")
-            elif ntype.is_tunnel and not firewall.two_bridges(tb):
+            elif ntype.is_tunnel and not split:
                 tx += tunnel_ports(ctx, host, vnet, vi, names.ovs_int, own, f"tag={tag}")
-        if firewall.two_bridges(tb):
+        if split:
             tx += firewall.tunnel_bridge(ctx, host, datapath, own)
         for i, (port, qos) in enumerate(ctx.qos_ports(host.name)):
             if not qos.egress:

@@ -54,6 +54,7 @@ class VRouterAgent(app_manager.OSKenApp):
         self.last_heard = 0.0
         self.lost_at = None
         self.record = open(SETTINGS["record"], "a") if SETTINGS.get("record") else None
+        self._bundle = 0                 # id of the last round's bundle (``_send_setups``)
         self._state, self._state_lock = _read_state(SETTINGS["state"]), threading.Lock()
         # os-ken's native hub runs the OpenFlow events, the control session and the
         # set-up loop in threads of their own. Each decision (the agent's state changed,
@@ -125,12 +126,12 @@ class VRouterAgent(app_manager.OSKenApp):
     @set_ev_cls(ofp_event.EventOFPPacketIn, AFTER_PORT_DESC)
     def _packet_in(self, ev):
         msg = ev.msg
-        in_port = msg.match["in_port"]
+        in_port, data = msg.match["in_port"], bytes(msg.data)
         if self.record:
             self.record.write(json.dumps({"table": msg.table_id, "in_port": in_port,
-                                          "data": bytes(msg.data).hex()}) + "\n")
+                                          "data": data.hex()}) + "\n")
             self.record.flush()
-        fields = ofwire.packet_fields(bytes(msg.data)) if msg.table_id == T_FLOW else None
+        fields = ofwire.packet_fields(data) if msg.table_id == T_FLOW else None
         with self._decide:
             if msg.table_id != T_FLOW:
                 return self._dhcp(in_port, msg.data)
@@ -140,10 +141,10 @@ class VRouterAgent(app_manager.OSKenApp):
             if vrf is None or fields is None:
                 return
             key = flow_key(vrf, fields)
-            if self.agent.setup.trap(key, (in_port, bytes(msg.data))) is None:
+            if self.agent.setup.trap(key, (in_port, data)) is None:
                 allow, entries = self.agent.again(key, in_port)
                 if allow:                                  # again (idempotent): never loops
-                    entries = [*entries, self._release_msg(key, in_port, msg.data)]
+                    entries = [*entries, self._release_msg(key, in_port, data)]
                 self._send(entries)
 
     def _dhcp(self, in_port, data):
@@ -187,7 +188,7 @@ class VRouterAgent(app_manager.OSKenApp):
         dp = self.dp
         if dp is None or not decisions:
             return
-        dp.send(b"".join(_wire(dp, d) or self._serialized(dp, d) for d in decisions))
+        dp.send(b"".join(self._encoded(dp, d) for d in decisions))
 
     def _send_setups(self, flows, packets) -> None:
         """A round of set-ups: every flow entry in one atomic bundle, then the held
@@ -198,16 +199,20 @@ class VRouterAgent(app_manager.OSKenApp):
             return
         out = []
         if flows:
-            self._bundle = (getattr(self, "_bundle", 0) + 1) & 0xFFFFFFFF
+            self._bundle = (self._bundle + 1) & 0xFFFFFFFF
             flags = ofwire.ONF_BF_ATOMIC | ofwire.ONF_BF_ORDERED
             out.append(ofwire.bundle_control(_next_xid(dp), self._bundle, ofwire.ONF_BCT_OPEN_REQUEST, flags))
             for f in flows:
                 out.append(ofwire.bundle_add(_next_xid(dp), self._bundle, flags, _wire(dp, f)))
             out.append(ofwire.bundle_control(_next_xid(dp), self._bundle, ofwire.ONF_BCT_COMMIT_REQUEST, flags))
-        out += [_wire(dp, p) or self._serialized(dp, p) for p in packets]
+        out += [self._encoded(dp, p) for p in packets]
         dp.send(b"".join(out))
 
-    def _serialized(self, dp, d) -> bytes:
+    def _encoded(self, dp, d) -> bytes:
+        """D on the wire: by ``ofwire`` on the set-up hot path, else built by os-ken."""
+        fast = _wire(dp, d)
+        if fast is not None:
+            return fast
         msg = self._message(dp, d)
         dp.set_xid(msg)
         msg.serialize()
