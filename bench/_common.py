@@ -158,10 +158,12 @@ def deployed(testbed, caps=None):
             print(f"warning: teardown of run {dep.run_id} failed: {errors}", file=sys.stderr)
 
 
-def capacity_args(doc: str, rates: list[int]) -> argparse.Namespace:
+def capacity_args(doc: str, rates: list[int], more=None) -> argparse.Namespace:
     """The command line of a capacity sweep: the offered --rates (one step each) of
-    --seconds each; DOC's first line is the description."""
+    --seconds each; DOC's first line is the description; MORE(parser) adds options."""
     ap = argparse.ArgumentParser(description=doc.splitlines()[0])
+    if more:
+        more(ap)
     ap.add_argument("--rates", type=int, nargs="+", default=rates)
     ap.add_argument("--seconds", type=float, default=3.0)
     ap.add_argument("--ports", choices=("auto", "afxdp", "afpacket"), default="auto",

@@ -1,13 +1,16 @@
-"""Flow-setup capacity of the vrouter agent with its rate limit off: how many new flows
+"""Flow-setup capacity of the vrouter model with its rate limit off: how many new flows
 per second the emulation sets up before it, not the model, is the bottleneck.
 
 A same-host VM pair on a two-host vrouter/gre testbed (``flow_setup_rate: 0``). The
-sender opens TCP connections at a rate (vnetbench-flowgen, every one a new 5-tuple);
-each is a packet-in to the host's agent, which installs the forward and reverse
-flow and sends the held SYN on. Set-ups/s = the agent's own counter over the step
-(its status file); loss = connections that failed or missed the 1 s deadline.
+sender opens TCP connections at a rate (vnetbench-flowgen, every one a new 5-tuple).
+``--setup agent``: each is a packet-in to the host's agent, which installs the forward
+and reverse flow and sends the held SYN on; set-ups/s = the agent's own counter over the
+step (its status file). ``--setup datapath`` (the kind's default): OVS's connection
+tracker is the flow table; set-ups/s = the connections it added over the step.
+Loss = connections that failed or missed the 1 s deadline.
 
-    .venv/bin/python bench/bench_vrouter.py [--rates 100 200 400 800 1600] [--seconds 3] [--ports afpacket]
+    .venv/bin/python bench/bench_vrouter.py [--setup agent|datapath] [--rates 100 200 400 800 1600]
+                                            [--seconds 3] [--ports afpacket]
 """
 
 from __future__ import annotations
@@ -24,14 +27,24 @@ from vnetbench.battery.session import stop  # noqa: E402
 from vnetbench.kinds.vrouter import netns as vrouter  # noqa: E402
 from vnetbench.traffic import flowgen  # noqa: E402
 
-TESTBED = ("name: vrouter-capacity\nvswitch: {kind: vrouter, ports: PORTS, vrouter: {flow_setup_rate: 0}}\n"
+TESTBED = ("name: vrouter-capacity\nvswitch: {kind: vrouter, ports: PORTS, vrouter: {flow_setup: SETUP, "
+           "flow_setup_rate: 0}}\n"
            "network: {type: gre}\npairs: [{placement: same-host}]\n")
 
 
+def set_ups(dep, host: str, setup: str) -> int:
+    """Flows set up on HOST so far: the agent's counter, or the connections in the
+    datapath's tracker."""
+    if setup == "agent":
+        return vrouter.agent_status(dep.run.dir, host)["flows_set_up"]
+    return vrouter.tracked_flows(dep, host)
+
+
 def main() -> int:
-    a = capacity_args(__doc__, [100, 200, 400, 800, 1600])
+    a = capacity_args(__doc__, [100, 200, 400, 800, 1600],
+                      lambda ap: ap.add_argument("--setup", choices=("agent", "datapath"), default="agent"))
     rows, steps = [], []
-    with deployed(load_testbed(TESTBED.replace("PORTS", a.ports))) as dep:
+    with deployed(load_testbed(TESTBED.replace("PORTS", a.ports).replace("SETUP", a.setup))) as dep:
         src, dst = dep.testbed.pair("same").vms
         host = dep.testbed.vm(src).host
         static_arp(dep, src, dst)
@@ -40,11 +53,11 @@ def main() -> int:
 
         def step(rate):
             """(flowgen's result, the agent's set-ups per second) over one step."""
-            before = vrouter.agent_status(dep.run.dir, host)["flows_set_up"]
+            before = set_ups(dep, host, a.setup)
             argv = flowgen.client_command(flowgen.ClientParams(
                 target=dep.ip(dst), rate=rate, duration_s=a.seconds, deadline_ms=1000))
             res = flowgen.parse(dep.exec(src, argv, timeout=a.seconds + 30).stdout)
-            return res, (vrouter.agent_status(dep.run.dir, host)["flows_set_up"] - before) / a.seconds
+            return res, (set_ups(dep, host, a.setup) - before) / a.seconds
         try:
             assert "listening" in server.stdout.readline()
             for rate, (res, setups), m in sweep(dep, a.rates, step):
@@ -56,14 +69,14 @@ def main() -> int:
                              f"{res['loss_pct']:.1f}", f"{vs:.0f}", f"{agent:.0f}"])
         finally:
             stop(server, timeout=10)
-    show(["offered/s", "opened/s", "agent set-ups/s", "loss %", "data-plane CPU %", "of it agent %"], rows,
-         title="vrouter agent, flow-setup limit off (one set-up per new TCP connection)")
+    show(["offered/s", "opened/s", f"{a.setup} set-ups/s", "loss %", "data-plane CPU %", "of it agent %"],
+         rows, title=f"vrouter, flow_setup: {a.setup}, rate limit off (one set-up per new TCP connection)")
     ok = [s for s in steps if s["loss_pct"] < 1.0]
     best = max(ok, key=lambda s: s["setups_per_s"]) if ok else None
     print(f"capacity: {best['setups_per_s']:.0f} flow set-ups/s with < 1% loss "
           f"(offered {best['offered_per_s']}/s)" if best else
           "capacity: below the lowest offered rate (every step lost >= 1%)")
-    write_json("bench_vrouter", {"seconds": a.seconds, "steps": steps,
+    write_json("bench_vrouter", {"setup": a.setup, "seconds": a.seconds, "steps": steps,
                                  "capacity_setups_per_s": best["setups_per_s"] if best else None})
     return 0
 

@@ -110,7 +110,7 @@ def test_a_new_flow_holds_three_packets_until_the_agent_sets_it_up(up):
     """Setup rate 1/s: the first flow takes the agent's one token; a second one, started
     at once, waits about a second -- its first 3 packets are held and then delivered, the
     other 3 dropped. (Same host: one agent sets up both directions.)"""
-    dep = up("flow_setup_rate: 1")
+    dep = up("flow_setup: agent, flow_setup_rate: 1")
     assert _ping(dep, "same-a", "same-b", count=1)["received"] == 1
     before = vrouter.agent_status(dep.run.dir, "h1")["flows_dropped"]
     res = _ping(dep, "same-a", "cross-a", count=6, interval=0.1)
@@ -150,7 +150,7 @@ def _flow_loss(dep, rate, seconds=3):
 
 
 def test_flow_setup_loss_rises_above_the_agents_setup_rate(up):
-    dep = up("flow_setup_rate: 40")
+    dep = up("flow_setup: agent, flow_setup_rate: 40")
     server = dep.popen("cross-b", flowgen.server_command(flowgen.ServerParams(listen=dep.ip("cross-b"))),
                        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     try:
@@ -162,6 +162,25 @@ def test_flow_setup_loss_rises_above_the_agents_setup_rate(up):
         server.wait()
     dropped = vrouter.agent_status(dep.run.dir, "h1")
     assert below < 5 and above > 30, (below, above, dropped)
+
+
+def test_datapath_sets_flows_up_itself_without_the_agent(up):
+    """flow_setup: datapath (the default): 400 new connections/s -- ten times what the
+    agent-rate test above loses a third of at 40/s -- cross without loss, the agent sets
+    up nothing, and both hosts' connection trackers hold every connection."""
+    dep = up()
+    server = dep.popen("cross-b", flowgen.server_command(flowgen.ServerParams(listen=dep.ip("cross-b"))),
+                       stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    try:
+        assert "listening" in server.stdout.readline()
+        loss = _flow_loss(dep, 400, seconds=2)
+    finally:
+        server.kill()
+        server.wait()
+    assert loss < 1, loss
+    for host in ("h1", "h2"):
+        assert vrouter.agent_status(dep.run.dir, host)["flows_set_up"] == 0
+        assert vrouter.tracked_flows(dep, host) >= 800 * 0.99
 
 
 def test_dhcp_is_served_by_the_agent(up):

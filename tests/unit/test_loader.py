@@ -316,10 +316,13 @@ def test_vrouter_options_default_round_trip_and_mtu():
     t = loader.loads("vswitch: {kind: vrouter, vrouter: {headless: true, hold_time: 2}}\n"
                      "network: {type: gre}\n", online_cpus=ONLINE)
     vr = t.vswitch.options
-    assert (vr.headless, vr.hold_time, vr.flow_setup_rate, vr.flow_hold_packets, vr.dhcp) == \
-        (True, 2, 1000, 3, True)
+    assert (vr.headless, vr.hold_time, vr.flow_setup, vr.flow_setup_rate, vr.flow_hold_packets,
+            vr.dhcp) == (True, 2, "datapath", 1000, 3, True)
     assert t.network.tenant_mtu == 1500 - 28          # outer IP + GRE + MPLS, no inner Ethernet
     assert from_dict(to_dict(t)) == t
+    with pytest.raises(errors.TestbedFileError, match="flow_setup"):
+        loader.loads("vswitch: {kind: vrouter, vrouter: {flow_setup: kernel}}\nnetwork: {type: gre}\n",
+                     online_cpus=ONLINE)
 
 
 def test_ovn_options_default_round_trip_and_instances():

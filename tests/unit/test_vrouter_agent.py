@@ -3,19 +3,22 @@ learned from the control node and their flush, the flow-setup queue's rate and
 hold limit, and DHCP answers to recorded packet-ins (tests/data/vrouter)."""
 
 import json
+import shutil
+import subprocess
 from pathlib import Path
 
+import pytest
 from os_ken.lib.packet import dhcp as osdhcp, packet
 
 from vnetbench.kinds.vrouter import dhcp
 from vnetbench.kinds.vrouter.logic import (
-    BCAST_LABEL_BASE, COOKIE_LEARNED, LABEL_BASE, T_CLASSIFY, T_FLOOD, T_FLOW, T_ROUTE, VROUTER_MAC,
-    Agent, Delete, Flow, FlowSetup, Meter, flow_key,
+    BCAST_LABEL_BASE, COOKIE_LEARNED, LABEL_BASE, T_CLASSIFY, T_FLOOD, T_FLOW, T_ROUTE, T_TRACK,
+    T_TRACKED, VROUTER_MAC, Agent, Delete, Flow, FlowSetup, Meter, flow_key,
 )
 from vnetbench.kinds.vrouter.ofwire import packet_fields
 
 DATA = json.loads((Path(__file__).parent.parent / "data" / "vrouter" / "packet_ins.json").read_text())
-OPTS = {"headless": False, "hold_time": 90, "flow_setup_rate": 0, "flow_hold_packets": 3,
+OPTS = {"headless": False, "hold_time": 90, "flow_setup": "agent", "flow_setup_rate": 0, "flow_hold_packets": 3,
         "flow_idle_timeout": 180, "dhcp": True}
 
 
@@ -199,3 +202,82 @@ def test_status_writers_on_several_threads_lose_no_key(tmp_path, monkeypatch):
         t.join()
     state = json.loads((tmp_path / "state.json").read_text())
     assert {f"k{n}": 299 for n in range(6)}.items() <= state.items()
+
+
+# -- flow_setup: datapath (the datapath's connection tracker is the flow table) ----------
+
+def _ip_classify(out, port):
+    return [f for f in flows(out, T_CLASSIFY) if dict(f.match).get("in_port") == port
+            and dict(f.match).get("eth_type") == 0x0800 and "eth_dst" not in dict(f.match)][0]
+
+
+def _label_rx(out, port):
+    return [f for f in flows(out, T_CLASSIFY) if dict(f.match).get("mpls_label") == LABEL_BASE + port][0]
+
+
+def test_datapath_set_up_tracks_both_ways_in_the_vrfs_zone_without_the_agent():
+    """A port without port security: what its VM sends and what the fabric brings for it
+    both pass the VRF's conntrack zone (both hosts of a flow hold it, as both vRouters
+    do); a new connection is committed, every packet routed; nothing goes to the agent."""
+    a = Agent(config(flow_setup="datapath"))
+    a.port_up("grx-1", 3)
+    out = a.port_up("tpx-2-0", 4)
+    assert _ip_classify(out, 4).actions[-2:] == (("metadata", 1), ("goto", T_TRACK))
+    assert _label_rx(out, 4).actions == (("pop_mpls", 0x0800), ("metadata", 1), ("goto", T_TRACK))
+    base = a.base()
+    track = flows(base, T_TRACK)
+    assert [f.actions for f in track] == [(("move", "metadata", "reg2", 16), ("ct", False, T_TRACKED))]
+    new, rest = sorted(flows(base, T_TRACKED), key=lambda f: -f.priority)
+    assert dict(new.match)["ct_state"] == (0x21, 0x21)                   # +trk+new
+    assert new.actions == (("ct", True, None), ("resubmit", T_ROUTE))     # commit, route
+    assert rest.match == () and rest.actions == (("resubmit", T_ROUTE),)
+    assert not any(("controller",) in f.actions for f in track + flows(base, T_TRACKED))
+
+
+def test_datapath_set_up_leaves_a_secured_ports_flows_to_the_agent():
+    """The agent judges security groups at set-up: a secured port's own traffic, what
+    the fabric brings for it and what a local VM sends it all go to table 1."""
+    cfg = config(flow_setup="datapath")
+    cfg["ifaces"]["tpx-2-0"].update(port_security=True, groups=["default"])
+    s = Agent(cfg)
+    s.port_up("grx-1", 3)
+    out = s.port_up("tpx-2-0", 4)
+    assert _ip_classify(out, 4).actions[-1] == ("goto", T_FLOW)
+    assert _label_rx(out, 4).actions[-1] == ("goto", T_FLOW)
+    to_it = flows(out, T_TRACK)
+    assert [(dict(f.match)["ipv4_dst"], f.actions, f.priority) for f in to_it] == \
+        [("198.19.1.3", (("resubmit", T_FLOW),), 50)]
+    assert any(isinstance(d, Delete) and d.table == T_TRACK for d in s.port_down("tpx-2-0"))
+
+
+def test_agent_set_up_keeps_the_packet_in_path():
+    a = Agent(config(flow_setup="agent"))
+    assert not [f for f in a.base() if isinstance(f, Flow) and f.table in (T_TRACK, T_TRACKED)]
+    a.port_up("grx-1", 3)
+    out = a.port_up("tpx-2-0", 4)
+    assert _ip_classify(out, 4).actions[-1] == ("goto", T_FLOW)
+    assert _label_rx(out, 4).actions[-1] == ("output", 4)
+
+
+@pytest.mark.skipif(not shutil.which("ovs-ofctl"), reason="ovs-ofctl not installed")
+def test_datapath_set_up_flows_are_what_ovs_decodes():
+    """The os-ken encoding of the conntrack entries, read back by OVS itself."""
+    from os_ken.ofproto import ofproto_v1_3 as ofp, ofproto_v1_3_parser as parser
+
+    from vnetbench.kinds.vrouter.app import VRouterAgent
+
+    class Dp:
+        ofproto, ofproto_parser = ofp, parser
+
+    def printed(flow):
+        msg = VRouterAgent._message(Dp(), flow)
+        msg.set_xid(1)
+        msg.serialize()
+        return subprocess.run(["ovs-ofctl", "ofp-print", bytes(msg.buf).hex()], capture_output=True,
+                              text=True, check=True).stdout
+    base = Agent(config(flow_setup="datapath")).base()
+    track = printed(flows(base, T_TRACK)[0])
+    assert "move:OXM_OF_METADATA[0..15]->NXM_NX_REG2[0..15],ct(table=5,zone=NXM_NX_REG2[0..15])" in track
+    new = printed(max(flows(base, T_TRACKED), key=lambda f: f.priority))
+    assert "ct_state=+new+trk,ip" in new
+    assert "actions=ct(commit,zone=NXM_NX_REG2[0..15]),resubmit(,2)" in new

@@ -23,7 +23,7 @@ WEB = "vswitch: vrouter\nnetwork: {type: gre}\n" + \
     (Path(__file__).parent.parent / "data" / "secgroups" / "web.yaml").read_text()
 GRE = 50                                   # each agent's OpenFlow port of the tunnel
 PROTO = {"icmp": 1, "tcp": 6, "udp": 17}
-OPTS = {"headless": False, "hold_time": 90, "flow_setup_rate": 0, "flow_hold_packets": 3,
+OPTS = {"headless": False, "hold_time": 90, "flow_setup": "agent", "flow_setup_rate": 0, "flow_hold_packets": 3,
         "flow_idle_timeout": 180, "dhcp": True}
 
 

@@ -62,7 +62,8 @@ class VRouter(Ovs):
 
     def flow_layers(self, testbed):
         # one flow table in the real vRouter (its kernel module); the emulation's OVS cache
-        # belongs to it and ages with it
+        # belongs to it and ages with it. flow_setup: datapath holds it in the connection
+        # tracker, whose zones age it with the same idle timeout (netns.flow_aging)
         from vnetbench.testbed.flowstate import FlowState
         idle = testbed.vswitch.options.flow_idle_timeout or math.inf
         return (FlowState("agent", idle, "Contrail vRouter flow aging (vrouter.flow_idle_timeout)"),)

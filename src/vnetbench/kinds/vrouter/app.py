@@ -15,11 +15,11 @@ from os_ken.base import app_manager
 from os_ken.controller import ofp_event
 from os_ken.controller.handler import CONFIG_DISPATCHER, DEAD_DISPATCHER, set_ev_cls
 from os_ken.lib import hub
-from os_ken.ofproto import ofproto_v1_3
+from os_ken.ofproto import nicira_ext, ofproto_v1_3
 
 from vnetbench.kinds.vrouter import dhcp, ofwire
 from vnetbench.sdn.handshake import AFTER_PORT_DESC, PORT_DESC
-from vnetbench.kinds.vrouter.logic import T_FLOW, Agent, Delete, Flow, Meter, flow_key
+from vnetbench.kinds.vrouter.logic import T_FLOW, ZONE, Agent, Delete, Flow, Meter, flow_key
 from vnetbench.sdn.guard import guarded
 
 LOG = logging.getLogger("vnetbench.vrouter")
@@ -419,4 +419,20 @@ def _action(ofp, parser, a):
         return parser.OFPActionPopMpls(a[1])
     if op == "move":
         return parser.NXActionRegMove(src_field=a[1], dst_field=a[2], n_bits=a[3])
+    if op == "resubmit":
+        return parser.NXActionResubmitTable(in_port=NX_IN_PORT, table_id=a[1])
+    if op == "ct":
+        return _ct(parser, commit=a[1], table=a[2])
     raise ValueError(f"unknown action {a!r}")
+
+
+NX_IN_PORT = 0xFFF8          # resubmit's in_port: keep the packet's (16-bit, OpenFlow 1.0's)
+NX_CT_F_COMMIT, NX_CT_RECIRC_NONE = 1, 0xFF
+
+
+def _ct(parser, commit: bool, table: int | None):
+    """``ct(zone=reg2[0..15][,commit][,table=T])``: the VRF's connection-tracking zone."""
+    return parser.NXActionCT(flags=NX_CT_F_COMMIT if commit else 0, zone_src=ZONE,
+                             zone_ofs_nbits=nicira_ext.ofs_nbits(0, 15),
+                             recirc_table=NX_CT_RECIRC_NONE if table is None else table,
+                             alg=0, actions=[])

@@ -22,6 +22,11 @@ routes the control node distributes -- into OpenFlow entries described as plain
   to the host that announced it, with its label.
 3 flood: per VRF, ingress replication: local ports + one copy per remote host
   that has the VRF, with that host's broadcast label.
+4-5 datapath set-up (``flow_setup: datapath``, the default): a packet of a port
+  without port security (from its VM, or from the fabric for it) passes the VRF's
+  conntrack zone; a new connection is committed there and every packet routed on,
+  with no agent in the path. Only a flow to a local port with port security still
+  goes to table 1 and the agent.
 """
 
 from __future__ import annotations
@@ -36,6 +41,9 @@ from vnetbench.testbed.codec import rule_from_dict
 
 VROUTER_MAC = "00:00:5e:00:01:00"        # the vRouter's MAC, as in Contrail
 T_CLASSIFY, T_FLOW, T_ROUTE, T_FLOOD = 0, 1, 2, 3
+T_TRACK, T_TRACKED = 4, 5               # datapath set-up: conntrack, then its verdict
+ZONE = "reg2"                            # the conntrack zone: the VRF
+CT_NEW = 0x21                            # ct_state +trk+new
 COOKIE_BASE = 0x00C0_471A_0000_0000      # pipeline set up from config
 COOKIE_FLOW = 0x00C0_471A_0000_0001      # reactive 5-tuple flows
 COOKIE_LEARNED = 0x00C0_471A_0000_0002   # routes learned from the control node
@@ -56,7 +64,7 @@ class Flow:
     """One OpenFlow entry; actions are tuples ('output', port), ('set_field', name,
     value), ('push_mpls', ethertype), ('pop_mpls', ethertype), ('goto', table),
     ('metadata', value), ('meter', id), ('move', src, dst, bits), ('controller',),
-    ('in_port',)."""
+    ('in_port',), ('resubmit', table), ('ct', commit, recirculate-to-table or None)."""
     table: int
     priority: int
     match: tuple
@@ -224,7 +232,26 @@ class Agent:
         out = [Delete(table=t) for t in (T_CLASSIFY, T_FLOW, T_ROUTE, T_FLOOD)] + [Meter(0, 0, 0)]
         out += [Flow(T_CLASSIFY, 0, (), ()), Flow(T_ROUTE, 0, (), ()), Flow(T_FLOOD, 0, (), ()),
                 Flow(T_FLOW, 0, (), (("controller",),))]
-        return out
+        out += [Delete(table=t) for t in (T_TRACK, T_TRACKED)]
+        return out + (self.datapath_setup() if self.in_datapath else [])
+
+    @property
+    def in_datapath(self) -> bool:
+        return self.opts["flow_setup"] == "datapath"
+
+    def datapath_setup(self) -> list[Flow]:
+        """``flow_setup: datapath``: the flow table is the datapath's connection tracker,
+        one zone per VRF. A flow between ports without port security is allowed within its
+        VRF whatever its 5-tuple, so no agent needs to see it: the first packet commits the
+        entry (both directions) and is routed on, in the datapath, as the real vRouter's
+        kernel module holds its flow table. Both hosts of a cross-host flow hold it (what
+        arrives from the fabric is tracked too). A Python agent behind OpenFlow packet-ins
+        sets up some hundreds of flows a second on this machine: the seed's 10,000/s would
+        measure the emulation, not the model."""
+        return [Flow(T_TRACK, 0, _m(eth_type=IP), (("move", "metadata", ZONE, 16), ("ct", False, T_TRACKED))),
+                Flow(T_TRACKED, 10, _m(eth_type=IP, ct_state=(CT_NEW, CT_NEW)),
+                     (("ct", True, None), ("resubmit", T_ROUTE))),
+                Flow(T_TRACKED, 0, (), (("resubmit", T_ROUTE),))]
 
     def port_up(self, port: str, ofport: int) -> list:
         """A port appeared: a VM interface gets its classification, label and local route."""
@@ -240,24 +267,32 @@ class Agent:
                      ("set_field", "arp_sha", VROUTER_MAC), ("move", "arp_tpa", "reg0", 32),
                      ("move", "arp_spa", "arp_tpa", 32), ("move", "reg0", "arp_spa", 32),
                      ("in_port",))
+        # a secured port's flows are the agent's (it judges the rules at set-up)
+        lookup = T_TRACK if self.in_datapath and not iface.port_security else T_FLOW
         out = [Flow(T_CLASSIFY, 300, _m(in_port=n, eth_type=ARP, arp_op=1, arp_tpa=cidr), proxy_arp),
                Flow(T_CLASSIFY, 290, _m(in_port=n, eth_type=ARP), ()),
                Flow(T_CLASSIFY, 270, _m(in_port=n, eth_type=IP, eth_dst=("01:00:00:00:00:00",
                                                                          "01:00:00:00:00:00")),
                     limit + (("metadata", vrf), ("goto", T_FLOOD))),
                Flow(T_CLASSIFY, 260, _m(in_port=n, eth_type=IP),
-                    limit + (("metadata", vrf), ("goto", T_FLOW))),
+                    limit + (("metadata", vrf), ("goto", lookup))),
                Flow(T_CLASSIFY, 250, _m(in_port=n), ()),
                Flow(T_CLASSIFY, 200, _m(eth_type=MPLS, mpls_label=self.label(port)),
-                    (("pop_mpls", IP), ("metadata", vrf), ("goto", T_FLOW)) if iface.port_security
-                    else (("pop_mpls", IP),) + self.deliver(iface)),
-               Flow(T_ROUTE, 100, _m(metadata=vrf, eth_type=IP, ipv4_dst=iface.ip), self.deliver(iface))]
+                    (("pop_mpls", IP), ("metadata", vrf), ("goto", lookup))
+                    if iface.port_security or self.in_datapath else (("pop_mpls", IP),) + self.deliver(iface)),
+               Flow(T_ROUTE, 100, self._to(iface), self.deliver(iface))]
+        if self.in_datapath and iface.port_security:
+            out.append(Flow(T_TRACK, 50, self._to(iface), (("resubmit", T_FLOW),)))
         if iface.egress:
             out.insert(0, Meter(n, *iface.egress))
         if self.opts["dhcp"]:
             out.append(Flow(T_CLASSIFY, 280, _m(in_port=n, eth_type=IP, ip_proto=17, udp_src=68,
                                                 udp_dst=67), (("controller",),)))
         return out + self.flood(iface.vnet)
+
+    def _to(self, iface: Iface) -> tuple:
+        """The match of what a VRF routes to ``iface``."""
+        return _m(metadata=self.vrfs[iface.vnet], eth_type=IP, ipv4_dst=iface.ip)
 
     def deliver(self, iface: Iface) -> tuple:
         """The actions that hand a routed packet to a local VM interface."""
@@ -280,10 +315,10 @@ class Agent:
         iface = self.ifaces.get(port)
         if n is None or iface is None:
             return []
-        vrf = self.vrfs[iface.vnet]
+        setup = [Delete(T_TRACK, self._to(iface))] if self.in_datapath and iface.port_security else []
         return [Delete(T_CLASSIFY, _m(in_port=n)),
                 Delete(T_CLASSIFY, _m(eth_type=MPLS, mpls_label=LABEL_BASE + n)),
-                Delete(T_ROUTE, _m(metadata=vrf, eth_type=IP, ipv4_dst=iface.ip))] + self.flood(iface.vnet)
+                Delete(T_ROUTE, self._to(iface))] + setup + self.flood(iface.vnet)
 
     # -- routes from the control node -------------------------------------------------
 

@@ -234,7 +234,30 @@ class VRouterHost(OvsHost):
         tx += _bridge(names.ovs_phy, datapath, own)
         tx += ["--", "set", "Interface", names.ovs_phy, f"mtu_request={tb.network.underlay_mtu}"]
         tx += _port(names.ovs_phy, names.uplink, own)
-        return tx
+        return tx + flow_aging(tb, datapath)
+
+
+#: the connection tracker's states a vRouter flow's idle ageing stands for (the
+#: handshake and closing states keep conntrack's own timeouts)
+AGED_STATES = ("tcp_established", "udp_first", "udp_single", "udp_multiple", "icmp_first", "icmp_reply")
+
+
+def flow_aging(tb, datapath: str) -> list[str]:
+    """``flow_setup: datapath``: Contrail's flow ageing (``flow_idle_timeout``) as the
+    timeout policy of every VRF's conntrack zone (zone = VRF id, 1..n as the agent numbers
+    them); 0 (never aged) keeps conntrack's defaults."""
+    opts = tb.vswitch.options
+    if opts.flow_setup != "datapath" or not opts.flow_idle_timeout:
+        return []
+    timeouts = ",".join(f"{s}={opts.flow_idle_timeout}" for s in AGED_STATES)
+    tx = ["--", "--id=@tp", "create", "CT_Timeout_Policy", f"timeouts={{{timeouts}}}"]
+    zones = []
+    for vrf in range(1, len(tb.vnets) + 1):
+        tx += ["--", f"--id=@z{vrf}", "create", "CT_Zone", "timeout_policy=@tp"]
+        zones.append(f"{vrf}=@z{vrf}")
+    return tx + ["--", "--id=@dp", "create", "Datapath", "datapath_version=0",
+                 f"ct_zones={{{','.join(zones)}}}", "--", "set", "Open_vSwitch", ".",
+                 f"datapaths:{datapath}=@dp"]
 
 
 # -- faults (vnetbench.faults drives these) ---------------------------------------
@@ -276,10 +299,21 @@ def start_node(dep, name: str = CONTROL_NODE, timeout: float = READY_TIMEOUT_S) 
 
 
 def expire_flows(dep) -> None:
-    """Delete the agents' reactive 5-tuple flows on every bridge (cookie-matched): the
-    state their idle timeout leaves, without waiting."""
+    """Delete every host's flows: the agents' reactive 5-tuple entries (cookie-matched)
+    and the datapath's connections (``flow_setup: datapath``): the state their idle
+    timeout leaves, without waiting."""
     from vnetbench.kinds.vrouter.logic import COOKIE_FLOW
     for h in dep.testbed.hosts:
         sock = dep.host_file(h.name, f"{dep.names.ovs_int}.mgmt")
         proc.run(["ovs-ofctl", "-O", "OpenFlow13", "del-flows", f"unix:{sock}",
                   f"cookie={COOKIE_FLOW:#x}/-1"], what=f"ovs-ofctl del-flows on {h.name}")
+        proc.run(["ovs-appctl", "-t", str(dep.host_file(h.name, "ovs-vswitchd.ctl")),
+                  "dpctl/flush-conntrack"], what=f"ovs-appctl dpctl/flush-conntrack on {h.name}")
+
+
+def tracked_flows(dep, host: str) -> int:
+    """Connections in HOST's datapath connection tracker (``flow_setup: datapath``'s
+    flow table; conntrack counts a connection once, both directions)."""
+    out = proc.run(["ovs-appctl", "-t", str(dep.host_file(host, "ovs-vswitchd.ctl")),
+                    "dpctl/ct-stats-show"], what=f"ovs-appctl dpctl/ct-stats-show on {host}")
+    return int(out.split("Total:")[1].split()[0]) if "Total:" in out else 0
