@@ -117,3 +117,17 @@ def test_the_comparison_with_security_groups_filters_every_testbed():
     plain = yaml.safe_load(render(path, profile="smoke", columns=["linuxbridge/flat"]))
     assert not any("security_groups" in w["contexts"]["vnetbench_testbed"]
                    for s in plain["subtasks"] for w in s["workloads"])
+
+
+@pytest.mark.parametrize("tests", [None, ["icmp_rtt"], ["tcp_stream", "broadcast"], ["fairness"]])
+def test_a_columns_families_share_one_testbed_the_last_tears_it_down(tests):
+    """The comparison builds one testbed per column: every workload of a column names the
+    column as its share key with the same configuration; only its last says keep: false."""
+    path = TASKS[0].parent / "overlay-comparison.yaml"
+    args = {"tests": tests} if tests else {}
+    doc = yaml.safe_load(render(path, profile="quick", columns=["ovs/vxlan", "vrouter/gre"], **args))
+    for sub in doc["subtasks"]:
+        ctxs = [w["contexts"]["vnetbench_testbed"] for w in sub["workloads"]]
+        assert {c["share"] for c in ctxs} == {sub["title"]}
+        assert [c["keep"] for c in ctxs] == [True] * (len(ctxs) - 1) + [False]
+        assert len({yaml.safe_dump({k: v for k, v in c.items() if k != "keep"}) for c in ctxs}) == 1

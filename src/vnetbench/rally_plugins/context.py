@@ -1,7 +1,15 @@
 """``vnetbench_testbed``: build the testbed before the scenario, tear it down after
-(also when the scenario fails). Workers get plain data and re-attach by run id."""
+(also when the scenario fails). Workers get plain data and re-attach by run id.
+
+Workloads of one task that name the same ``share`` key measure one testbed, as the seed
+measured every test on the same VMs: the first builds it, each leaves it up while it says
+``keep``, the first that does not tears it down (and so does the end of the Rally process,
+for a task that stopped before that workload)."""
 
 from __future__ import annotations
+
+import atexit
+import json
 
 from rally import consts
 from rally.task import context
@@ -98,6 +106,11 @@ class VnetbenchTestbed(context.Context):
             "security_groups": {"type": "boolean", "description": "every port with port security "
                                 "on, in Neutron's default group (egress anywhere, ingress from the "
                                 "group): the kind's firewall in every figure; default off"},
+            "share": {"type": "string", "description": "workloads of the task with this key "
+                      "and the same configuration measure one testbed (the first builds it); "
+                      "every family still starts with settle()"},
+            "keep": {"type": "boolean", "description": "with share: leave the testbed up for "
+                     "the next workload (the last one of the key says false)"},
             "run": {"type": "string", "description": "measure the running testbed of this run "
                     "(id or name, in $VNETBENCH_STATE_DIR) instead of building one; it is left up "
                     "(slow-booting guests: boot once, run every task file)"},
@@ -107,14 +120,26 @@ class VnetbenchTestbed(context.Context):
                       "results": "results/records.jsonl", "skip_unsupported": True}
 
     def setup(self):
+        cfg = self.config
+        if cfg.get("run"):
+            return self._borrow(cfg)
+        shared = _SHARED.get(cfg.get("share"))
+        if shared and shared[0] == _fingerprint(cfg):
+            self.context["vnetbench"] = dict(shared[1])
+            return
+        if shared:                  # the key's configuration changed: a testbed of its own
+            _down(_SHARED.pop(cfg["share"])[1])
+        self._build(cfg)
+        info = self.context["vnetbench"]
+        if cfg.get("share") and "run_id" in info:
+            _SHARED[cfg["share"]] = (_fingerprint(cfg), dict(info))
+
+    def _build(self, cfg):
         import os
 
         from vnetbench.monitor import server, watch
         from vnetbench.testbed import capabilities
         from vnetbench.testbed.loader import load, loads
-        cfg = self.config
-        if cfg.get("run"):
-            return self._borrow(cfg)
         cpus = sorted(os.sched_getaffinity(0))
         if cfg.get("file"):
             tb = load(cfg["file"], online_cpus=cpus)
@@ -164,11 +189,45 @@ class VnetbenchTestbed(context.Context):
         info = self.context.get("vnetbench")
         if not info or "run_id" not in info or info.get("borrowed"):
             return
-        from vnetbench.monitor import watch
-        from vnetbench.testbed import deployment
-        dep = deployment.attach(info["run_id"])
-        watch.settle(dep)
-        errors = dep.down()
-        if errors:
-            raise RuntimeError(f"teardown of run {info['run_id']} incomplete: {errors}; "
-                               f"run 'vnetbench cleanup --run {info['run_id']}'")
+        share = self.config.get("share")
+        if share in _SHARED and self.config.get("keep"):
+            _settle(info)                      # the next workload's now
+            return
+        _SHARED.pop(share, None)
+        _down(info)
+
+
+#: share key -> (configuration fingerprint, context info) of a testbed left up
+_SHARED: dict = {}
+
+
+def _fingerprint(cfg) -> str:
+    """What decides the testbed: the configuration but the sharing flags."""
+    return json.dumps({k: v for k, v in cfg.items() if k != "keep"}, sort_keys=True, default=str)
+
+
+def _settle(info):
+    """The testbed of INFO once its vSwitch has caught up (``watch.settle``)."""
+    from vnetbench.monitor import watch
+    from vnetbench.testbed import deployment
+    dep = deployment.attach(info["run_id"])
+    watch.settle(dep)
+    return dep
+
+
+def _down(info) -> None:
+    errors = _settle(info).down()
+    if errors:
+        raise RuntimeError(f"teardown of run {info['run_id']} incomplete: {errors}; "
+                           f"run 'vnetbench cleanup --run {info['run_id']}'")
+
+
+@atexit.register
+def _down_shared() -> None:
+    """A task that ended before a shared testbed's last workload: down with the process."""
+    while _SHARED:
+        _, (_, info) = _SHARED.popitem()
+        try:
+            _down(info)
+        except Exception as e:          # the others still go down; cleanup finds the rest
+            print(f"vnetbench: {e}")

@@ -1,0 +1,61 @@
+"""The testbed context's sharing (``share``/``keep``) without testbeds: the first workload
+of a key builds, the next ones reuse while ``keep``, the first without it tears down; a
+changed configuration gets a testbed of its own; the process's end downs what is left."""
+
+import pytest
+
+from vnetbench.rally_plugins import context as ctx
+
+
+@pytest.fixture
+def fake(monkeypatch):
+    built, downed = [], []
+
+    def build(self, cfg):
+        built.append(len(built))
+        self.context["vnetbench"] = {"run_id": f"r{len(built)}", "results": cfg["results"]}
+    monkeypatch.setattr(ctx.VnetbenchTestbed, "_build", build)
+    monkeypatch.setattr(ctx, "_down", lambda info: downed.append(info["run_id"]))
+    monkeypatch.setattr(ctx, "_settle", lambda info: None)
+    monkeypatch.setattr(ctx, "_SHARED", {})
+    return built, downed
+
+
+def workload(**cfg):
+    c = ctx.VnetbenchTestbed.__new__(ctx.VnetbenchTestbed)
+    c.config = {"vswitch": "ovs", "network": "vxlan", "results": "r.jsonl", **cfg}
+    c.context = {}
+    c.setup()
+    return c
+
+
+def test_the_first_builds_the_next_reuse_the_last_tears_down(fake):
+    built, downed = fake
+    runs = []
+    for keep in (True, True, False):
+        w = workload(share="ovs/vxlan", keep=keep)
+        runs.append(w.context["vnetbench"]["run_id"])
+        w.cleanup()
+    assert runs == ["r1"] * 3 and len(built) == 1 and downed == ["r1"]
+
+
+def test_without_share_every_workload_has_its_own(fake):
+    built, downed = fake
+    for _ in range(2):
+        workload().cleanup()
+    assert len(built) == 2 and downed == ["r1", "r2"]
+
+
+def test_a_changed_configuration_is_not_shared(fake):
+    built, downed = fake
+    workload(share="k", keep=True).cleanup()
+    w = workload(share="k", keep=True, network="geneve")
+    assert w.context["vnetbench"]["run_id"] == "r2" and downed == ["r1"]
+
+
+def test_a_task_that_stops_early_downs_the_kept_testbed_at_exit(fake):
+    built, downed = fake
+    workload(share="k", keep=True).cleanup()
+    assert downed == []
+    ctx._down_shared()
+    assert downed == ["r1"] and not ctx._SHARED
