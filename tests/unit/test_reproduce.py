@@ -67,7 +67,7 @@ def test_clear_measurements_agree():
 def test_clear_measurements_that_contradict_the_seed_differ_with_the_declared_reason():
     _, res = judged(deferred(of=[0.4, 0.41, 0.40], lb=[0.30, 0.31, 0.30], vr=[1.4, 1.42, 1.41]))
     v = res["rtt-deferred-same"].verdicts[0]
-    assert v.status == "differs" and v.reason.startswith("model: each echo meets an emptied flow cache")
+    assert v.status == "differs" and v.reason.startswith("model: the deferred echo meets each kind's flow state")
 
 
 def test_overlapping_measurements_cannot_tell():
