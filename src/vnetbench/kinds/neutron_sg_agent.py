@@ -21,6 +21,7 @@ JSON command on one line and reads one JSON reply. Commands, one at a time:
     {"op": "rules_updated", "payload": P, "groups": [id, ...]}
     {"op": "members_updated", "payload": P, "groups": [id, ...]}
     {"op": "remove", "devices": [port id, ...]}
+    {"op": "ovs_restarted", "payload": P}        the host's ovs-vswitchd restarted
     -> {"ok": true, "seconds": 0.0123} | {"ok": false, "error": "..."}
 
 P is the reply of Neutron's ``security_group_info_for_devices`` RPC
@@ -139,11 +140,23 @@ def _serve(agent, rpc, line: str) -> dict:
             agent.security_groups_member_updated(cmd["groups"])
         elif op == "remove":
             agent.remove_devices_filter(cmd["devices"])
+        elif op == "ovs_restarted":
+            _ovs_restarted(agent, rpc)
         else:
             raise ValueError(f"unknown op {op!r}")
         return {"ok": True, "seconds": round(time.monotonic() - t0, 6)}
     except Exception as exc:            # one reply per command; the agent goes on
         return {"ok": False, "error": f"{type(exc).__name__}: {_text(exc)}"[:2000]}
+
+
+def _ovs_restarted(agent, rpc) -> None:
+    """What Neutron's OVS agent does when its OVS restarted (``_handle_ovs_restart``): it
+    publishes OVS_RESTARTED, on which the OVS firewall driver forgets its ports and puts
+    its base flows back (``_init_firewall_callback``), and its polling then reports every
+    port as added, so each is filtered again (``setup_port_filters``)."""
+    from neutron_lib.callbacks import events, registry, resources
+    registry.publish(resources.AGENT, events.OVS_RESTARTED, agent)
+    agent.prepare_devices_filter(list(rpc.payload["devices"]))
 
 
 def main(argv=None) -> int:
@@ -180,7 +193,10 @@ def main(argv=None) -> int:
         # Neutron retries a driver whose constructor raised TypeError without the bridge,
         # which hides the first error: build it once here so a failure says what it is
         from neutron.agent import firewall
-        firewall.load_firewall_driver_class(driver)(integration_bridge=bridge)
+        from neutron_lib.callbacks import events, registry, resources
+        probe = firewall.load_firewall_driver_class(driver)(integration_bridge=bridge)
+        registry.unsubscribe(probe._init_firewall_callback, resources.AGENT,
+                             events.OVS_RESTARTED)      # only the agent's driver answers it
     agent = securitygroups_rpc.SecurityGroupAgentRpc(context=None, plugin_rpc=rpc,
                                                      integration_bridge=bridge)
     srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)

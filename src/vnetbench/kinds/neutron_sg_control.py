@@ -71,6 +71,13 @@ def start(agent: Agent, ctx) -> None:
                 host.name)
 
 
+def ovs_restarted(agent: Agent, ctx, host) -> None:
+    """HOST's OVS restarted: its agent reinitialises the driver and filters every port of
+    the host again (Neutron's OVS agent on OVS_RESTARTED)."""
+    command(socket_path(ctx, host), {"op": "ovs_restarted", "payload": payload(agent, ctx, host)},
+            host.name)
+
+
 def rules_updated(agent: Agent, ctx, groups) -> None:
     """The server's notification that ``groups``' rules changed, to every host's agent:
     each refreshes its ports in those groups (Neutron's ``security_groups_rule_updated``)."""

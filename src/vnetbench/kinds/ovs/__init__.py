@@ -112,7 +112,11 @@ class Ovs(Kind):
         return None
 
     def _reprogrammed(self, dep, host, since: float, before) -> None:
-        """Wait until HOST's flows are back: the OVS agent replays its own at once."""
+        """Wait until HOST's flows are back: the OVS agent replays its own at once; with
+        security groups, its pipeline and the firewall driver's port filters too."""
+        if dep.testbed.port_security:
+            from vnetbench.kinds.ovs import firewall
+            firewall.ovs_restarted(dep, host)
 
     def netns_unplug(self, dep, host, port):
         from vnetbench.kinds.ovs import netns
