@@ -114,9 +114,12 @@ class Ovs(Kind):
     def _reprogrammed(self, dep, host, since: float, before) -> None:
         """Wait until HOST's flows are back: the OVS agent replays its own at once; with
         security groups, its pipeline and the firewall driver's port filters too."""
-        if dep.testbed.port_security:
-            from vnetbench.kinds.ovs import firewall
-            firewall.ovs_restarted(dep, host)
+        if dep.testbed.port_security:     # nothing passes the secure bridge until then
+            from vnetbench.kinds.ovs import firewall, netns
+            from vnetbench.testbed.netns.context import context
+            ctx = context(dep)
+            netns.OvsHost(ctx, host).pipeline_flows()
+            firewall.ovs_restarted(ctx, host)
 
     def netns_unplug(self, dep, host, port):
         from vnetbench.kinds.ovs import netns

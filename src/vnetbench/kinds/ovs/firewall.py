@@ -112,12 +112,7 @@ def rules_updated(ctx, groups) -> None:
     neutron_sg_control.rules_updated(AGENT, ctx, groups)
 
 
-def ovs_restarted(dep, host) -> None:
-    """HOST's ovs-vswitchd restarted with security groups on: as Neutron's OVS agent does,
-    its own flows again (the bridge is in secure fail mode: nothing passes until then), then
-    the firewall driver reinitialised and every port filtered again."""
-    from vnetbench.kinds.ovs.netns import OvsHost
-    from vnetbench.testbed.netns.context import context
-    ctx = context(dep)
-    OvsHost(ctx, host).pipeline_flows()
+def ovs_restarted(ctx, host) -> None:
+    """HOST's ovs-vswitchd restarted, its pipeline back: the firewall driver reinitialised
+    and every port filtered again (Neutron's OVS agent on OVS_RESTARTED)."""
     neutron_sg_control.ovs_restarted(AGENT, ctx, host)
