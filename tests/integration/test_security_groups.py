@@ -126,3 +126,33 @@ def test_ovs_restart_keeps_every_port_filtered(netns_up):
         for s in servers:
             s.kill()
             s.wait()
+
+
+def test_ovs_migrated_port_is_filtered_on_its_new_host(netns_up):
+    """a (secured: tcp/5201 from the prefix, icmp from its group) live-migrates from h1 to
+    h2: h2's OVS firewall driver filters its port as Neutron's OVS agent does on a new port
+    (h1's drops its filter), so every probe into and out of a is still what the rules say,
+    now from the other side of the tunnel. Without the re-plug's filter, a would be open."""
+    from vnetbench.faults import Faults
+    dep = netns_up(loads(TESTBED.format(kind="ovs", ntype="vxlan"), source="<sg ovs migrate>",
+                         online_cpus=[0, 1]))
+    servers = [sg.serve(dep, vm.name, PORTS) for vm in dep.testbed.vms]
+    cases = [("b", "a", "tcp", 5201), ("b", "a", "tcp", 22), ("f", "a", "tcp", 5201),
+             ("f", "a", "icmp", 8), ("d", "a", "icmp", 8), ("e", "a", "icmp", 8),
+             ("c", "a", "tcp", 22), ("a", "f", "tcp", 22)]
+    try:
+        Faults(dep).migrate("a", "h2", live=False)
+        tb = dep.testbed
+        assert tb.vm("a").host == "h2"
+        wrong = []
+        for s, d, proto, port in cases:
+            src, dst = tb.vm(s).nics[0], tb.vm(d).nics[0]
+            want = secgroups.allowed(tb, src, dst, Packet(proto, src.ip, dst.ip, port, 0))
+            got = _measured(dep, s, d, proto, port)
+            if got != want:
+                wrong.append(f"{s}->{d} {proto}/{port}: rules say {want}, measured {got}")
+        assert not wrong, "\n".join(wrong)
+    finally:
+        for s in servers:
+            s.kill()
+            s.wait()

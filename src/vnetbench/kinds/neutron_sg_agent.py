@@ -18,6 +18,7 @@ It serves a Unix socket (a file: reachable from any namespace): a connection sen
 JSON command on one line and reads one JSON reply. Commands, one at a time:
 
     {"op": "prepare", "payload": P}              ports of P filtered (agent start)
+    {"op": "prepare", "payload": P, "devices": [port id, ...]}   those only (a port plugged)
     {"op": "rules_updated", "payload": P, "groups": [id, ...]}
     {"op": "members_updated", "payload": P, "groups": [id, ...]}
     {"op": "remove", "devices": [port id, ...]}
@@ -133,7 +134,7 @@ def _serve(agent, rpc, line: str) -> dict:
         if "payload" in cmd:
             rpc.payload = cmd["payload"]
         if op == "prepare":
-            agent.prepare_devices_filter(list(rpc.payload["devices"]))
+            agent.prepare_devices_filter(list(cmd.get("devices") or rpc.payload["devices"]))
         elif op == "rules_updated":
             agent.security_groups_rule_updated(cmd["groups"])
         elif op == "members_updated":

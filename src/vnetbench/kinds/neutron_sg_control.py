@@ -71,6 +71,17 @@ def start(agent: Agent, ctx) -> None:
                 host.name)
 
 
+def prepare(agent: Agent, ctx, host, devices: list) -> None:
+    """HOST's agent filters DEVICES (ports that appeared on it: a migration's re-plug)."""
+    command(socket_path(ctx, host), {"op": "prepare", "payload": payload(agent, ctx, host),
+                                     "devices": list(devices)}, host.name)
+
+
+def remove(host_dir: Path, host_name: str, devices: list) -> None:
+    """The agent of the host whose run directory is HOST_DIR stops filtering DEVICES."""
+    command(host_dir / f"{AGENT}.sock", {"op": "remove", "devices": list(devices)}, host_name)
+
+
 def ovs_restarted(agent: Agent, ctx, host) -> None:
     """HOST's OVS restarted: its agent reinitialises the driver and filters every port of
     the host again (Neutron's OVS agent on OVS_RESTARTED)."""

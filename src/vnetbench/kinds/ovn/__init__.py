@@ -66,6 +66,9 @@ class Ovn(Ovs):
     def _port_columns(self, dep, nic):
         return []
 
+    def _neutron_firewall(self, dep) -> bool:
+        return False                    # its security groups are its own (docs/security-groups.md)
+
     def _port_extra(self, dep, port, vm, k):
         from vnetbench.kinds.ovn import netns
         return ["--", "set", "Interface", port, f"external_ids:iface-id={netns.port_name(vm.name, k)}"]

@@ -11,7 +11,6 @@ import time
 
 from vnetbench.kinds.base import COMMON_PROGRAMS, Kind
 from vnetbench.results.bound import Emulated
-from vnetbench.testbed.model import NetType
 
 OVS_PROGRAMS = ("ethtool", "ovs-vswitchd", "ovsdb-server", "ovsdb-tool", "ovs-vsctl", "ovs-appctl")
 VSWITCHD = "ovs-vswitchd"
@@ -124,6 +123,14 @@ class Ovs(Kind):
     def netns_unplug(self, dep, host, port):
         from vnetbench.kinds.ovs import netns
         netns.host_of(dep, host).vsctl("--if-exists", "del-port", dep.names.ovs_int, port)
+        if self._neutron_firewall(dep):     # the agent saw the port go: its filter goes
+            from vnetbench.kinds.ovs import firewall
+            firewall.port_removed(dep, host, port)
+
+    def _neutron_firewall(self, dep) -> bool:
+        """Whether Neutron's OVS firewall driver filters this testbed's ports (a kind with
+        its own realisation of security groups says no)."""
+        return dep.testbed.port_security
 
     def netns_plug(self, dep, host, port, vm, k, nic):
         from vnetbench.kinds.ovs import netns
@@ -131,11 +138,18 @@ class Ovs(Kind):
         with nsops.rtnl(dep.names.host_ns(host.name)) as ns:
             links.up(ns, port)
         own = f"external_ids:vnetbench-run={dep.run_id}"
+        filtered = self._neutron_firewall(dep)
+        if filtered:                        # what the driver reads (the Port's columns first)
+            from vnetbench.kinds.ovs import firewall
         args = ["--", "--may-exist", "add-port", dep.names.ovs_int, port,
-                *self._port_columns(dep, nic), own, *self._port_extra(dep, port, vm, k)]
+                *self._port_columns(dep, nic), own, *self._port_extra(dep, port, vm, k),
+                *(firewall.plugged_columns(dep, host, port, vm, k, nic, self._tag(dep, nic))
+                  if filtered else ())]
         if dep.run.meta().get("ovs_ports") == "afxdp" and not (nic.qos and not nic.qos.egress):
             args += ["--", "set", "Interface", port, "type=afxdp"]   # as the build made it
         netns.host_of(dep, host).vsctl(*args)
+        if filtered:                        # Neutron's OVS agent on a new port
+            firewall.port_added(dep, host, vm, k)
 
     @contextlib.contextmanager
     def netns_kernel_egress(self, dep, host, port):
@@ -154,10 +168,14 @@ class Ovs(Kind):
 
     def _port_columns(self, dep, nic) -> list[str]:
         """A VM port is an access port tagged with its vnet's local VLAN."""
+        return [f"tag={self._tag(dep, nic)}"]
+
+    @staticmethod
+    def _tag(dep, nic) -> int:
+        from vnetbench.kinds.ovs.netns import local_vlan
         tb = dep.testbed
         vi = [v.name for v in tb.vnets].index(nic.vnet)
-        tag = tb.vnet(nic.vnet).segmentation_id if tb.network.type is NetType.VLAN else vi + 1
-        return [f"tag={tag}"]
+        return local_vlan(tb, tb.vnet(nic.vnet), vi)
 
     def _port_extra(self, dep, port, vm, k) -> list[str]:
         return []

@@ -116,3 +116,36 @@ def ovs_restarted(ctx, host) -> None:
     """HOST's ovs-vswitchd restarted, its pipeline back: the firewall driver reinitialised
     and every port filtered again (Neutron's OVS agent on OVS_RESTARTED)."""
     neutron_sg_control.ovs_restarted(AGENT, ctx, host)
+
+
+def _moved_context(dep, vm, host):
+    """The build's view with VM on HOST: a migration re-plugs before the run's testbed
+    says where the VM is."""
+    import dataclasses
+    from types import SimpleNamespace
+    tb = dep.testbed
+    moved = dataclasses.replace(vm, host=host.name)
+    tb = dataclasses.replace(tb, vms=tuple(moved if v.name == vm.name else v for v in tb.vms))
+    return SimpleNamespace(testbed=tb, run=dep.run, names=dep.names)
+
+
+def plugged_columns(dep, host, port: str, vm, k: int, nic, tag: int) -> list[str]:
+    """The OVSDB columns of a port plugged on HOST (a migration) with local VLAN TAG, as
+    at bring-up."""
+    return port_columns(_moved_context(dep, vm, host), port, vm, k, nic, tag)
+
+
+def port_added(dep, host, vm, k: int) -> None:
+    """HOST's agent filters the port of VM's NIC K, now on HOST (Neutron's OVS agent on a
+    new port: ``setup_port_filters``)."""
+    ctx = _moved_context(dep, vm, host)
+    neutron_sg_control.prepare(AGENT, ctx, host, [neutron_sg.port_id(dep.run_id, vm.name, k)])
+
+
+def port_removed(dep, host, port: str) -> None:
+    """HOST's agent drops the filter of a port that left its bridge (``remove_devices_filter``)."""
+    tb, names = dep.testbed, dep.names
+    ids = [neutron_sg.port_id(dep.run_id, vm.name, k) for i, vm in enumerate(tb.vms)
+           for k in range(len(vm.nics)) if names.vm_port(i, k) == port]
+    if ids:
+        neutron_sg_control.remove(dep.run.dir / host.name, host.name, ids)

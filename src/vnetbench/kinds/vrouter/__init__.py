@@ -101,6 +101,9 @@ class VRouter(Ovs):
         netns.wait_converged(dep.run.dir, dep.testbed, since=since, key="programmed",
                              hosts=[host.name])
 
+    def _neutron_firewall(self, dep) -> bool:
+        return False                    # its security groups are its own (docs/security-groups.md)
+
     def _port_columns(self, dep, nic):
         return []
 
