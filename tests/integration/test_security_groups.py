@@ -97,6 +97,36 @@ def test_flow_setup_with_security_groups_off_and_on_names_the_firewall(netns_up,
     assert got[True][0] == 0.0 and firewall in got[True][1]
 
 
+def _disagreements(dep, cases) -> list[str]:
+    """The probes of CASES whose outcome is not what the rules say, one line each."""
+    tb, wrong = dep.testbed, []
+    for s, d, proto, port in cases:
+        src, dst = tb.vm(s).nics[0], tb.vm(d).nics[0]
+        want = secgroups.allowed(tb, src, dst, Packet(proto, src.ip, dst.ip, port, 0))
+        got = _measured(dep, s, d, proto, port)
+        if got != want:
+            wrong.append(f"{s}->{d} {proto}/{port}: rules say {want}, measured {got}")
+    return wrong
+
+
+def _ovs_after(netns_up, fault) -> list[str]:
+    """An ovs testbed with every VM serving, FAULT(dep) done, then the probes into and out
+    of a (secured: tcp/5201 from the prefix, icmp from its group): the disagreements."""
+    dep = netns_up(loads(TESTBED.format(kind="ovs", ntype="vxlan"), source="<sg ovs fault>",
+                         online_cpus=[0, 1]))
+    servers = [sg.serve(dep, vm.name, PORTS) for vm in dep.testbed.vms]
+    cases = [("b", "a", "tcp", 5201), ("b", "a", "tcp", 22), ("f", "a", "tcp", 5201),
+             ("f", "a", "icmp", 8), ("d", "a", "icmp", 8), ("e", "a", "icmp", 8),
+             ("c", "a", "tcp", 22), ("a", "f", "tcp", 22), ("f", "c", "tcp", 22)]
+    try:
+        fault(dep)
+        return _disagreements(dep, cases)
+    finally:
+        for s in servers:
+            s.kill()
+            s.wait()
+
+
 def test_ovs_restart_keeps_every_port_filtered(netns_up):
     """ovs-vswitchd of h1 restarted (its flows gone, the bridge in secure fail mode): as
     Neutron's OVS agent on OVS_RESTARTED, the pipeline comes back and the firewall driver
@@ -104,55 +134,19 @@ def test_ovs_restart_keeps_every_port_filtered(netns_up):
     same host and across hosts. Without the replay everything on h1 is blocked; with the
     pipeline but without the driver, everything is open."""
     from vnetbench.faults import Faults
-    dep = netns_up(loads(TESTBED.format(kind="ovs", ntype="vxlan"), source="<sg ovs restart>",
-                         online_cpus=[0, 1]))
-    servers = [sg.serve(dep, vm.name, PORTS) for vm in dep.testbed.vms]
-    tb = dep.testbed
-    # into a (h1, secured: only tcp/5201 from the prefix and icmp from the group) and out
-    cases = [("b", "a", "tcp", 5201), ("b", "a", "tcp", 22), ("f", "a", "tcp", 5201),
-             ("f", "a", "icmp", 8), ("d", "a", "icmp", 8), ("c", "a", "tcp", 22),
-             ("a", "f", "tcp", 22), ("f", "c", "tcp", 22)]
-    try:
-        Faults(dep).vswitch_restart("h1")
-        wrong = []
-        for s, d, proto, port in cases:
-            src, dst = tb.vm(s).nics[0], tb.vm(d).nics[0]
-            want = secgroups.allowed(tb, src, dst, Packet(proto, src.ip, dst.ip, port, 0))
-            got = _measured(dep, s, d, proto, port)
-            if got != want:
-                wrong.append(f"{s}->{d} {proto}/{port}: rules say {want}, measured {got}")
-        assert not wrong, "\n".join(wrong)
-    finally:
-        for s in servers:
-            s.kill()
-            s.wait()
+    wrong = _ovs_after(netns_up, lambda dep: Faults(dep).vswitch_restart("h1"))
+    assert not wrong, "\n".join(wrong)
 
 
 def test_ovs_migrated_port_is_filtered_on_its_new_host(netns_up):
-    """a (secured: tcp/5201 from the prefix, icmp from its group) live-migrates from h1 to
-    h2: h2's OVS firewall driver filters its port as Neutron's OVS agent does on a new port
-    (h1's drops its filter), so every probe into and out of a is still what the rules say,
-    now from the other side of the tunnel. Without the re-plug's filter, a would be open."""
+    """a cold-migrates from h1 to h2: h2's OVS firewall driver filters its port as
+    Neutron's OVS agent does on a new port (h1's drops its filter), so every probe into and
+    out of a is still what the rules say, now across the tunnel the other way. Without the
+    re-plug's filter, a would be open."""
     from vnetbench.faults import Faults
-    dep = netns_up(loads(TESTBED.format(kind="ovs", ntype="vxlan"), source="<sg ovs migrate>",
-                         online_cpus=[0, 1]))
-    servers = [sg.serve(dep, vm.name, PORTS) for vm in dep.testbed.vms]
-    cases = [("b", "a", "tcp", 5201), ("b", "a", "tcp", 22), ("f", "a", "tcp", 5201),
-             ("f", "a", "icmp", 8), ("d", "a", "icmp", 8), ("e", "a", "icmp", 8),
-             ("c", "a", "tcp", 22), ("a", "f", "tcp", 22)]
-    try:
+
+    def move(dep):
         Faults(dep).migrate("a", "h2", live=False)
-        tb = dep.testbed
-        assert tb.vm("a").host == "h2"
-        wrong = []
-        for s, d, proto, port in cases:
-            src, dst = tb.vm(s).nics[0], tb.vm(d).nics[0]
-            want = secgroups.allowed(tb, src, dst, Packet(proto, src.ip, dst.ip, port, 0))
-            got = _measured(dep, s, d, proto, port)
-            if got != want:
-                wrong.append(f"{s}->{d} {proto}/{port}: rules say {want}, measured {got}")
-        assert not wrong, "\n".join(wrong)
-    finally:
-        for s in servers:
-            s.kill()
-            s.wait()
+        assert dep.testbed.vm("a").host == "h2"
+    wrong = _ovs_after(netns_up, move)
+    assert not wrong, "\n".join(wrong)
