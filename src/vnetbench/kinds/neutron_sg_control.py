@@ -77,9 +77,9 @@ def prepare(agent: Agent, ctx, host, devices: list) -> None:
                                      "devices": list(devices)}, host.name)
 
 
-def remove(host_dir: Path, host_name: str, devices: list) -> None:
-    """The agent of the host whose run directory is HOST_DIR stops filtering DEVICES."""
-    command(host_dir / f"{AGENT}.sock", {"op": "remove", "devices": list(devices)}, host_name)
+def remove(ctx, host, devices: list) -> None:
+    """HOST's agent stops filtering DEVICES (ports that left its bridge)."""
+    command(socket_path(ctx, host), {"op": "remove", "devices": list(devices)}, host.name)
 
 
 def ovs_restarted(agent: Agent, ctx, host) -> None:

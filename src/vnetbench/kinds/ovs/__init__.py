@@ -133,14 +133,12 @@ class Ovs(Kind):
         return dep.testbed.port_security
 
     def netns_plug(self, dep, host, port, vm, k, nic):
-        from vnetbench.kinds.ovs import netns
+        from vnetbench.kinds.ovs import firewall, netns
         from vnetbench.testbed.netns import links, nsops
         with nsops.rtnl(dep.names.host_ns(host.name)) as ns:
             links.up(ns, port)
         own = f"external_ids:vnetbench-run={dep.run_id}"
-        filtered = self._neutron_firewall(dep)
-        if filtered:                        # what the driver reads (the Port's columns first)
-            from vnetbench.kinds.ovs import firewall
+        filtered = self._neutron_firewall(dep)   # then the Port's columns the driver reads
         args = ["--", "--may-exist", "add-port", dep.names.ovs_int, port,
                 *self._port_columns(dep, nic), own, *self._port_extra(dep, port, vm, k),
                 *(firewall.plugged_columns(dep, host, port, vm, k, nic, self._tag(dep, nic))

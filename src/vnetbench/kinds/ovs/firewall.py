@@ -148,4 +148,4 @@ def port_removed(dep, host, port: str) -> None:
     ids = [neutron_sg.port_id(dep.run_id, vm.name, k) for i, vm in enumerate(tb.vms)
            for k in range(len(vm.nics)) if names.vm_port(i, k) == port]
     if ids:
-        neutron_sg_control.remove(dep.run.dir / host.name, host.name, ids)
+        neutron_sg_control.remove(dep, host, ids)        # a deployment has the run

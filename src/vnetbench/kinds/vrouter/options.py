@@ -14,7 +14,7 @@ class VRouter:
     (docs/sdn.md gives the source of each default)."""
     headless: bool = False               # keep learned routes when the control node is lost
     hold_time: float = 90.0              # s without a message before the control node counts as lost
-    flow_setup: str = "datapath"         # who sets a flow up: the datapath (learn) or the agent
+    flow_setup: str = "datapath"         # who sets a flow up: the datapath (conntrack) or the agent
     flow_setup_rate: int = 1000          # new flows/s the agent sets up; 0 = no limit
     flow_hold_packets: int = 3           # packets queued per flow awaiting set-up
     flow_idle_timeout: int = 180         # s; Contrail's flow aging
@@ -41,7 +41,7 @@ SCHEMA = {
         "flow_setup": {
             "enum": ["datapath", "agent"],
             "default": "datapath",
-            "description": "Who sets up a new flow between ports without port security: the datapath itself (OVS learn(), as fast as this machine's OVS goes: the compiled agent's rates the seed measured) or the Python agent over packet-ins, at flow_setup_rate with flow_hold_packets held (the model's set-up queue). Flows of ports with port security are always the agent's: it evaluates the rules."
+            "description": "Who sets up a new flow between ports without port security: the datapath itself (OVS's connection tracker, one zone per VRF, aged by flow_idle_timeout: set-up as fast as this machine's OVS goes, as the seed's compiled agent did) or the Python agent over packet-ins, at flow_setup_rate with flow_hold_packets held (the model's set-up queue). Flows of ports with port security are always the agent's: it evaluates the rules."
         },
         "flow_setup_rate": {
             "type": "integer",
