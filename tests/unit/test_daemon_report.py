@@ -10,8 +10,10 @@ from vnetbench.testbed.netns import proc
 HUNG = """
 import faulthandler, os, signal, sys, time
 faulthandler.register(signal.SIGUSR1, all_threads=True)
-open(sys.argv[1].split("=", 1)[1], "w").write(f"{os.getpid()}\\n")
 def waits_for_ever():
+    # the pid is written from in here: a dump asked for as soon as it is there (under load,
+    # before the call once) finds this frame
+    open(sys.argv[1].split("=", 1)[1], "w").write(f"{os.getpid()}\\n")
     time.sleep(60)
 waits_for_ever()
 """

@@ -6,30 +6,43 @@ from __future__ import annotations
 
 
 from vnetbench.testbed.model import NetType
-from vnetbench.testbed.netns import links, nsops
+from vnetbench.testbed.netns import links, nlbatch, nsops
 
 VXLAN_PORT = 4789
+#: ifindex of vnet i's bridge in a host's namespace (BRIDGE_INDEX + 2i; its segment device
+#: the next one): chosen, so the batch needs no lookup; far above what the kernel picks
+BRIDGE_INDEX = 1 << 20
 
 
 def wire_host(ctx, host) -> None:
+    """The uplink's address; then one netlink write (``nlbatch``): per vnet its bridge,
+    its segment port and its VM ports enslaved; then the ports' limits."""
     tb, names = ctx.testbed, ctx.names
     mtu = tb.network.tenant_mtu
-    with nsops.rtnl(names.host_ns(host.name)) as ns:
+    ns_name = names.host_ns(host.name)
+    with nsops.rtnl(ns_name) as ns:
         links.address(ns, names.uplink, host.underlay_ip, tb.network.underlay_cidr.prefixlen)
-        for vnet in tb.vnets_on(host.name):
-            vi = ctx.vnet_index(vnet.name)
-            br = names.lb_bridge(vi)
-            links.bridge(ns, br, mtu, names.alias(f"vnet={vnet.name} bridge"))
-            links.up(ns, _segment_port(ctx, ns, host, vnet, vi), master=br)
-            for port in ctx.vm_ports(host.name, vnet.name):
-                links.up(ns, port, master=br)
-        for port, qos in ctx.qos_ports(host.name):
-            if qos.egress:      # what the VM sends arrives on the port: shape it on an IFB
-                ifb = ctx.names.ifb(port)
-                links.ifb(ns, ifb, names.alias(f"egress limit of {port}"))
-                links.redirect_ingress(ns, port, ifb)
-                port = ifb
-            links.shape(ns, port, qos.max_kbps, qos.max_burst_kbits)
+        uplink = links.index(ns, names.uplink)
+    batch = nlbatch.Batch(ns_name)
+    for vnet in tb.vnets_on(host.name):
+        vi = ctx.vnet_index(vnet.name)
+        br, br_i = names.lb_bridge(vi), BRIDGE_INDEX + 2 * vi
+        batch.link(f"bridge {br}", "add", index=br_i, ifname=br, kind="bridge", mtu=mtu, br_stp_state=0,
+                   br_forward_delay=0, state="up")
+        batch.set(f"alias of {br}", index=br_i, alias=names.alias(f"vnet={vnet.name} bridge"))
+        _segment_port(ctx, batch, host, vnet, vi, uplink, br_i)
+        for port in ctx.vm_ports(host.name, vnet.name):
+            batch.set(f"{port} into {br}", ifname=port, master=br_i, up=True)
+    batch.send()
+    if ctx.qos_ports(host.name):
+        with nsops.rtnl(ns_name) as ns:
+            for port, qos in ctx.qos_ports(host.name):
+                if qos.egress:      # what the VM sends arrives on the port: shape it on an IFB
+                    ifb = ctx.names.ifb(port)
+                    links.ifb(ns, ifb, names.alias(f"egress limit of {port}"))
+                    links.redirect_ingress(ns, port, ifb)
+                    port = ifb
+                links.shape(ns, port, qos.max_kbps, qos.max_burst_kbits)
 
 
 def unwire_vnet(ctx, host, vnet) -> None:
@@ -42,30 +55,32 @@ def unwire_vnet(ctx, host, vnet) -> None:
                 ns.link("del", index=links.index(ns, dev))
 
 
-def _segment_port(ctx, ns, host, vnet, vi) -> str:
-    """The port that carries the vnet between hosts."""
+def _segment_port(ctx, batch, host, vnet, vi, uplink: int, br_i: int) -> None:
+    """The port that carries the vnet between hosts, made (a VLAN or VXLAN device, index
+    ``br_i`` + 1) or taken (a flat physnet), enslaved to the vnet's bridge."""
     tb, names = ctx.testbed, ctx.names
     ntype = tb.network.type
     alias = names.alias(f"vnet={vnet.name} segment")
     if ntype is NetType.FLAT:
-        return names.physnet(vi)
+        batch.set(f"{names.physnet(vi)} into its bridge", ifname=names.physnet(vi), master=br_i, up=True)
+        return
+    idx = br_i + 1
     if ntype is NetType.VLAN:
         name = names.vlan_dev(vi)
-        ns.link("add", ifname=name, kind="vlan", link=links.index(ns, names.uplink),
-                vlan_id=vnet.segmentation_id, mtu=tb.network.tenant_mtu)
-        links.stamp(ns, name, alias)
-        return name
-    if ntype is NetType.VXLAN:
+        batch.link(f"VLAN device {name}", "add", index=idx, ifname=name, kind="vlan", link=uplink,
+                   vlan_id=vnet.segmentation_id, mtu=tb.network.tenant_mtu)
+    elif ntype is NetType.VXLAN:
         name = names.vxlan_dev(vi)
-        ns.link("add", ifname=name, kind="vxlan", vxlan_id=vnet.segmentation_id,
-                vxlan_local=str(host.underlay_ip), vxlan_port=VXLAN_PORT,
-                vxlan_learning=1, mtu=tb.network.tenant_mtu)
-        links.stamp(ns, name, alias)
-        idx = links.index(ns, name)
+        batch.link(f"VXLAN device {name}", "add", index=idx, ifname=name, kind="vxlan",
+                   vxlan_id=vnet.segmentation_id, vxlan_local=str(host.underlay_ip),
+                   vxlan_port=VXLAN_PORT, vxlan_learning=1, mtu=tb.network.tenant_mtu)
         for peer in ctx.peers(host.name, vnet.name):   # head-end replication, no multicast
-            ns.fdb("append", ifindex=idx, lladdr="00:00:00:00:00:00", dst=str(peer.underlay_ip))
-        return name
-    raise AssertionError(f"linuxbridge cannot carry {ntype}; capabilities should have refused it")
+            batch.fdb(f"flood entry of {name} to {peer.underlay_ip}", "append", ifindex=idx,
+                      lladdr="00:00:00:00:00:00", dst=str(peer.underlay_ip))
+    else:
+        raise AssertionError(f"linuxbridge cannot carry {ntype}; capabilities should have refused it")
+    batch.set(f"alias of {name}", index=idx, alias=alias)
+    batch.set(f"{name} into its bridge", index=idx, master=br_i, up=True)
 
 
 def bridges_down_up(dep, host) -> None:

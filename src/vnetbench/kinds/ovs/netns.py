@@ -22,7 +22,7 @@ import os
 from vnetbench.kinds.ovs import agent as ovs_agent
 from vnetbench.kinds.ovs import firewall, pipeline
 from vnetbench.testbed.model import NetType
-from vnetbench.testbed.netns import links, nsops, proc, veths
+from vnetbench.testbed.netns import links, nsops, offloads, proc, veths
 
 AGENT = "neutron-openvswitch-agent"
 #: the longest an idle PMD thread sleeps (OVS 3.1 ``other_config:pmd-maxsleep``, µs): measured
@@ -306,19 +306,17 @@ def offloads_off(ctx, host, afxdp: bool) -> None:
     'hardware': TX checksum offload off on every veth end it touches. With AF_XDP ports
     also TX VLAN offload on their peers (the VMs' NICs, the fabric's ends): XDP sees the
     frame only, and a tag the peer's kernel left in the packet's metadata was lost
-    (measured: no VLAN-tagged frame crossed a host until it was off)."""
+    (measured: no VLAN-tagged frame crossed a host until it was off). One thread per
+    namespace, the ioctl per device (``offloads``)."""
     n = ctx.names
-    peer = ["txvlan", "off"] if afxdp else []
+    peer = ("txvlan",) if afxdp else ()
+    by_ns: dict[str, list] = {n.host_ns(host.name): []}
     for v in veths.host_veths(ctx.testbed, n, host.name):
-        _ethtool(n.host_ns(host.name), v.name, ["tx", "off"])
-        far = ["tx", "off", *peer] if v.role == veths.VM_NIC else peer
-        if far:
-            _ethtool(v.peer_ns, v.peer, far)
-
-
-def _ethtool(ns: str, dev: str, features: list[str]) -> None:
-    proc.run(proc.in_netns(ns, ["ethtool", "-K", dev, *features]),
-             what=f"ethtool -K {dev} {' '.join(features)}")
+        by_ns[n.host_ns(host.name)].append((v.name, ("tx",)))
+        far = ("tx", *peer) if v.role == veths.VM_NIC else peer
+        by_ns.setdefault(v.peer_ns, []).append((v.peer, far))
+    for ns, devices in by_ns.items():
+        offloads.off(ns, devices)
 
 
 def host_of(dep, host) -> OvsHost:

@@ -50,17 +50,25 @@ def on_thread(work):
     return box.get("value")
 
 
-def create(name: str) -> None:
-    """A new named namespace (``/run/netns/<name>``); fails if it exists."""
+def create(name: str, then=None) -> None:
+    """A new named namespace (``/run/netns/<name>``); fails if it exists. ``then()``
+    runs inside it on the same thread (its first requests: no second thread to enter)."""
     def work():
         _check(_libc.unshare(CLONE_NEWNET), f"unshare for {name}")
         netns.attach(name, f"self/task/{threading.get_native_id()}")
+        if then is not None:
+            then()
     on_thread(work)
+
+
+def path(name: str) -> str:
+    """The file that holds namespace ``name`` open."""
+    return os.path.join(netns.NETNS_RUN_DIR, name)
 
 
 def _enter(name: str) -> None:
     """This thread joins namespace ``name`` (on_thread's work only)."""
-    target = os.open(os.path.join(netns.NETNS_RUN_DIR, name), os.O_RDONLY | os.O_CLOEXEC)
+    target = os.open(path(name), os.O_RDONLY | os.O_CLOEXEC)
     try:
         _check(_libc.setns(target, CLONE_NEWNET), f"setns to {name}")
     finally:
@@ -73,6 +81,14 @@ def rtnl(name: str) -> IPRoute:
         _enter(name)
         return socket.socket(socket.AF_NETLINK, socket.SOCK_DGRAM, NETLINK_ROUTE).detach()
     return IPRoute(fileno=on_thread(work))
+
+
+def in_netns(name: str, work):
+    """``work()`` on a thread that entered namespace ``name``; its value or its error."""
+    def entered():
+        _enter(name)
+        return work()
+    return on_thread(entered)
 
 
 def sysctl(name: str, path: str, value: str) -> None:

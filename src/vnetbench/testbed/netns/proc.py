@@ -106,6 +106,21 @@ def pids_naming(text: str) -> list[int]:
     return found
 
 
+def netns_members() -> dict[tuple[int, int], list[int]]:
+    """Every process by its network namespace ((st_dev, st_ino) of ``/proc/PID/ns/net``):
+    one scan of /proc for any number of namespaces."""
+    found: dict[tuple[int, int], list[int]] = {}
+    me = os.getpid()
+    for entry in os.scandir("/proc"):
+        if entry.name.isdigit() and int(entry.name) != me:
+            try:
+                ns = os.stat(f"/proc/{entry.name}/ns/net")
+            except OSError:
+                continue
+            found.setdefault((ns.st_dev, ns.st_ino), []).append(int(entry.name))
+    return found
+
+
 def pids_in_netns(path) -> list[int]:
     """Processes whose network namespace is the one bound at ``path`` (e.g.
     /run/netns/<name>): by namespace inode, never by name."""
