@@ -210,6 +210,33 @@ def test_rally_tasks_run_in_guests(rally, guests, image, tmp_path):
     assert [j.parent.name for j in rally.state.glob("*/journal.jsonl")] == [guests.run_id]
 
 
+def test_scale_progression_in_guests(guests):
+    """The scale family (issue 24) on TCG guests, through the Deployment only: steps 1 and
+    2 of the guests' two pairs (same host, across hosts) released together; every step has
+    every pair's result, the aggregate is their sum, the start spread is measured with the
+    guests' clocks mapped onto the runner's, and each host's data-plane CPU is there. TCG
+    guests are slow: the figures are what they are (flowing is the point), never
+    compared with netns."""
+    from vnetbench.scale import run as scale_run
+    pairs = list(guests.testbed.pairs)
+    t0 = time.monotonic()
+    records = scale_run.run(guests, pairs, progression=[1, 2], tests=("tcp",), seconds=2)
+    assert [r.labels["pairs"] for r in records] == [1, 2]
+    for r in records:
+        (rep,) = r.extra["repetitions"]
+        assert not rep["failed"], rep["failed"]
+        assert [p["pair"] for p in rep["pairs"]] == [p.name for p in pairs[:r.labels["pairs"]]]
+        assert all(p["ok"] and p["gbps"] > 0 for p in rep["pairs"]), rep["pairs"]
+        assert r.samples["aggregate_gbps"][0] == pytest.approx(sum(p["gbps"] for p in rep["pairs"]))
+        assert r.samples["pairs_failed"] == [0]
+        assert r.samples["start_spread_ms"][0] is not None and r.samples["start_spread_ms"][0] >= 0
+        assert set(rep["hosts"]) == {"h1", "h2"}
+        assert all(v["dataplane_pct"] is not None for v in rep["hosts"].values()), rep["hosts"]
+    print(f"scale steps 1, 2 on guests: {time.monotonic() - t0:.0f} s; "
+          + "; ".join(f"{r.labels['pairs']} pairs {r.samples['aggregate_gbps'][0] * 1000:.1f} Mbit/s, "
+                      f"start spread {r.samples['start_spread_ms'][0]:.1f} ms" for r in records))
+
+
 def test_compare_on_guests(guests, rally, tmp_path):
     """``vnetbench compare`` over the running guests (smoke profile): every family of the
     battery through the comparison task, the table, the reports; the testbed stays up.

@@ -22,6 +22,7 @@ Only the Deployment interface is used: the same code runs on netns, libvirt and 
 
 from __future__ import annotations
 
+import os
 import select
 import subprocess
 
@@ -52,7 +53,12 @@ def stamp_command(dep) -> list[str]:
     """The gate's clock: the runner's kernel clock in a namespace (date, ns), the guest's
     monotonic clock elsewhere (the Go probe tool: guests carry no Python)."""
     from vnetbench.functional.measure import native
-    return probe.clock_command() if native(dep) else ["date", "+%s%N"]
+    if not native(dep):
+        return ["date", "+%s%N"]
+    # by name: inside the gate's shell string, where the channel's rewriting of argv[0]
+    # (an absolute path on the runner means nothing in a guest) does not reach
+    tool, *args = probe.clock_command()
+    return [os.path.basename(tool), *args]
 
 
 def parse_stamp(line: str) -> int:
@@ -162,11 +168,16 @@ def _ready(g, timeout) -> None:
 
 
 def _finish(g, timeout) -> dict:
+    """The gate's output once it exits; its stdin stays open until then (on a guest,
+    closing it would end the command through its SSH session's tie)."""
+    stdin, g.stdin = g.stdin, None
     try:
         out, err = g.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
         g.kill()
         out, err = g.communicate()
+    finally:
+        g.stdin = stdin
     first, _, rest = out.partition("\n")
     return {"stamp": first, "out": rest, "err": err, "rc": g.returncode}
 
