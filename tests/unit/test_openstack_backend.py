@@ -465,6 +465,25 @@ def test_a_placement_that_does_not_hold_unwinds_the_stack(fake_cloud):
     assert len(fake_cloud.heat.deleted) == 1 and fake_cloud.heat.stacks == {}
 
 
+def test_best_effort_drops_a_misplaced_pair_but_not_every_pair(fake_cloud):
+    """drop_misplaced (the scale family's best_effort): a pair Nova placed wrong is left
+    out; when every pair is, nothing is left to measure and the build fails, unwound."""
+    fake_cloud.hosts = ("cmp1", "cmp2")
+    with pytest.raises(BuildError, match="every pair landed where its placement says it must not: "
+                                         "pair same: same-host, but same-a is on cmp1"):
+        builder.up(_tb(["same-host"], network="flat"), cloud_name="c", network="n", drop_misplaced=True)
+    assert fake_cloud.heat.stacks == {}
+
+
+def test_misplaced_pairs_are_named_and_left_out_of_the_testbed():
+    servers = _servers(**{"same-a": "c1", "same-b": "c2", "cross-a": "c1", "cross-b": "c2"})
+    v = verify.placement([("same", "same-host", "same-a", "same-b"),
+                          ("cross", "cross-host", "cross-a", "cross-b")], servers, admin=True)
+    assert list(v.misplaced) == ["same"] and v.problems == [v.misplaced["same"]]
+    tb = st.without_pairs(_tb(), v.misplaced)
+    assert [p.name for p in tb.pairs] == ["cross"] and [vm.name for vm in tb.vms] == ["cross-a", "cross-b"]
+
+
 def test_shared_dedicated_cpus_unwind_the_stack(fake_cloud):
     fake_cloud.pins = ((2,), (2,))
     with pytest.raises(BuildError, match="host CPU 2 of cmp1 is also same-a's"):
@@ -662,3 +681,14 @@ def test_deprovisioning_deletes_the_vnets_ports_then_its_network(tmp_path, monke
     assert dep.status()["removed_vnets"] == ["blue"]
     with pytest.raises(KeyError, match="no vnet named 'green'"):
         dep.remove_vnet("green")
+
+
+@pytest.mark.parametrize("accommodation, dropped", [
+    (["pair", "double_room"], False), (["pair", "double_room", "best_effort"], True),
+    ({"room": "single_room", "best_effort": True}, True)])
+def test_the_scale_contexts_best_effort_lets_the_cloud_drop_misplaced_pairs(accommodation, dropped):
+    from vnetbench.rally_plugins.context import _backend_options
+    opts = _backend_options({"backend": "openstack", "cloud": "c", "unpinned": True,
+                             "scale": {"accommodation": accommodation, "hosts": 1, "density": 2}})
+    assert opts.get("drop_misplaced", False) is dropped and opts["pinned"] is False
+    st.Options(**{k.replace("cloud_name", "cloud"): v for k, v in opts.items()})   # every key is an option

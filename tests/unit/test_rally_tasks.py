@@ -14,7 +14,9 @@ from rally.task import engine, task_cfg
 TASKS = sorted((Path(__file__).resolve().parents[2] / "rally-tasks").glob("*.yaml"))
 ARGS = [{}, {"vswitch": "linuxbridge", "network": "flat"}, {"vswitch": "ovs", "network": "geneve"},
         {"vswitch": "ovs", "network": "vxlan", "backend": "libvirt", "image": "/srv/image"},
-        {"run": "1ea255", "profile": "smoke"}]
+        {"run": "1ea255", "profile": "smoke"},
+        {"backend": "openstack", "cloud": "c", "existing_network": "n", "flavor": "f", "unpinned": True,
+         "prometheus": "http://127.0.0.1:9090"}]
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -43,7 +45,7 @@ def test_there_are_task_files():
 
 
 @pytest.mark.parametrize("path", TASKS, ids=[p.name for p in TASKS])
-@pytest.mark.parametrize("args", ARGS, ids=["defaults", "lb-flat", "ovs-geneve", "libvirt", "borrowed-run"])
+@pytest.mark.parametrize("args", ARGS, ids=["defaults", "lb-flat", "ovs-geneve", "libvirt", "borrowed-run", "openstack"])
 def test_task_renders_and_validates(path, args):
     config = validate(render(path, **args))
     names = {w["name"] for s in config.subtasks for w in s["workloads"]}

@@ -32,9 +32,12 @@ def testbed_yaml(vswitch: str, network: str, underlay_mtu: int | None, placement
 def _backend_options(cfg) -> dict:
     backend = cfg.get("backend", "netns")
     if backend == "openstack":
+        best_effort = bool(cfg.get("scale")) and _best_effort(cfg["scale"].get("accommodation"))
         return {"cloud_name": cfg.get("cloud") or "", "image": cfg.get("image") or "vnetbench-guest",
                 "memory_mib": cfg.get("memory_mib", 256),
                 "network": cfg.get("existing_network") or "",
+                **({"pinned": False} if cfg.get("unpinned") else {}),
+                **({"drop_misplaced": True} if best_effort else {}),
                 **{k: cfg[k] for k in OPENSTACK_KEYS if cfg.get(k)}}
     if backend != "libvirt":
         return {}
@@ -42,6 +45,13 @@ def _backend_options(cfg) -> dict:
     repo = Path(__file__).resolve().parents[3]
     return {"image_dir": Path(cfg.get("image") or repo / "vm-images" / "build"),
             "memory_mib": cfg.get("memory_mib", 256), "uris": cfg.get("libvirt_uri")}
+
+
+def _best_effort(accommodation) -> bool:
+    """Shaker's best_effort among the accommodation words: on a cloud, a pair that landed
+    wrong is then left out and named (``drop_misplaced``) instead of failing the build."""
+    from vnetbench.scale import plan
+    return plan.accommodation(accommodation).best_effort
 
 
 # context key -> the openstack backend's option of the same name (stack.Options)
@@ -89,6 +99,8 @@ class VnetbenchTestbed(context.Context):
             "cpu_thread_policy": {"enum": ["prefer", "isolate"],
                                   "description": "openstack: of the pinned flavor the stack makes"},
             "gateway": {"type": "string", "description": "openstack: SSH jump host to the VMs"},
+            "unpinned": {"type": "boolean", "description": "openstack: guests with shared vCPUs "
+                         "(a cloud with fewer dedicated CPUs than the testbed's guests)"},
             "no_server_groups": {"type": "boolean", "description": "openstack: cross-host pairs "
                                  "by Shaker's hostId fallback instead of anti-affinity groups"},
             "prometheus": {"type": "string", "description": "openstack: URL of the Prometheus "

@@ -270,7 +270,9 @@ def _record(dep, pairs, test, n, samples, extras, started, seconds, udp_bps, str
                   provenance=provenance.collect(dep, [v for p in pairs for v in p.vms][:2]),
                   started=started, finished=now(),
                   extra={"repetitions": extras,        # per_host: published with a host label
-                         "per_host": {"host_dataplane_pct": {h: sum(x) / len(x) for h, x in per_host.items()}}})
+                         "per_host": {"host_dataplane_pct": {h: sum(x) / len(x) for h, x in per_host.items()}},
+                         # pairs a cloud placed wrong, left out at build time (best_effort)
+                         "dropped": dep.run.meta().get("dropped_pairs") or {}})
 
 
 def _curve_point(r: Result) -> dict:

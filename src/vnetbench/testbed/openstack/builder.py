@@ -91,7 +91,7 @@ class _Build:
         servers = self._servers(vms)
         vms, servers = self._fallback(vms, servers)
         tb = st.realised(self.tb, vms, *self._network(vms))
-        self._verify(tb, servers)
+        tb = self._verify(tb, servers)
         self.run.write_meta(testbed=to_dict(tb), servers={v: s["server"] for v, s in vms.items()},
                             mgmt={v: s["mgmt_ip"] for v, s in vms.items() if s.get("mgmt_ip")},
                             ports={v: s["port"] for v, s in vms.items()},
@@ -168,9 +168,20 @@ class _Build:
             mtus.append(net.mtu or self.tb.network.tenant_mtu)
         return cidrs, min(mtus)
 
-    def _verify(self, tb, servers) -> None:
+    def _verify(self, tb, servers):
+        """TB as verified: with ``drop_misplaced``, without the pairs Nova placed wrong
+        (named in the run's meta, ``dropped_pairs``); any other problem fails the build."""
         pairs = [(p.name, p.placement, *p.vms) for p in tb.pairs]
         place = verify.placement(pairs, servers, self.admin)
+        dropped = dict(place.misplaced) if self.opts.drop_misplaced else {}
+        if dropped:
+            if len(dropped) == len(tb.pairs):
+                raise BuildError(f"cloud {self.opts.cloud}: every pair landed where its placement "
+                                 "says it must not: " + "; ".join(dropped.values()))
+            place.problems = [p for p in place.problems if p not in dropped.values()]
+            place.warnings += [f"{why}: left out (best_effort)" for why in dropped.values()]
+            tb = st.without_pairs(tb, dropped)
+            servers = {vm: s for vm, s in servers.items() if vm in {v.name for v in tb.vms}}
         loose = [(v.name, v.host) for v in st.unpaired(tb)]
         groups = verify.host_groups(loose, servers, self.admin, self.opts.named_hosts)
         place.facts.update(groups.facts)
@@ -183,12 +194,14 @@ class _Build:
         else:
             pins = verify.unpinned()
         warnings = self.notes + place.warnings + pins.warnings
-        self.run.write_meta(placement=place.facts, pinning=pins.facts, warnings=warnings)
+        self.run.write_meta(placement=place.facts, pinning=pins.facts, warnings=warnings,
+                            dropped_pairs=dropped)
         for w in warnings:
             print(f"vnetbench: warning: {w}", file=sys.stderr, flush=True)
         problems = place.problems + pins.problems
         if problems:
             raise BuildError(f"cloud {self.opts.cloud}: " + "; ".join(problems))
+        return tb
 
     def _channels(self, tb, vms, progress, t0) -> None:
         mux = mux_dir(self.run.run_id)

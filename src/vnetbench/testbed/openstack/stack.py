@@ -35,6 +35,8 @@ class Options:
     host_b: str = ""
     zone: str = "nova"
     no_server_groups: bool = False      # cross-host pairs by the hostId fallback (Shaker's)
+    drop_misplaced: bool = False        # a pair Nova placed wrong is left out and named, not fatal
+                                        # (the scale family's best_effort)
     gateway: str = ""                   # SSH jump host to reach the VMs ('' = direct)
     mgmt_network: str = ""              # VMs in no pair: a 2nd NIC there for SSH ('' = none)
     prometheus: str = ""                # URL of the Prometheus scraping the collectors
@@ -144,6 +146,16 @@ def parameters(testbed: Testbed, run_id: str, options: Options, admin: bool,
         params.update(qos_max_kbps=q.max_kbps, qos_max_burst_kbps=q.max_burst_kbits,
                       qos_direction=q.direction, qos_sides=",".join(sides))
     return params
+
+
+def without_pairs(testbed: Testbed, names) -> Testbed:
+    """TESTBED without the pairs NAMES and their VMs (their servers stay in the stack,
+    unused, and go with it)."""
+    import dataclasses
+    drop = set(names)
+    gone = {vm for p in testbed.pairs if p.name in drop for vm in p.vms}
+    return dataclasses.replace(testbed, pairs=tuple(p for p in testbed.pairs if p.name not in drop),
+                               vms=tuple(v for v in testbed.vms if v.name not in gone))
 
 
 def unpaired(testbed: Testbed) -> list:

@@ -13,6 +13,7 @@ ADMIN_HOST = "OS-EXT-SRV-ATTR:host"
 class Verdict:
     facts: dict = field(default_factory=dict)      # recorded in the run's meta
     problems: list = field(default_factory=list)   # each one makes the bring-up fail
+    misplaced: dict = field(default_factory=dict)  # pair -> its problem: where Nova put it is wrong
     warnings: list = field(default_factory=list)   # what could not be verified, and why
 
 
@@ -30,12 +31,13 @@ def placement(pairs, servers: dict[str, dict], admin: bool) -> Verdict:
             v.problems.append(f"pair {name}: Nova reports no {v.facts['placement_by']} for "
                               f"{a if not ha else b}; cannot tell where it runs")
         elif where == "same-host" and ha != hb:
-            v.problems.append(f"pair {name}: same-host, but {a} is on {ha} and {b} on {hb} "
-                              "(server group affinity not enforced: check the scheduler's "
-                              "ServerGroupAffinityFilter)")
+            v.misplaced[name] = (f"pair {name}: same-host, but {a} is on {ha} and {b} on {hb} "
+                                 "(server group affinity not enforced: check the scheduler's "
+                                 "ServerGroupAffinityFilter)")
         elif where == "cross-host" and ha == hb:
-            v.problems.append(f"pair {name}: cross-host, but {a} and {b} are both on {ha} "
-                              "(ServerGroupAntiAffinityFilter, or only one compute node)")
+            v.misplaced[name] = (f"pair {name}: cross-host, but {a} and {b} are both on {ha} "
+                                 "(ServerGroupAntiAffinityFilter, or only one compute node)")
+    v.problems += v.misplaced.values()
     return v
 
 
