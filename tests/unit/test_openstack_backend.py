@@ -583,7 +583,7 @@ def test_vm_layout_refuses_what_the_template_cannot_build():
     three = _iso(ISOLATION.replace("vnets:\n", "hosts: [{name: h1}, {name: h2}, {name: h3}]\nvnets:\n", 1)
                  .replace("{name: blue-2, host: h2", "{name: blue-2, host: h3"))
     with pytest.raises(VnetbenchError, match=r"^<iso>: its VMs are on 3 hosts \(h1, h2, h3\); "
-                                             r"--host-a/--host-b name 2$"):
+                                             r"compute_hosts names 2: name one per testbed host$"):
         st.parameters(three, RID, _opts(host_a="c1", host_b="c2"), True, "k")
     st.parameters(three, RID, _opts(), True, "k")            # the scheduler places 3 groups
     two_nics = _iso(ISOLATION.replace("{name: blue-2, host: h2, vnets: [blue]}",
@@ -692,3 +692,38 @@ def test_the_scale_contexts_best_effort_lets_the_cloud_drop_misplaced_pairs(acco
                              "scale": {"accommodation": accommodation, "hosts": 1, "density": 2}})
     assert opts.get("drop_misplaced", False) is dropped and opts["pinned"] is False
     st.Options(**{k.replace("cloud_name", "cloud"): v for k, v in opts.items()})   # every key is an option
+
+
+def _scale_tb(hosts, room="single_room", density=2):
+    import yaml
+
+    from vnetbench.scale import plan
+    acc = plan.accommodation(["pair", room], hosts=hosts, density=density)
+    return loads(yaml.safe_dump(plan.testbed(acc, "ovs", "vxlan", [0, 1], name="scale")),
+                 source="<scale>", online_cpus=[0, 1])
+
+
+def test_a_scale_testbed_over_more_than_two_hosts_is_built_vm_by_vm_each_on_its_host():
+    """The template's pair groups put every A side on one compute host and every B side on
+    another: a testbed over 4 hosts goes through VNB::Vm instead, each VM in its testbed
+    host's server group and, as admin with compute_hosts, on that host (zone:host)."""
+    tb = _scale_tb(4)
+    opts = _opts(compute_hosts=("c1", "c2", "c3", "c4"))
+    params = st.parameters(tb, RID, opts, admin=True, public_key="k")
+    assert params["same_host_pairs"] == params["cross_host_pairs"] == 0
+    assert params["vm_count"] == len(tb.vms) and params["host_count"] == 4
+    by_vm = {e["name"]: e for e in params["vm_layout"]}
+    for vm in tb.vms:
+        h = [x.name for x in tb.hosts].index(vm.host)
+        assert by_vm[vm.name]["zone_host"] == f"nova:c{h + 1}" and by_vm[vm.name]["host"] == h
+    outs = [{"name": v.name, "server": f"s-{v.name}", "port": "p", "ip": str(v.nics[0].ip),
+             "mac": v.nics[0].mac} for v in st.unpaired(tb)]
+    assert set(st.vm_outputs(tb, opts, [], outs)) == {v.name for v in tb.vms}
+    with pytest.raises(VnetbenchError, match="compute_hosts names 2: name one per testbed host"):
+        st.parameters(tb, RID, _opts(compute_hosts=("c1", "c2")), admin=True, public_key="k")
+
+
+def test_a_scale_testbed_over_two_hosts_keeps_the_template_pairs():
+    tb = _scale_tb(2)
+    params = st.parameters(tb, RID, _opts(), admin=True, public_key="k")
+    assert params["cross_host_pairs"] == len(tb.pairs) and params["vm_count"] == 0

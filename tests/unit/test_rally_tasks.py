@@ -16,7 +16,7 @@ ARGS = [{}, {"vswitch": "linuxbridge", "network": "flat"}, {"vswitch": "ovs", "n
         {"vswitch": "ovs", "network": "vxlan", "backend": "libvirt", "image": "/srv/image"},
         {"run": "1ea255", "profile": "smoke"},
         {"backend": "openstack", "cloud": "c", "existing_network": "n", "flavor": "f", "unpinned": True,
-         "prometheus": "http://127.0.0.1:9090"}]
+         "prometheus": "http://127.0.0.1:9090", "compute_hosts": ["cmp1", "cmp2"]}]
 
 
 @pytest.fixture(scope="module", autouse=True)

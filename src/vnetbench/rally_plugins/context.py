@@ -56,7 +56,7 @@ def _best_effort(accommodation) -> bool:
 
 # context key -> the openstack backend's option of the same name (stack.Options)
 OPENSTACK_KEYS = ("flavor", "gateway", "prometheus", "cpu_thread_policy", "no_server_groups",
-                  "physical_network")
+                  "physical_network", "compute_hosts")
 
 
 @context.configure(name="vnetbench_testbed", platform="default", order=100)
@@ -101,6 +101,11 @@ class VnetbenchTestbed(context.Context):
             "gateway": {"type": "string", "description": "openstack: SSH jump host to the VMs"},
             "unpinned": {"type": "boolean", "description": "openstack: guests with shared vCPUs "
                          "(a cloud with fewer dedicated CPUs than the testbed's guests)"},
+            "compute_hosts": {"type": "array", "items": {"type": "string"}, "minItems": 1,
+                              "description": "openstack (admin): the compute host of each testbed "
+                                             "host, in order (availability_zone zone:host, Shaker's "
+                                             "way); default: the scheduler, with a server group per "
+                                             "testbed host"},
             "no_server_groups": {"type": "boolean", "description": "openstack: cross-host pairs "
                                  "by Shaker's hostId fallback instead of anti-affinity groups"},
             "prometheus": {"type": "string", "description": "openstack: URL of the Prometheus "

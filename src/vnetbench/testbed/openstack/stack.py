@@ -33,6 +33,8 @@ class Options:
     hugepages: str = ""
     host_a: str = ""                    # zone:host placement (admin)
     host_b: str = ""
+    compute_hosts: tuple = ()           # the compute host of each testbed host, in order (admin;
+                                        # a scale testbed over more than two hosts)
     zone: str = "nova"
     no_server_groups: bool = False      # cross-host pairs by the hostId fallback (Shaker's)
     drop_misplaced: bool = False        # a pair Nova placed wrong is left out and named, not fatal
@@ -47,7 +49,7 @@ class Options:
     @property
     def named_hosts(self) -> list[str]:
         """The compute hosts named for zone:host placement, in the testbed's host order."""
-        return [h for h in (self.host_a, self.host_b) if h]
+        return list(self.compute_hosts) or [h for h in (self.host_a, self.host_b) if h]
 
     def __post_init__(self):
         if not self.cloud:
@@ -90,10 +92,20 @@ def group_of(testbed: Testbed, pair, options: Options) -> str:
     return "unplaced" if options.no_server_groups else "cross_host"
 
 
+def stacked_pairs(testbed: Testbed) -> tuple:
+    """The pairs the template's pair groups build: every pair's A side on one compute host
+    (host_a) and B side on one other (host_b), so only pairs over at most two testbed
+    hosts. The pairs of a testbed over more (the scale family's ``single_room`` over N
+    hosts) are built VM by VM (VNB::Vm: each in its testbed host's server group, on its
+    compute host when named), and still verified as pairs by hostId."""
+    hosts = {h for p in testbed.pairs for h in (testbed.vm(p.vms[0]).host, testbed.vm(p.vms[1]).host)}
+    return testbed.pairs if len(hosts) <= 2 else ()
+
+
 def grouped(testbed: Testbed, options: Options) -> dict[str, list]:
-    """The testbed's pairs per template group, in the group's index order."""
+    """The template-built pairs (``stacked_pairs``) per group, in the group's index order."""
     out = {g: [] for g in GROUPS}
-    for pair in testbed.pairs:
+    for pair in stacked_pairs(testbed):
         out[group_of(testbed, pair, options)].append(pair)
     return out
 
@@ -159,8 +171,8 @@ def without_pairs(testbed: Testbed, names) -> Testbed:
 
 
 def unpaired(testbed: Testbed) -> list:
-    """The VMs in no pair (VNB::Vm each), in the testbed's order."""
-    paired = {vm for p in testbed.pairs for vm in p.vms}
+    """The VMs in no template-built pair (VNB::Vm each), in the testbed's order."""
+    paired = {vm for p in stacked_pairs(testbed) for vm in p.vms}
     return [v for v in testbed.vms if v.name not in paired]
 
 
@@ -174,7 +186,8 @@ def vm_parameters(testbed: Testbed, run_id: str, options: Options, fixed_ips: bo
     explicit = options.named_hosts
     if explicit and len(hosts) > len(explicit):
         raise VnetbenchError(f"{testbed.source}: its VMs are on {len(hosts)} hosts "
-                             f"({', '.join(hosts)}); --host-a/--host-b name {len(explicit)}")
+                             f"({', '.join(hosts)}); compute_hosts names {len(explicit)}: name one "
+                             "per testbed host")
     vm_index = {v.name: i for i, v in enumerate(testbed.vms)}
     layout = []
     for v in loose:
@@ -188,7 +201,7 @@ def vm_parameters(testbed: Testbed, run_id: str, options: Options, fixed_ips: bo
                        "ip": str(nic.ip) if fixed_ips else "", "qos": nic.qos is not None})
     out = {"vm_count": len(loose), "vm_layout": layout, "host_count": len(hosts),
            "mgmt_network": options.mgmt_network}
-    if options.mgmt_network and testbed.pairs:
+    if options.mgmt_network and stacked_pairs(testbed):
         raise VnetbenchError(f"{testbed.source}: --mgmt-network gives VMs declared under 'vms:' a "
                              "second NIC; its pairs have none (reach pairs with "
                              "--existing-network or --gateway)")
