@@ -63,3 +63,11 @@ def test_a_host_busy_with_guests_saturates_when_its_data_plane_took_most_of_it()
     curve[1]["hosts"]["h1"]["dataplane_pct"] = 60
     sat = aggregate.saturation(curve)["h1"]
     assert sat["step"] == 1 and "used 60% of its 1 CPU(s), 99% busy in all" in sat["why"]
+
+
+def test_a_cloud_node_whose_cpus_are_unknown_is_never_called_saturated():
+    """A cloud's compute node (CPU from Prometheus, its CPU count the cloud's): a plateau is
+    named, with no ceiling claimed."""
+    sat = aggregate.saturation(steps([1.0, 1.9, 2.0, 2.05], [50, 85, 97, 99], cpus=None))
+    assert sat["h1"]["step"] is None
+    assert "no ceiling known" in sat["h1"]["why"] and "stopped growing after 2 pairs" in sat["h1"]["why"]

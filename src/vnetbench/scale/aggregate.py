@@ -58,12 +58,16 @@ def saturation(steps: list[dict]) -> dict:
                 continue
             flat = nxt["sum"] < cur["sum"] * (1 + GROWTH)
             cpu = (nxt.get("hosts", {}).get(h) or {})
-            ncpu = max(1, cpu.get("cpus") or 1)
-            ceiling = SATURATED_PCT / 100 * 100.0 * ncpu
             dp, busy = cpu.get("dataplane_pct"), cpu.get("busy_pct")
-            at_ceiling = dp is not None and (dp >= ceiling or (
-                busy is not None and busy >= ceiling and dp >= DOMINANT * busy))
-            host = f"{h}'s data plane used {_n(dp)}% of its {ncpu} CPU(s), {_n(busy)}% busy in all"
+            if cpu.get("cpus") is None and "cpus" in cpu:   # a cloud's compute node: no ceiling known
+                at_ceiling = False
+                host = f"{h}'s data plane used {_n(dp)}% of a CPU (its CPUs are the cloud's: no ceiling known)"
+            else:
+                ncpu = max(1, cpu.get("cpus") or 1)
+                ceiling = SATURATED_PCT / 100 * 100.0 * ncpu
+                at_ceiling = dp is not None and (dp >= ceiling or (
+                    busy is not None and busy >= ceiling and dp >= DOMINANT * busy))
+                host = f"{h}'s data plane used {_n(dp)}% of its {ncpu} CPU(s), {_n(busy)}% busy in all"
             if flat and at_ceiling:
                 out[h] = {"step": cur["pairs"],
                           "why": f"{nxt['pairs']} pairs gave {_pct(nxt['sum'], cur['sum'])} the "

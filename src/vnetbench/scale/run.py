@@ -207,9 +207,14 @@ def _summarise(dep, pairs, test, outputs, window) -> tuple[dict, dict]:
     # the hypervisors; a controller's namespace (its CPU stays in extra["cpu"]) is no
     # host whose vSwitch a step can saturate
     hypervisors = {h.name for h in dep.testbed.hosts}
-    hosts = {h: {"dataplane_pct": v.get("dataplane"), "cpus": v.get("cpus"),
-                 "busy_pct": v.get("busy_pct"), "components": v.get("components")}
-             for h, v in window.result.get("hosts", {}).items() if h in hypervisors}
+    hosts = {}
+    for h, v in window.result.get("hosts", {}).items():
+        if isinstance(v, dict):         # this machine's emulated hosts (vnetbench.cpu)
+            if h in hypervisors:
+                hosts[h] = {"dataplane_pct": v.get("dataplane"), "cpus": v.get("cpus"),
+                            "busy_pct": v.get("busy_pct"), "components": v.get("components")}
+        else:   # a cloud's compute node by its name, % of one CPU through Prometheus (promcpu)
+            hosts[h] = {"dataplane_pct": v, "cpus": None, "busy_pct": None, "components": None}
     metrics = {f"aggregate_{unit}": s["sum"], f"min_{unit}": s["min"], f"p5_{unit}": s["p5"],
                f"p50_{unit}": s["p50"], f"p95_{unit}": s["p95"], "jain": s["jain"],
                "pairs_ran": s["ran"], "pairs_failed": len(s["failed"]),

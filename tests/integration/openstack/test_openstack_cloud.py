@@ -149,6 +149,28 @@ def test_rally_tasks_run_on_the_cloud(pinned_pair, conn, tmp_path):
           "host CPU %", [round(v, 1) for r in tcp for v in r["samples"]["cpu_pct"]])
 
 
+def test_the_scale_family_on_the_cloud_pinned_pair(pinned_pair, monkeypatch):
+    """The scale family (issue 24) through the cloud's guests: the module's pinned pair
+    released by its gate over SSH, the guest's clock mapped, the compute node's data-plane
+    CPU from the AIO's Prometheus. One step of one pair: both of this machine's CPUs are
+    the pair's (two pairs at once: test_openstack_scale.py, on an AIO with shared CPUs)."""
+    from vnetbench.scale import run as scale_run
+    from vnetbench.testbed import deployment
+    st, env = pinned_pair
+    monkeypatch.setenv("VNETBENCH_STATE_DIR", env["VNETBENCH_STATE_DIR"])
+    dep = deployment.attach(st["run_id"])
+    (r,) = scale_run.run(dep, list(dep.testbed.pairs), progression=[1], tests=("tcp",), seconds=2)
+    (rep,) = r.extra["repetitions"]
+    assert r.labels["pairs"] == 1 and not rep["failed"] and r.extra["dropped"] == {}, rep
+    assert rep["pairs"][0]["ok"] and rep["pairs"][0]["gbps"] > 0, rep["pairs"]
+    assert r.samples["aggregate_gbps"][0] == pytest.approx(rep["pairs"][0]["gbps"])
+    assert rep["pairs"][0]["echoes"] > 0                   # latency under load beside
+    (host,) = rep["hosts"].values()
+    assert host["dataplane_pct"] is not None, rep["hosts"]
+    print(f"scale on the cloud, 1 pair: {r.samples['aggregate_gbps'][0] * 1000:.1f} Mbit/s, "
+          f"compute node data plane {host['dataplane_pct']:.1f} % of a CPU")
+
+
 LIMIT_MBPS = 10
 
 
