@@ -34,9 +34,10 @@ def wire_host(ctx, host) -> None:
         for port in ctx.vm_ports(host.name, vnet.name):
             batch.set(f"{port} into {br}", ifname=port, master=br_i, up=True)
     batch.send()
-    if ctx.qos_ports(host.name):
+    limited = ctx.qos_ports(host.name)
+    if limited:
         with nsops.rtnl(ns_name) as ns:
-            for port, qos in ctx.qos_ports(host.name):
+            for port, qos in limited:
                 if qos.egress:      # what the VM sends arrives on the port: shape it on an IFB
                     ifb = ctx.names.ifb(port)
                     links.ifb(ns, ifb, names.alias(f"egress limit of {port}"))

@@ -36,6 +36,7 @@ VM_NIC_INDEX = 2
 
 _lock = threading.Lock()
 _compiler: IPBatch | None = None
+_seq = 0                    # the sequence number of the last request _encoded made
 
 
 def _encoded(msg, kind: int, flags: int = 0) -> bytes:
@@ -50,8 +51,6 @@ def _encoded(msg, kind: int, flags: int = 0) -> bytes:
     msg.encode()
     return bytes(msg.data)
 
-
-_seq = 0
 
 
 def _compile(method: str, *args, **kwargs) -> bytes:
@@ -71,9 +70,6 @@ class Batch:
     def __init__(self, ns: str):
         self.ns = ns
         self.requests: list[tuple[str, bytes]] = []
-
-    def __len__(self) -> int:
-        return len(self.requests)
 
     def veth(self, what: str, index: int, ifname: str, mtu: int, mac: str, peer: str, peer_ns_fd: int) -> "Batch":
         """A veth IFNAME (ifindex INDEX, MAC, MTU, up) whose other end PEER is born in the
@@ -112,10 +108,6 @@ class Batch:
 
     def link(self, what: str, *args, **kwargs) -> "Batch":
         self.requests.append((what, _compile("link", *args, **kwargs)))
-        return self
-
-    def addr(self, what: str, *args, **kwargs) -> "Batch":
-        self.requests.append((what, _compile("addr", *args, **kwargs)))
         return self
 
     def fdb(self, what: str, *args, **kwargs) -> "Batch":

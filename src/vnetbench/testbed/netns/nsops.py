@@ -75,14 +75,6 @@ def _enter(name: str) -> None:
         os.close(target)
 
 
-def rtnl(name: str) -> IPRoute:
-    """An IPRoute bound to namespace ``name``; a missing namespace is an error."""
-    def work():
-        _enter(name)
-        return socket.socket(socket.AF_NETLINK, socket.SOCK_DGRAM, NETLINK_ROUTE).detach()
-    return IPRoute(fileno=on_thread(work))
-
-
 def in_netns(name: str, work):
     """``work()`` on a thread that entered namespace ``name``; its value or its error."""
     def entered():
@@ -91,11 +83,16 @@ def in_netns(name: str, work):
     return on_thread(entered)
 
 
+def rtnl(name: str) -> IPRoute:
+    """An IPRoute bound to namespace ``name``; a missing namespace is an error."""
+    return IPRoute(fileno=in_netns(name, lambda: socket.socket(
+        socket.AF_NETLINK, socket.SOCK_DGRAM, NETLINK_ROUTE).detach()))
+
+
 def sysctl(name: str, path: str, value: str) -> None:
     """Write ``/proc/sys/<path>`` (e.g. ``net/ipv4/conf/eth0/arp_ignore``) as namespace
     ``name`` sees it: a net sysctl belongs to the namespace of the task that opens it."""
     def work():
-        _enter(name)
         with open(os.path.join("/proc/sys", path), "w") as f:
             f.write(value)
-    on_thread(work)
+    in_netns(name, work)
