@@ -211,6 +211,8 @@ def _parser():
     image_commands.add_parsers(sub)
     from vnetbench.reproduce import commands as reproduce_commands
     reproduce_commands.add_parsers(sub)
+    from vnetbench.capacity import commands as capacity_commands
+    capacity_commands.add_parsers(sub)
 
     s = sub.add_parser("compare", help="the battery over vSwitch x network type through Rally")
     s.add_argument("--profile", choices=["smoke", "quick", "full"], default="quick",

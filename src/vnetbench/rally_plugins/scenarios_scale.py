@@ -16,7 +16,8 @@ class Scale(_Base):
     TEST = "scale"
 
     def run(self, progression="geometric", tests=("tcp",), seconds=5, repetitions=1,
-            udp_bps=None, streams=1, latency=True, accommodation=None, conn_rate=100):
+            udp_bps=None, streams=1, latency=True, accommodation=None, conn_rate=100,
+            pair_gbps=None):
         """Every pair of the testbed's first N at once, N by the progression's steps.
 
         :param progression: linear, geometric (1, 2, 4, ... all) or a list of pair counts
@@ -28,6 +29,8 @@ class Scale(_Base):
         :param latency: ping every 10 ms beside the load (latency under load)
         :param accommodation: recorded with the results (the context placed the pairs)
         :param conn_rate: conn: new TCP connections/s each pair offers (vnetbench-flowgen)
+        :param pair_gbps: tcp/udp: Gbit/s each pair offers (iperf3 -b): the data plane's CPU
+            at a known load (the capacity profile's points below the ceiling); None: unlimited
         """
         from vnetbench.scale import run as scale_run
         dep = self._deployment()
@@ -45,7 +48,8 @@ class Scale(_Base):
             pushed += scale_run.run(dep, pairs, progression=progression, tests=tuple(tests),
                                     seconds=seconds, repetitions=repetitions, udp_bps=udp_bps,
                                     streams=streams, latency=latency, accommodation=accommodation,
-                                    conn_rate=conn_rate)
+                                    conn_rate=conn_rate,
+                                    rates={p.name: int(pair_gbps * 1e9) for p in pairs} if pair_gbps else None)
         results = pushed
         self._record(results)
         self.add_output(additive=charts.metrics_table(results, SCALE_KEYS),

@@ -43,6 +43,19 @@ def offloads(deployment, vm: str, nic: str = "eth0") -> dict:
     return feats
 
 
+def cpu_model(cpuinfo: str = "/proc/cpuinfo") -> str | None:
+    """The first "model name" of /proc/cpuinfo (what a capacity figure was measured on)."""
+    try:
+        with open(cpuinfo) as f:
+            for line in f:
+                key, _, value = line.partition(":")
+                if key.strip() == "model name":
+                    return value.strip()
+    except OSError:
+        return None
+    return None
+
+
 def _firewall(tb) -> str:
     from vnetbench import kinds
     return (kinds.of(tb).firewall or "on") if tb.port_security else "off"
@@ -52,8 +65,10 @@ def collect(deployment, vms=()) -> dict:
     tb, meta = deployment.testbed, deployment.run.meta()
     return {
         "vnetbench": __version__,
+        "backend": getattr(deployment, "backend", None),
         "kernel": platform.release(),
         "machine": platform.machine(),
+        "cpu_model": cpu_model(),           # the runner's: the hosts' own on netns
         "vswitch": tb.vswitch.kind.value,
         "ovs_datapath": meta.get("ovs_datapath"),
         "ovs_ports": meta.get("ovs_ports"),      # afxdp | afpacket (userspace datapath only)

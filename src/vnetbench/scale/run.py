@@ -67,25 +67,27 @@ def parse_stamp(line: str) -> int:
 
 
 def client_argv(dep, pair, test: str, seconds: int, port: int, udp_bps: int | None,
-                streams: int, conn_rate: float = 100) -> list[str]:
+                streams: int, conn_rate: float = 100, rate_bps: int | None = None) -> list[str]:
+    """``rate_bps``: this pair's offered load (iperf3's -b, TCP too), else ``udp_bps`` for UDP."""
     src, dst = pair.vms
     if test == "conn":
         return flowgen.client_command(flowgen.ClientParams(target=dep.ip(dst), rate=conn_rate,
                                                            duration_s=seconds))
     return iperf3.client_command(iperf3.ClientParams(
         dest=dep.ip(dst), port=port, seconds=seconds, protocol="udp" if test == "udp" else "tcp",
-        bitrate_bps=udp_bps if test == "udp" else None, parallel=streams,
+        bitrate_bps=rate_bps or (udp_bps if test == "udp" else None), parallel=streams,
         connect_timeout_ms=5000))
 
 
 def run(dep, pairs, progression="geometric", tests=("tcp",), seconds=5, repetitions=1,
         udp_bps=None, streams=1, latency=True, accommodation=None, progress=lambda m: None,
-        during=None, conn_rate=100) -> list:
+        during=None, conn_rate=100, rates=None) -> list:
     """One record per (test, step): ``test`` "scale", ``labels.pairs`` the step's pair count,
     the aggregate and per-pair distribution as metrics, per-pair results in ``extra``.
     ``during(servers)``: called once the step's clients are released, with each pair's
     iperf3 server process by pair name (a fault to inject, e.g. in tests). ``conn_rate``:
-    new connections/s each pair offers in the ``conn`` test."""
+    new connections/s each pair offers in the ``conn`` test; ``rates``: bit/s each pair
+    offers by name (a planned traffic matrix), else as fast as it can."""
     unknown = set(tests) - set(TESTS)
     if unknown:
         raise plan.PlanError("tests", f"unknown {sorted(unknown)}", f"use {', '.join(TESTS)}")
@@ -97,9 +99,10 @@ def run(dep, pairs, progression="geometric", tests=("tcp",), seconds=5, repetiti
             progress(f"scale {test}: {n} pair(s) at once")
             started = now()
             samples, extras = collect(repetitions, lambda: _step(
-                dep, pairs[:n], test, seconds, udp_bps, streams, latency, during, conn_rate))
+                dep, pairs[:n], test, seconds, udp_bps, streams, latency, during, conn_rate, rates))
             records.append(_record(dep, pairs[:n], test, n, samples, extras, started, seconds,
-                                   udp_bps, streams, accommodation, progression, conn_rate))
+                                   udp_bps, streams, accommodation, progression, conn_rate,
+                                   {p.name: rates[p.name] for p in pairs[:n] if p.name in rates} if rates else None))
         sat = aggregate.saturation([_curve_point(r) for r in records])
         for r in records:
             r.extra["saturation"] = sat
@@ -120,7 +123,7 @@ def _server(dep, pair, test, port) -> subprocess.Popen:
 
 
 def _step(dep, pairs, test, seconds, udp_bps, streams, latency, during=None,
-          conn_rate=100) -> tuple[dict, dict]:
+          conn_rate=100, rates=None) -> tuple[dict, dict]:
     """Every pair of the step at once: (metrics of the step, its extra)."""
     ports = {p.name: BASE_PORT + i for i, p in enumerate(pairs)}
     servers, gates = {}, {}
@@ -130,7 +133,8 @@ def _step(dep, pairs, test, seconds, udp_bps, streams, latency, during=None,
             servers[p.name] = _server(dep, p, test, ports[p.name])
         for p in pairs:
             gates[p.name] = _gate(dep, p.vms[0], gated(
-                client_argv(dep, p, test, seconds, ports[p.name], udp_bps, streams, conn_rate), stamp))
+                client_argv(dep, p, test, seconds, ports[p.name], udp_bps, streams, conn_rate,
+                            (rates or {}).get(p.name)), stamp))
             if latency:
                 count = max(1, int(seconds / PING_INTERVAL_S))
                 gates[p.name + "/ping"] = _gate(dep, p.vms[0], gated(ping.command(ping.PingParams(
@@ -255,11 +259,13 @@ def _offset(dep, vm) -> int:
 
 
 def _record(dep, pairs, test, n, samples, extras, started, seconds, udp_bps, streams,
-            accommodation, progression, conn_rate=100) -> Result:
+            accommodation, progression, conn_rate=100, rates=None) -> Result:
     tb = dep.testbed
     params = {"test": test, "unit": UNIT[test], "step": f"{n:04d}",   # step: a label that sorts
               "seconds": seconds, "streams": streams, "udp_bps": udp_bps,
               "conn_rate": conn_rate if test == "conn" else None,
+              # offered bit/s per pair (paced: a load, not a search for the ceiling); None: unlimited
+              "pair_bps": sorted(set(rates.values())) if rates else None,
               "progression": progression, "accommodation": accommodation,
               "placements": sorted({p.placement for p in pairs})}
     labels = {"test": "scale", "run_id": dep.run_id, "testbed": tb.name,

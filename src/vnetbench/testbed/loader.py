@@ -86,12 +86,18 @@ _Validator = jsonschema.validators.extend(
 
 
 def _validate(doc, source):
-    validator = _Validator(schema(), format_checker=jsonschema.Draft202012Validator.FORMAT_CHECKER)
+    check_schema(doc, schema(), source)
+
+
+def check_schema(doc, schema_doc: dict, source: str, published: str = "schemas/testbed.schema.json"):
+    """One TestbedFileError naming the field and the fix for the best of the first errors
+    of ``doc`` against ``schema_doc`` (any of the suite's published input schemas)."""
+    validator = _Validator(schema_doc, format_checker=jsonschema.Draft202012Validator.FORMAT_CHECKER)
     # the first errors suffice to pick the best one; all of 5,000 bad items take seconds
     error = jsonschema.exceptions.best_match(itertools.islice(validator.iter_errors(doc), 100))
     if error is not None:
         raise TestbedFileError(source, _json_path(error.absolute_path) or "(top level)",
-                               *_explain(error))
+                               *_explain(error, published))
 
 
 def _json_path(parts) -> str:
@@ -101,7 +107,7 @@ def _json_path(parts) -> str:
     return out
 
 
-def _explain(error) -> tuple[str, str]:
+def _explain(error, published: str = "schemas/testbed.schema.json") -> tuple[str, str]:
     """Turn a jsonschema error into (problem, fix)."""
     kind, inst = error.validator, error.instance
     if kind == "enum":
@@ -141,7 +147,7 @@ def _explain(error) -> tuple[str, str]:
         return (f"{short(inst)} is not a vnet reference", ("give a vnet name or {name: ..., ip: ..., "
                                                           "qos: {max_kbps: ..., max_burst_kbits: ...}, "
                                                           "port_security: ..., security_groups: [...]}"))
-    return (inputs.one_line(error.message, 120), "see schemas/testbed.schema.json")
+    return (inputs.one_line(error.message, 120), f"see {published}")
 
 
 short = inputs.excerpt

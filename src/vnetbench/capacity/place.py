@@ -1,0 +1,342 @@
+"""Where a workload's VMs go, two ways, and what each host's vSwitch is then asked to do.
+
+- ``agnostic``: the seed's Figure 1 (``SIMPLECOUNT``): VMs in the order given fill the
+  current host while its cores and memory last, then the next host. Nothing about
+  traffic: what most cloud schedulers still do.
+- ``aware``: the seed's Figure 9 idea -- a host whose vSwitch would become the
+  bottleneck is no candidate -- with the measured capacity profile as the switch model,
+  and improved: flows are placed heaviest first, each end on the candidate host that
+  keeps every host within its measured vSwitch capacity and adds the least data-plane
+  CPU over all hosts (so a heavy pair shares a host when the same-host path costs less
+  than a tunnel's two ends, and is split when that host's vSwitch has no room), then
+  fills the fewest hosts. Never past a host's measured capacity: a workload that cannot
+  be placed so is refused, naming the flow or VM and why.
+
+The switch model (``Model``) per host and role (``vnetbench.capacity.profile``):
+utilisation = sum over roles of load / capacity (each role's capacity scaled by the
+host's data-plane CPUs over the measured host's), which is the seed's Equation 3
+(``BW_out = min(sum VM_i, saturation bw)``) with one saturation bandwidth per role; the
+data-plane CPU predicted by the measured CPU-vs-load curve of each role (linear between
+measured points, through the origin, the last point's cost per Gbit/s beyond it).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from vnetbench.capacity.files import HostSpec, Hosts, Workload
+from vnetbench.errors import VnetbenchError
+from vnetbench.results.bound import SATURATED_PCT
+
+ROLE_OF = {"same": "same-host", "tx": "cross-host", "rx": "cross-host"}
+
+
+class PlanInfeasible(VnetbenchError):
+    """No placement within the hosts' cores, memory and measured vSwitch capacity."""
+
+
+class Curve:
+    """One role of one cell: capacity (Gbit/s) and the data plane's CPU at a load."""
+
+    def __init__(self, role: dict):
+        self.capacity = role["capacity_gbps"]["mean"]
+        self.how = role["capacity_gbps"]["how"]
+        self.cpus = role.get("dataplane_cpus", 1)
+        self.points = [(p["load_gbps"]["mean"], p["cpu_pct"]["mean"]) for p in role["points"]]
+        self.measured_to = self.points[-1][0]
+
+    def cpu(self, load: float) -> float:
+        """% of one CPU at ``load`` Gbit/s."""
+        if load <= 0:
+            return 0.0
+        prev = (0.0, 0.0)
+        for x, y in self.points:
+            if load <= x:
+                return prev[1] + (y - prev[1]) * (load - prev[0]) / (x - prev[0])
+            prev = (x, y)
+        x, y = self.points[-1]
+        return y / x * load
+
+
+class Model:
+    """The capacity profile's cell of each host (by its vSwitch kind and the network type)."""
+
+    def __init__(self, profile: dict, hosts: Hosts, source: str = "the capacity profile"):
+        self.cells, self.curves = {}, {}
+        for h in hosts.hosts:
+            key = (h.vswitch, hosts.network)
+            if key not in self.cells:
+                self.cells[key] = _cell(profile, *key, source)
+                self.curves[key] = {r: Curve(v) for r, v in self.cells[key]["roles"].items()}
+
+    def curve(self, host: HostSpec, network: str, role: str, source="the capacity profile") -> Curve:
+        curves = self.curves[(host.vswitch, network)]
+        if role not in curves:
+            room = "double_room" if role == "same" else "single_room"
+            raise PlanInfeasible(f"{source}: {host.vswitch}/{network} has no '{role}' role ("
+                                 f"{ROLE_OF[role]} pairs were never measured); run rally-tasks/"
+                                 f"scale.yaml with accommodation [pair, {room}] and rebuild the profile")
+        return curves[role]
+
+    def conn_capacity(self, host: HostSpec, network: str, placement: str) -> float | None:
+        f = (self.cells[(host.vswitch, network)].get("new_conn_s") or {}).get(placement)
+        return None if f is None else f["mean"]
+
+
+def _cell(profile: dict, vswitch: str, network: str, source: str) -> dict:
+    found = [c for c in profile["cells"] if c["vswitch"] == vswitch and c["network"] == network]
+    if not found:
+        have = ", ".join(sorted({f"{c['vswitch']}/{c['network']}" for c in profile["cells"]})) or "none"
+        raise PlanInfeasible(f"{source}: no cell for {vswitch}/{network} (it has {have}); measure it "
+                             "(rally-tasks/scale.yaml) and rebuild the profile, or plan for a kind it has")
+    if len(found) > 1:
+        what = "; ".join(f"backend {c.get('backend')}, datapath {c.get('datapath')}, MTU "
+                         f"{c.get('tenant_mtu')}, security groups {c.get('security_groups')}" for c in found)
+        raise PlanInfeasible(f"{source}: {len(found)} cells for {vswitch}/{network} ({what}); "
+                             "build the profile from the records of the one that applies")
+    return found[0]
+
+
+@dataclass
+class HostLoad:
+    """What one host is asked to carry under a placement."""
+    host: HostSpec
+    vms: list = field(default_factory=list)
+    cores: int = 0
+    memory_mb: int = 0
+    gbps: dict = field(default_factory=lambda: {"tx": 0.0, "rx": 0.0, "same": 0.0})
+    conn: dict = field(default_factory=lambda: {"same-host": 0.0, "cross-host": 0.0})
+
+    def fits(self, vm) -> bool:
+        return (self.cores + vm.vcpus <= self.host.cores
+                and self.memory_mb + vm.memory_mb <= self.host.memory_mb)
+
+    def add_vm(self, vm) -> None:
+        self.vms.append(vm.name)
+        self.cores += vm.vcpus
+        self.memory_mb += vm.memory_mb
+
+
+class State:
+    """A placement being built: VM -> host and every host's load, kept incrementally."""
+
+    def __init__(self, workload: Workload, hosts: Hosts, model: Model | None):
+        self.workload, self.hosts, self.model = workload, hosts, model
+        self.where: dict[str, str] = {}
+        self.load = {h.name: HostLoad(h) for h in hosts.hosts}
+        self.flows_of: dict[str, list] = {v.name: [] for v in workload.vms}
+        for f in workload.flows:
+            self.flows_of[f.src].append(f)
+            self.flows_of[f.dst].append(f)
+
+    def deltas(self, moves: dict[str, str]) -> dict:
+        """host -> ({role: Gbit/s}, {placement: conn/s}) added by placing ``moves``
+        (VM -> host): every flow whose ends are then both placed and was not before."""
+        out: dict = {}
+        seen = set()
+        for vm in moves:
+            for f in self.flows_of[vm]:
+                if id(f) in seen:
+                    continue
+                seen.add(id(f))
+                a = moves.get(f.src) or self.where.get(f.src)
+                b = moves.get(f.dst) or self.where.get(f.dst)
+                if a is None or b is None:
+                    continue
+                for host, role in ([(a, "same")] if a == b else [(a, "tx"), (b, "rx")]):
+                    g, c = out.setdefault(host, ({}, {}))
+                    g[role] = g.get(role, 0.0) + f.gbps
+                    c[ROLE_OF[role]] = c.get(ROLE_OF[role], 0.0) + f.new_conn_s
+        return out
+
+    def place(self, moves: dict[str, str]) -> None:
+        for host, (g, c) in self.deltas(moves).items():
+            hl = self.load[host]
+            for r, x in g.items():
+                hl.gbps[r] += x
+            for p, x in c.items():
+                hl.conn[p] += x
+        for vm, host in moves.items():
+            self.where[vm] = host
+            self.load[host].add_vm(self.workload.vm(vm))
+
+    def utilisation(self, host: str, extra=({}, {})) -> tuple[float, float | None]:
+        """(vSwitch bandwidth utilisation, new-connection utilisation or None) of
+        ``host`` with ``extra`` loads added."""
+        hl, net = self.load[host], self.hosts.network
+        util = 0.0
+        for role, x in hl.gbps.items():
+            x += extra[0].get(role, 0.0)
+            if x > 0:
+                c = self.model.curve(hl.host, net, role)
+                util += x / (c.capacity * hl.host.dataplane_cpus / c.cpus)
+        conn, known = 0.0, False
+        for placement, x in hl.conn.items():
+            x += extra[1].get(placement, 0.0)
+            cap = self.model.conn_capacity(hl.host, net, placement)
+            if x > 0 and cap:
+                conn += x / (cap * hl.host.dataplane_cpus)
+                known = True
+        return util, (conn if known else None)
+
+    def cpu(self, host: str, extra=({}, {})) -> float:
+        hl = self.load[host]
+        return sum(self.model.curve(hl.host, self.hosts.network, r).cpu(x + extra[0].get(r, 0.0))
+                   for r, x in hl.gbps.items() if x + extra[0].get(r, 0.0) > 0)
+
+
+def agnostic(workload: Workload, hosts: Hosts) -> dict[str, str]:
+    """The seed's Figure 1 on every host in turn: VM -> host."""
+    state = State(workload, hosts, None)
+    i = 0
+    for vm in workload.vms:
+        while i < len(hosts.hosts) and not state.load[hosts.hosts[i].name].fits(vm):
+            i += 1
+        if i == len(hosts.hosts):
+            raise PlanInfeasible(f"network-agnostic packing: VM {vm.name} ({vm.vcpus} vCPUs, "
+                                 f"{vm.memory_mb} MB) fits on no host after {len(state.where)} VMs "
+                                 "(cores or memory run out); add hosts or shrink the workload")
+        state.place({vm.name: hosts.hosts[i].name})
+    return state.where
+
+
+def aware(workload: Workload, hosts: Hosts, model: Model) -> dict[str, str]:
+    """Heaviest flow first, each unplaced end where the measured vSwitch capacity holds
+    and the least data-plane CPU is added: VM -> host."""
+    state = State(workload, hosts, model)
+    _peaks(workload, hosts, model)
+    for f in sorted(workload.flows, key=lambda f: (-f.gbps, -f.new_conn_s)):
+        new = [v for v in (f.src, f.dst) if v not in state.where]
+        if not new:
+            continue
+        best = None
+        for moves in _options(state, new):
+            score = _score(state, moves)
+            if score is not None and (best is None or score < best[0]):
+                best = (score, moves)
+        if best is None:
+            raise PlanInfeasible(f"network-aware placement: flow {f.src} -> {f.dst} ({f.gbps:g} Gbit/s) "
+                                 f"fits no host: {_why(state, new)}; add hosts, give them more "
+                                 "data-plane CPUs, or lower the load")
+        state.place(best[1])
+    for vm in workload.vms:           # VMs that send nothing: cores and memory only
+        if vm.name in state.where:
+            continue
+        host = next((h for h in _candidates(state) if state.load[h].fits(vm)), None)
+        if host is None:
+            raise PlanInfeasible(f"network-aware placement: VM {vm.name} ({vm.vcpus} vCPUs, "
+                                 f"{vm.memory_mb} MB) fits on no host (cores or memory run out); "
+                                 "add hosts or shrink the workload")
+        state.place({vm.name: host})
+    return state.where
+
+
+def _peaks(workload, hosts, model) -> None:
+    """The seed's first check: a flow's peak must fit one host's vSwitch at all."""
+    for f in workload.flows:
+        best = 0.0
+        for h in hosts.hosts:
+            curves = model.curves[(h.vswitch, hosts.network)]
+            for role in ("same", "tx", "rx"):
+                if role in curves:
+                    best = max(best, curves[role].capacity * h.dataplane_cpus / curves[role].cpus)
+        if f.peak_gbps > best:
+            raise PlanInfeasible(f"network-aware placement: flow {f.src} -> {f.dst} peaks at "
+                                 f"{f.peak_gbps:g} Gbit/s, more than any host's vSwitch carries "
+                                 f"({best:.3g} Gbit/s measured); split the flow or use a faster vSwitch")
+
+
+def _candidates(state: State) -> list[str]:
+    """Hosts in use, then the first empty host of each distinct kind (empty hosts alike
+    are interchangeable): keeps the search small on a big data centre."""
+    used = [h.name for h in state.hosts.hosts if state.load[h.name].vms]
+    kinds, empty = set(), []
+    for h in state.hosts.hosts:
+        spec = (h.cores, h.memory_mb, h.vswitch, h.dataplane_cpus)
+        if not state.load[h.name].vms and spec not in kinds:
+            kinds.add(spec)
+            empty.append(h.name)
+    return used + empty
+
+
+def _options(state: State, new: list[str]):
+    cands = _candidates(state)
+    if len(new) == 1:
+        vm = state.workload.vm(new[0])
+        for h in cands:
+            if state.load[h].fits(vm):
+                yield {new[0]: h}
+        return
+    a, b = (state.workload.vm(v) for v in new)
+    for ha in cands:
+        if not state.load[ha].fits(a):
+            continue
+        for hb in cands:
+            if ha == hb:
+                both = HostLoad(state.load[ha].host, cores=state.load[ha].cores + a.vcpus,
+                                memory_mb=state.load[ha].memory_mb + a.memory_mb)
+                if both.fits(b):
+                    yield {a.name: ha, b.name: hb}
+            elif state.load[hb].fits(b):
+                yield {a.name: ha, b.name: hb}
+
+
+def _score(state: State, moves: dict) -> tuple | None:
+    """(data-plane CPU added over all hosts, hosts in use, worst utilisation), or None
+    when a host would exceed its measured vSwitch capacity."""
+    deltas = state.deltas(moves)
+    added, worst = 0.0, 0.0
+    for host, extra in deltas.items():
+        util, conn = state.utilisation(host, extra)
+        if util > 1 + 1e-9 or (conn is not None and conn > 1 + 1e-9):
+            return None
+        worst = max(worst, util, conn or 0.0)
+        added += state.cpu(host, extra) - state.cpu(host)
+    in_use = len({h for h, hl in state.load.items() if hl.vms} | set(moves.values()))
+    return (round(added, 6), in_use, worst)
+
+
+def _why(state: State, new: list[str]) -> str:
+    room = [h for h in state.hosts.hosts if all(state.load[h.name].fits(state.workload.vm(v)) for v in new)]
+    if not room:
+        return "no host has the cores and memory left"
+    return f"{len(room)} host(s) have the cores and memory, but the load would exceed their measured vSwitch capacity"
+
+
+def predict(workload: Workload, hosts: Hosts, model: Model, where: dict[str, str]) -> list[dict]:
+    """Per host: its VMs, cores and memory used, the Gbit/s offered to its vSwitch by role,
+    utilisation of its measured capacity, whether (and by how much) it is overloaded, and
+    what it then carries: each host past its capacity passes capacity/offered of every
+    flow through it (Equation 3: min(offered, capacity)), a flow gets the least share of
+    its two hosts, and the predicted data-plane CPU is that of the carried load."""
+    state = State(workload, hosts, model)
+    state.place(dict(where))
+    util = {h: state.utilisation(h) for h, hl in state.load.items() if hl.vms}
+    share = {h: 1.0 / max(u[0], u[1] or 0.0, 1.0) for h, u in util.items()}
+    carried = {h: {"tx": 0.0, "rx": 0.0, "same": 0.0} for h in util}
+    for f in workload.flows:
+        a, b = where[f.src], where[f.dst]
+        g = f.gbps * min(share[a], share[b])
+        for host, role in ([(a, "same")] if a == b else [(a, "tx"), (b, "rx")]):
+            carried[host][role] += g
+    rows = []
+    for h in hosts.hosts:
+        if h.name not in util:
+            continue
+        hl, (u, conn) = state.load[h.name], util[h.name]
+        worst = max(u, conn or 0.0)
+        curve = lambda r: state.model.curve(h, hosts.network, r)  # noqa: E731
+        rows.append({
+            "host": h.name, "vms": list(hl.vms), "cores": [hl.cores, h.cores],
+            "memory_mb": [hl.memory_mb, h.memory_mb],
+            "gbps": {r: round(x, 6) for r, x in hl.gbps.items() if x},
+            "offered_gbps": round(sum(hl.gbps.values()), 6),
+            "utilisation": round(u, 4), "conn_utilisation": None if conn is None else round(conn, 4),
+            "overloaded_pct": round(100 * (worst - 1), 1) if worst > 1 else 0.0,
+            "delivered_gbps": round(sum(carried[h.name].values()), 6),
+            "cpu_pct": round(sum(curve(r).cpu(x) for r, x in carried[h.name].items() if x > 0), 2),
+            "ceiling_pct": SATURATED_PCT * h.dataplane_cpus,
+            "beyond_measured": [r for r, x in carried[h.name].items() if x > curve(r).measured_to * 1.001],
+            "capacity_how": sorted({curve(r).how for r, x in hl.gbps.items() if x}),
+        })
+    return rows

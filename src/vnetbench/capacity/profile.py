@@ -1,0 +1,263 @@
+"""Result records -> a capacity profile: what one host's vSwitch carries, per kind x
+network type x role, with the CPU it costs and every figure's spread.
+
+**Roles.** A host's vSwitch does different work for a pair whose ends are on two hosts
+(the sender's host encapsulates: ``tx``; the receiver's decapsulates: ``rx``) and for a
+pair on one host (``same``: no tunnel). The scale family (``VnetBench.scale``) records,
+per step and repetition, every pair's figure with its hosts and every host's data-plane
+CPU; a host whose pairs in that step all play one role gives one point of that role's
+curve: (its load, Gbit/s; its data-plane CPU, %). ``single_room`` steps give tx and rx
+points, ``double_room`` steps same points; ``mixed_room`` hosts mix roles and give none.
+
+**Capacity of a role** (Gbit/s one host carries in that role alone, with the CPUs it had):
+the load at the host's saturation point when the scale family found one (``saturated``:
+a measured ceiling, ``vnetbench.scale.aggregate.saturation``); otherwise the highest
+measured load's CPU cost extrapolated to the ceiling (``extrapolated``, with the measured
+range stated: a planner must not treat it as measured).
+
+**Single-pair figures** from the battery (``compare``): Gbit/s and packets/s per
+data-plane CPU (``tcp_stream`` at its largest MSS, ``udp_stream`` at its highest packet
+rate), and new connections/s (``flow_setup``: the highest offered rate every repetition
+carried without a failed or late connection; the next rate tried, which did not, is its
+upper bound).
+
+Every figure keeps the spread ``vnetbench.results.spread`` gives it; a figure whose
+repetitions disagree is named in the cell's ``unstable`` list and the profile says
+``stable: false``. Pure: records in, a document out.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import defaultdict
+
+from vnetbench import __version__
+from vnetbench.results import spread
+from vnetbench.results.bound import SATURATED_PCT
+
+ROLES = ("tx", "rx", "same")
+VERSION = 1
+
+
+def build(records, sources=()) -> dict:
+    """The profile document of ``records`` (Result objects of any families; those that
+    say nothing about capacity are ignored)."""
+    cells: dict[tuple, dict] = {}
+    machines = set()
+    for r in records:
+        key = cell_key(r)
+        if key is None:
+            continue
+        cell = cells.setdefault(key, {"scale": [], "compare": []})
+        cell["scale" if r.test == "scale" else "compare"].append(r)
+        machines.add((r.provenance.get("kernel"), r.provenance.get("cpu_model"), r.provenance.get("machine")))
+    out = []
+    for key in sorted(cells, key=lambda k: tuple(str(x) for x in k)):
+        cell = _cell(key, cells[key])
+        if cell is not None:
+            out.append(cell)
+    return {
+        "vnetbench_capacity": VERSION,
+        "provenance": {"built": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                       "vnetbench": __version__, "sources": [str(s) for s in sources],
+                       "machines": [{"kernel": k, "cpu_model": c or "unknown (records predate it)",
+                                     "machine": m} for k, c, m in sorted(machines, key=str)],
+                       "ceiling_pct": SATURATED_PCT},
+        "stable": not any(c["unstable"] for c in out),
+        "cells": out,
+    }
+
+
+FAMILIES = ("scale", "tcp_stream", "udp_stream", "flow_setup")
+
+
+def cell_key(r):
+    """What a figure depends on: kind, network type, backend, datapath, MTU (None: a
+    record that says nothing about capacity)."""
+    if r.test not in FAMILIES:
+        return None
+    if r.test == "scale" and r.labels.get("params", {}).get("test") not in ("tcp", "udp"):
+        return None
+    p, lab = r.provenance, r.labels
+    return (lab.get("vswitch"), lab.get("network"), p.get("backend") or "unknown",
+            p.get("ovs_datapath"), p.get("tenant_mtu"), p.get("underlay_mtu"),
+            p.get("security_groups") or "off")
+
+
+def _cell(key, recs) -> dict | None:
+    vswitch, network, backend, datapath, tenant_mtu, underlay_mtu, sg = key
+    roles = {role: r for role, r in _roles(recs["scale"]).items() if r}
+    single = _single_pair(recs["compare"])
+    conn = single.pop("new_conn_s")
+    if not roles and not single:
+        return None
+    kernel = next((r.provenance.get("kernel") for r in recs["scale"] + recs["compare"]), None)
+    cell = {"vswitch": vswitch, "network": network, "backend": backend, "datapath": datapath,
+            "tenant_mtu": tenant_mtu, "underlay_mtu": underlay_mtu, "security_groups": sg,
+            "kernel": kernel, "roles": roles, "single_pair": single}
+    if conn:
+        cell["new_conn_s"] = conn
+    cell["unstable"] = sorted(_unstable(cell))
+    return cell
+
+
+def _roles(scale_records) -> dict:
+    """role -> {dataplane_cpus, points, capacity_gbps, saturation} from scale steps."""
+    samples: dict = defaultdict(lambda: defaultdict(lambda: {"load": [], "cpu": [], "busy": [], "cpus": set()}))
+    saturated: dict = defaultdict(list)      # role -> [(host, step pairs)]
+    for r in scale_records:
+        paced = (r.labels.get("params") or {}).get("pair_bps")
+        step = (r.labels.get("pairs"), tuple(paced) if paced else None)
+        sat = r.extra.get("saturation") or {}
+        for rep in r.extra.get("repetitions") or []:
+            for host, cpu in (rep.get("hosts") or {}).items():
+                role, load = host_role(host, rep.get("pairs") or [])
+                if role is None or cpu.get("dataplane_pct") is None or cpu.get("cpus") is None:
+                    continue
+                s = samples[role][step]
+                s["load"].append(load)
+                s["cpu"].append(cpu["dataplane_pct"])
+                s["cpus"].add(cpu["cpus"])
+                if cpu.get("busy_pct") is not None:
+                    s["busy"].append(cpu["busy_pct"])
+                if (sat.get(host) or {}).get("step") == step[0]:
+                    saturated[role].append((step, sat[host].get("why")))
+    return {role: _role(samples[role], saturated.get(role, [])) for role in ROLES if role in samples}
+
+
+def host_role(host: str, pairs: list[dict]) -> tuple[str | None, float]:
+    """(role, Gbit/s) of ``host`` in one repetition of a step: the role when every pair
+    that ran through it plays the same one, else (None, load)."""
+    load, roles = 0.0, set()
+    for p in pairs:
+        if not p.get("ok") or p.get("gbps") is None or host not in (p.get("hosts") or ()):
+            continue
+        a, b = p["hosts"]
+        roles.add("same" if a == b else "tx" if a == host else "rx")
+        load += float(p["gbps"])
+    return (roles.pop() if len(roles) == 1 else None), load
+
+
+def _role(steps: dict, saturated: list) -> dict | None:
+    cpus = {c for s in steps.values() for c in s["cpus"]}
+    if len(cpus) != 1:          # hosts of different sizes in one cell: no one capacity
+        return None
+    ncpu = cpus.pop()
+    points = []
+    for (pairs, paced), s in steps.items():
+        load, cpu = spread.repetitions(s["load"]), spread.repetitions(s["cpu"], spread.PCT_FLOOR)
+        cost = spread.repetitions([c / x for c, x in zip(s["cpu"], s["load"]) if x > 0])
+        points.append({"pairs": pairs, "offered": ("unlimited" if paced is None else
+                                                   "+".join(f"{b / 1e9:g}" for b in paced) + " Gbit/s a pair"),
+                       "load_gbps": figure(load), "cpu_pct": figure(cpu),
+                       "pct_per_gbps": figure(cost),
+                       "busy_pct": figure(spread.repetitions(s["busy"], spread.PCT_FLOOR)) if s["busy"] else None})
+    points = _rising(points)
+    if not points:
+        return None
+    out = {"dataplane_cpus": ncpu, "points": points}
+    ceiling = SATURATED_PCT * ncpu
+    if saturated:
+        (step, paced), why = min(saturated, key=lambda x: (x[0][0], str(x[0][1])))
+        at = next((p for p in points if p["pairs"] == step and
+                   (p["offered"] == "unlimited") == (paced is None)), points[-1])
+        out["capacity_gbps"] = {**at["load_gbps"], "how": "saturated", "step": step, "why": why}
+    else:
+        top = points[-1]
+        cost = top["pct_per_gbps"]["mean"]
+        if not cost:            # a data plane that cost nothing measurable: no ceiling to reach
+            return None
+        out["capacity_gbps"] = {
+            "mean": _round(ceiling / cost), "how": "extrapolated",
+            "measured_to_gbps": top["load_gbps"]["mean"],
+            "why": (f"not saturated up to {top['load_gbps']['mean']} Gbit/s ({top['pairs']} pairs, "
+                    f"data plane {top['cpu_pct']['mean']}% of {ncpu} CPU(s)): the CPU cost there, "
+                    f"{cost}% per Gbit/s, extrapolated to the {ceiling:g}% ceiling")}
+    return out
+
+
+def _rising(points: list[dict]) -> list[dict]:
+    """Points by rising load; of points with the same load (within 0.1%), the first."""
+    out = []
+    for p in sorted(points, key=lambda p: (p["load_gbps"]["mean"] or 0, p["pairs"])):
+        if not p["load_gbps"]["mean"]:
+            continue
+        if out and p["load_gbps"]["mean"] <= out[-1]["load_gbps"]["mean"] * 1.001:
+            continue
+        out.append(p)
+    return out
+
+
+def _single_pair(records) -> dict:
+    """placement -> single-pair figures from the battery's records."""
+    out: dict = {"new_conn_s": {}}
+    by: dict = defaultdict(list)
+    for r in records:
+        by[(r.test, r.labels.get("placement"))].append(r)
+    for (test, placement), rs in sorted(by.items(), key=lambda kv: (kv[0][0], str(kv[0][1]))):
+        if test == "tcp_stream":
+            best = max(rs, key=lambda r: (r.labels.get("params") or {}).get("used") or 0)
+            out.setdefault(placement, {})["tcp"] = _per_cpu(best, "gbps", "gbps_per_cpu")
+        elif test == "udp_stream":
+            best = max(rs, key=lambda r: spread.of(r, "pps").mean or 0)
+            out.setdefault(placement, {})["udp"] = _per_cpu(best, "pps", "pps_per_cpu")
+        elif test == "flow_setup":
+            conn = new_connections(rs)
+            if conn:
+                out["new_conn_s"][placement] = conn
+    return out
+
+
+def _per_cpu(r, metric: str, name: str) -> dict:
+    """The figure, the data plane's CPU and their ratio per repetition (per 100% of one
+    CPU: a cross-host pair's CPU is both hosts' data planes together)."""
+    xs, cpu = r.samples.get(metric, []), r.samples.get("cpu_pct", [])
+    ratio = [x / (c / 100.0) for x, c in zip(xs, cpu) if x is not None and c]
+    return {metric: figure(spread.of(r, metric)), "cpu_pct": figure(spread.of(r, "cpu_pct")),
+            name: figure(spread.repetitions(ratio)), "params": r.labels.get("params")}
+
+
+def new_connections(records) -> dict | None:
+    """The highest offered rate every repetition carried with no failed or late
+    connection, and the next rate tried (which did not) as its upper bound."""
+    def clean(r):
+        s = r.samples
+        n = len(s.get("ok", []))
+        return n > 0 and all(not (s.get(k) or [0] * n)[i] for k in ("failed", "late") for i in range(n))
+    by_rate = sorted(((r.labels.get("params") or {}).get("rate"), r) for r in records
+                     if (r.labels.get("params") or {}).get("rate") is not None)
+    ok = [rate for rate, r in by_rate if clean(r)]
+    if not ok:
+        return None
+    best = max(ok)
+    higher = [rate for rate, r in by_rate if rate > best and not clean(r)]
+    return {"mean": best, "kind": "search", "lo": best, "hi": min(higher) if higher else None,
+            "how": "highest offered rate carried with no failed or late connection"
+                   + ("" if higher else " (the highest tried: the true value may be higher)")}
+
+
+def figure(s: spread.Spread) -> dict:
+    """A figure as the profile stores it: mean, the spread's kind and interval, n."""
+    out = {"mean": _round(s.mean), "kind": s.kind, "n": s.repetitions}
+    if s.kind in ("ci", "range"):
+        out.update(lo=_round(s.lo), hi=_round(s.hi))
+    if s.unstable:
+        out["unstable"] = True
+    return out
+
+
+def _unstable(cell: dict):
+    for role, r in cell["roles"].items():
+        for p in r["points"]:
+            for k in ("load_gbps", "cpu_pct"):
+                if p[k].get("unstable"):
+                    yield f"roles.{role}.points[{p['pairs']} pairs, {p['offered']}].{k}"
+    for placement, figs in cell["single_pair"].items():
+        for test, f in figs.items():
+            for k, v in f.items():
+                if isinstance(v, dict) and v.get("unstable"):
+                    yield f"single_pair.{placement}.{test}.{k}"
+
+
+def _round(x, digits: int = 4):
+    return None if x is None else float(f"{x:.{digits}g}")
