@@ -94,6 +94,8 @@ unit: venv
 # vSwitch kind and its options (vnetbench.kinds) put in
 schema: venv
 	$(VENV)/bin/vnetbench testbed schema > schemas/testbed.schema.json
+	cp src/vnetbench/schemas/workload.schema.json src/vnetbench/schemas/hosts.schema.json \
+	   src/vnetbench/schemas/capacity-profile.schema.json schemas/
 
 # regenerate dashboards/json/ from src/vnetbench/dashboards/ (CHECK=1: only compare)
 dashboards: venv

@@ -29,6 +29,8 @@ ALLOWED = {
         "the all-in-one cloud's own Open vSwitch (a service it starts for Neutron), not a testbed kind",
     ("src/vnetbench/aio/conf.py", "ovs"):
         "the [ovs] section of Neutron's OVS agent configuration, not a testbed kind",
+    ("src/vnetbench/capacity/openstack.py", "ovs"):
+        "the [ovs] section of Neutron's OVS agent configuration (the hand-off's lines), not a testbed kind",
     ("src/vnetbench/testbed/libvirt/undo.py", "ovs"):
         "a journal entry's flag: the hypervisor bridge to remove is an OVS bridge (a technology)",
     ("src/vnetbench/testbed/libvirt/remote_deployment.py", "ovs"):

@@ -68,10 +68,10 @@ def summary(doc: dict) -> str:
             lines.append(f"  {role:4} capacity {cap['mean']:g} Gbit/s per {r.get('dataplane_cpus', 1)} CPU "
                          f"({cap['how']}); data-plane CPU {costs}")
         for placement, figs in (c.get("single_pair") or {}).items():
-            if "tcp" in figs:
+            if (figs.get("tcp") or {}).get("gbps_per_cpu", {}).get("mean"):
                 lines.append(f"  one {placement} pair: {figs['tcp']['gbps_per_cpu']['mean']:g} Gbit/s per "
                              "data-plane CPU (TCP)")
-            if "udp" in figs:
+            if (figs.get("udp") or {}).get("pps_per_cpu", {}).get("mean"):
                 lines.append(f"  one {placement} pair: {figs['udp']['pps_per_cpu']['mean']:,.0f} packets/s per "
                              "data-plane CPU (UDP)")
         for placement, f in (c.get("new_conn_s") or {}).items():

@@ -19,7 +19,7 @@ from vnetbench.errors import TestbedFileError
 from vnetbench.testbed.loader import check_schema
 
 MAX_FILE_BYTES = 4 * 1024 * 1024
-MAX_HOSTS = 4096
+MAX_HOSTS = 1024
 
 
 @dataclass(frozen=True)

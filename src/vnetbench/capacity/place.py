@@ -22,6 +22,7 @@ measured points, through the origin, the last point's cost per Gbit/s beyond it)
 
 from __future__ import annotations
 
+import heapq
 from dataclasses import dataclass, field
 
 from vnetbench.capacity.files import HostSpec, Hosts, Workload
@@ -84,7 +85,8 @@ class Model:
 
 
 def _cell(profile: dict, vswitch: str, network: str, source: str) -> dict:
-    found = [c for c in profile["cells"] if c["vswitch"] == vswitch and c["network"] == network]
+    found = [c for c in profile["cells"] if c["vswitch"] == vswitch and c["network"] == network
+             and c["roles"]]        # a cell of single-pair figures only has no host capacity
     if not found:
         have = ", ".join(sorted({f"{c['vswitch']}/{c['network']}" for c in profile["cells"]})) or "none"
         raise PlanInfeasible(f"{source}: no cell for {vswitch}/{network} (it has {have}); measure it "
@@ -124,6 +126,10 @@ class State:
         self.workload, self.hosts, self.model = workload, hosts, model
         self.where: dict[str, str] = {}
         self.load = {h.name: HostLoad(h) for h in hosts.hosts}
+        self.used: set[str] = set()
+        self.order = {h.name: i for i, h in enumerate(hosts.hosts)}
+        self.specs = {(h.cores, h.memory_mb, h.vswitch, h.dataplane_cpus) for h in hosts.hosts}
+        self._vms = {v.name: v for v in workload.vms}
         self.flows_of: dict[str, list] = {v.name: [] for v in workload.vms}
         for f in workload.flows:
             self.flows_of[f.src].append(f)
@@ -131,9 +137,18 @@ class State:
 
     def deltas(self, moves: dict[str, str]) -> dict:
         """host -> ({role: Gbit/s}, {placement: conn/s}) added by placing ``moves``
-        (VM -> host): every flow whose ends are then both placed and was not before."""
+        (VM -> host). A flow whose other end is not placed yet is *reserved* on the
+        placed end's host as if its peer went elsewhere (tx or rx: the dearer case), so a
+        host is never filled so full that its VMs' peers can go nowhere; once the peer is
+        placed, the reservation becomes the flow's real roles."""
         out: dict = {}
         seen = set()
+
+        def add(host, role, f, sign=1.0):
+            g, c = out.setdefault(host, ({}, {}))
+            g[role] = g.get(role, 0.0) + sign * f.gbps
+            c[ROLE_OF[role]] = c.get(ROLE_OF[role], 0.0) + sign * f.new_conn_s
+
         for vm in moves:
             for f in self.flows_of[vm]:
                 if id(f) in seen:
@@ -141,12 +156,15 @@ class State:
                 seen.add(id(f))
                 a = moves.get(f.src) or self.where.get(f.src)
                 b = moves.get(f.dst) or self.where.get(f.dst)
-                if a is None or b is None:
+                if a is None or b is None:          # reserve on the end placed now
+                    add(a or b, "tx" if a else "rx", f)
                     continue
+                if f.src in self.where:              # was reserved on its host: release
+                    add(a, "tx", f, -1.0)
+                elif f.dst in self.where:
+                    add(b, "rx", f, -1.0)
                 for host, role in ([(a, "same")] if a == b else [(a, "tx"), (b, "rx")]):
-                    g, c = out.setdefault(host, ({}, {}))
-                    g[role] = g.get(role, 0.0) + f.gbps
-                    c[ROLE_OF[role]] = c.get(ROLE_OF[role], 0.0) + f.new_conn_s
+                    add(host, role, f)
         return out
 
     def place(self, moves: dict[str, str]) -> None:
@@ -158,7 +176,8 @@ class State:
                 hl.conn[p] += x
         for vm, host in moves.items():
             self.where[vm] = host
-            self.load[host].add_vm(self.workload.vm(vm))
+            self.used.add(host)
+            self.load[host].add_vm(self._vms[vm])
 
     def utilisation(self, host: str, extra=({}, {})) -> tuple[float, float | None]:
         """(vSwitch bandwidth utilisation, new-connection utilisation or None) of
@@ -209,11 +228,7 @@ def aware(workload: Workload, hosts: Hosts, model: Model) -> dict[str, str]:
         new = [v for v in (f.src, f.dst) if v not in state.where]
         if not new:
             continue
-        best = None
-        for moves in _options(state, new):
-            score = _score(state, moves)
-            if score is not None and (best is None or score < best[0]):
-                best = (score, moves)
+        best = _best(state, new, _candidates(state, new)) or _best(state, new, _everywhere(state, new))
         if best is None:
             raise PlanInfeasible(f"network-aware placement: flow {f.src} -> {f.dst} ({f.gbps:g} Gbit/s) "
                                  f"fits no host: {_why(state, new)}; add hosts, give them more "
@@ -222,7 +237,7 @@ def aware(workload: Workload, hosts: Hosts, model: Model) -> dict[str, str]:
     for vm in workload.vms:           # VMs that send nothing: cores and memory only
         if vm.name in state.where:
             continue
-        host = next((h for h in _candidates(state) if state.load[h].fits(vm)), None)
+        host = next((h.name for h in hosts.hosts if state.load[h.name].fits(vm)), None)
         if host is None:
             raise PlanInfeasible(f"network-aware placement: VM {vm.name} ({vm.vcpus} vCPUs, "
                                  f"{vm.memory_mb} MB) fits on no host (cores or memory run out); "
@@ -246,28 +261,57 @@ def _peaks(workload, hosts, model) -> None:
                                  f"({best:.3g} Gbit/s measured); split the flow or use a faster vSwitch")
 
 
-def _candidates(state: State) -> list[str]:
-    """Hosts in use, then the first empty host of each distinct kind (empty hosts alike
-    are interchangeable): keeps the search small on a big data centre."""
-    used = [h.name for h in state.hosts.hosts if state.load[h.name].vms]
+NEAREST = 16       # least-loaded hosts in use tried for a VM, beside its peers' hosts
+WIDE = 64          # hosts tried for a pair's two new ends before the placement is refused
+
+
+def _candidates(state: State, vms=()) -> list[str]:
+    """Hosts a VM may go to, as a scheduler's filter and weigher would pick them: the hosts
+    of its peers (where it may share a host with them), the ``NEAREST`` least-loaded hosts
+    in use, then the first empty host of each distinct kind (empty hosts alike are
+    interchangeable). Keeps each decision bounded on a large data centre."""
+    peers = []
+    for vm in vms:
+        for f in state.flows_of.get(vm, ()):
+            h = state.where.get(f.dst if f.src == vm else f.src)
+            if h is not None and h not in peers:
+                peers.append(h)
+    used = heapq.nsmallest(NEAREST, (h for h in state.used if h not in peers),
+                           key=lambda h: (sum(state.load[h].gbps.values()), state.order[h]))
     kinds, empty = set(), []
     for h in state.hosts.hosts:
         spec = (h.cores, h.memory_mb, h.vswitch, h.dataplane_cpus)
-        if not state.load[h.name].vms and spec not in kinds:
+        if h.name not in state.used and spec not in kinds:
             kinds.add(spec)
             empty.append(h.name)
-    return used + empty
+            if len(kinds) == len(state.specs):
+                break
+    return sorted(peers + used, key=state.order.get) + empty
 
 
-def _options(state: State, new: list[str]):
-    cands = _candidates(state)
+def _everywhere(state: State, new: list[str]) -> list[str]:
+    """Before refusing: every host for one VM; for a pair, the ``WIDE`` least-loaded."""
+    order = sorted(state.order, key=lambda h: (sum(state.load[h].gbps.values()), state.order[h]))
+    return order if len(new) == 1 else order[:WIDE]
+
+
+def _best(state: State, new: list[str], cands: list[str]):
+    best = None
+    for moves in _options(state, new, cands):
+        score = _score(state, moves)
+        if score is not None and (best is None or score < best[0]):
+            best = (score, moves)
+    return best
+
+
+def _options(state: State, new: list[str], cands: list[str]):
     if len(new) == 1:
-        vm = state.workload.vm(new[0])
+        vm = state._vms[new[0]]
         for h in cands:
             if state.load[h].fits(vm):
                 yield {new[0]: h}
         return
-    a, b = (state.workload.vm(v) for v in new)
+    a, b = (state._vms[v] for v in new)
     for ha in cands:
         if not state.load[ha].fits(a):
             continue
@@ -292,7 +336,7 @@ def _score(state: State, moves: dict) -> tuple | None:
             return None
         worst = max(worst, util, conn or 0.0)
         added += state.cpu(host, extra) - state.cpu(host)
-    in_use = len({h for h, hl in state.load.items() if hl.vms} | set(moves.values()))
+    in_use = len(state.used | set(moves.values()))
     return (round(added, 6), in_use, worst)
 
 

@@ -9,6 +9,14 @@ CPU; a host whose pairs in that step all play one role gives one point of that r
 curve: (its load, Gbit/s; its data-plane CPU, %). ``single_room`` steps give tx and rx
 points, ``double_room`` steps same points; ``mixed_room`` hosts mix roles and give none.
 
+**Two kinds of point.** Steps at an offered load (the scale family's ``pair_gbps``: each
+pair paced) give the CPU the data plane spends on a known load -- what a planner needs,
+since a workload is an offered load; steps as fast as the streams go give where the host
+saturates. The CPU per Gbit/s of the two differs (a saturating stream batches more; on
+this machine, the userspace datapath costs ~28% of a CPU at 0.1 Gbit/s offered and ~56%
+at 0.9 Gbit/s unlimited), so ``points`` holds the offered-load curve when there is one and
+``unlimited_points`` the other.
+
 **Capacity of a role** (Gbit/s one host carries in that role alone, with the CPUs it had):
 the load at the host's saturation point when the scale family found one (``saturated``:
 a measured ceiling, ``vnetbench.scale.aggregate.saturation``); otherwise the highest
@@ -152,18 +160,24 @@ def _role(steps: dict, saturated: list) -> dict | None:
                        "load_gbps": figure(load), "cpu_pct": figure(cpu),
                        "pct_per_gbps": figure(cost),
                        "busy_pct": figure(spread.repetitions(s["busy"], spread.PCT_FLOOR)) if s["busy"] else None})
-    points = _rising(points)
-    if not points:
+    paced = _rising([p for p in points if p["offered"] != "unlimited"])
+    streams = _rising([p for p in points if p["offered"] == "unlimited"])
+    if not paced and not streams:
         return None
-    out = {"dataplane_cpus": ncpu, "points": points}
+    # the planner's load is an offered one: the CPU at offered loads predicts it; streams
+    # as fast as they go batch differently (and show where the host saturates)
+    out = {"dataplane_cpus": ncpu, "points": paced or streams,
+           "points_from": "offered loads (pair_gbps)" if paced else "unlimited streams (no pair_gbps steps)"}
+    if paced and streams:
+        out["unlimited_points"] = streams
     ceiling = SATURATED_PCT * ncpu
     if saturated:
-        (step, paced), why = min(saturated, key=lambda x: (x[0][0], str(x[0][1])))
+        (step, pace), why = min(saturated, key=lambda x: (x[0][0], str(x[0][1])))
         at = next((p for p in points if p["pairs"] == step and
-                   (p["offered"] == "unlimited") == (paced is None)), points[-1])
+                   (p["offered"] == "unlimited") == (pace is None)), (streams or paced)[-1])
         out["capacity_gbps"] = {**at["load_gbps"], "how": "saturated", "step": step, "why": why}
     else:
-        top = points[-1]
+        top = (streams or paced)[-1]
         cost = top["pct_per_gbps"]["mean"]
         if not cost:            # a data plane that cost nothing measurable: no ceiling to reach
             return None
@@ -196,7 +210,9 @@ def _single_pair(records) -> dict:
         by[(r.test, r.labels.get("placement"))].append(r)
     for (test, placement), rs in sorted(by.items(), key=lambda kv: (kv[0][0], str(kv[0][1]))):
         if test == "tcp_stream":
-            best = max(rs, key=lambda r: (r.labels.get("params") or {}).get("used") or 0)
+            # the largest MSS used (full-size segments); of several, the fastest
+            best = max(rs, key=lambda r: ((r.labels.get("params") or {}).get("used") or 0,
+                                          spread.of(r, "gbps").mean or 0))
             out.setdefault(placement, {})["tcp"] = _per_cpu(best, "gbps", "gbps_per_cpu")
         elif test == "udp_stream":
             best = max(rs, key=lambda r: spread.of(r, "pps").mean or 0)
