@@ -54,6 +54,18 @@ def test_neutron_ml2_ovs_netdev_on_the_owned_bridges():
     assert _parse(conf.neutron(LAY))["DEFAULT"]["api_workers"] == "1"
 
 
+def test_the_capacity_hand_off_reaches_placement():
+    """--ovs-kpps: the OVS agent reports the packet rate; Neutron's placement plugin (with
+    credentials for Placement) syncs it; without it, no inventory line."""
+    n = _parse(conf.neutron(LAY))
+    assert "placement" in n["DEFAULT"]["service_plugins"].split(",")
+    assert n["placement"]["auth_url"].endswith("/v3") and n["placement"]["username"] == "neutron"
+    assert "resource_provider_packet_processing_without_direction" not in _parse(conf.ovs_agent(LAY))["ovs"]
+    from dataclasses import replace
+    a = _parse(conf.ovs_agent(replace(LAY, ovs_kpps=79)))
+    assert a["ovs"]["resource_provider_packet_processing_without_direction"] == "vm:79"
+
+
 def test_every_network_type_of_the_templates_is_enabled():
     """A provider network of each type heat-templates/ offers can be made on the AIO."""
     import yaml

@@ -47,10 +47,15 @@ def main(argv=None) -> int:
     ap.add_argument("--shared-cpus", default="", help="nova's cpu_shared_set: host CPUs unpinned "
                     "guests share ('' = none, the default); e.g. '--pinned-cpus \"\" "
                     "--shared-cpus 0-1' for the functional suite's testbeds of up to 6 guests")
+    ap.add_argument("--ovs-kpps", type=int, default=None,
+                    help="the OVS backend's packet rate in Placement (kilo packets/s; the OVS agent's "
+                         "resource_provider_packet_processing_without_direction), e.g. from "
+                         "'vnetbench plan --openstack' (docs/capacity.md); default: none")
     args = ap.parse_args(argv)
     log = lambda msg: print(msg, file=sys.stderr, flush=True)   # noqa: E731
     try:
-        aio = Aio(Path(args.state), args.port_base, args.cidr, args.pinned_cpus, args.shared_cpus)
+        aio = Aio(Path(args.state), args.port_base, args.cidr, args.pinned_cpus, args.shared_cpus,
+                  args.ovs_kpps)
         if args.command == "up":
             t0 = time.monotonic()
             image = guest_image(args.image, log)

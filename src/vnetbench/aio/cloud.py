@@ -64,14 +64,15 @@ class Aio:
     """One all-in-one cloud, owned through its state dir."""
 
     def __init__(self, state: Path, port_base: int = 19000, cidr: str = "198.19.250.0/24",
-                 cpus: str = "0-1", shared_cpus: str = ""):
+                 cpus: str = "0-1", shared_cpus: str = "", ovs_kpps: int | None = None):
         self.state = state.resolve()
         self.journal = Journal(self.state / "journal.jsonl")
         meta = self._meta()
         run_id = meta.get("run_id") or secrets.token_hex(3)
         self.lay = Layout(self.state, run_id, int(meta.get("port_base", port_base)),
                           meta.get("cidr", cidr), host=meta.get("host", socket.gethostname()),
-                          cpus=meta.get("cpus", cpus), shared_cpus=meta.get("shared_cpus", shared_cpus))
+                          cpus=meta.get("cpus", cpus), shared_cpus=meta.get("shared_cpus", shared_cpus),
+                          ovs_kpps=meta.get("ovs_kpps", ovs_kpps))
         self.daemons = Daemons(self.journal, self.lay.logs, str(self.state))
         self.timings: dict[str, float] = {}
 
@@ -121,7 +122,7 @@ class Aio:
             (self.state / "meta.json").write_text(json.dumps(
                 {"run_id": self.lay.run_id, "port_base": self.lay.port_base,
                  "cidr": self.lay.cidr, "host": self.lay.host, "cpus": self.lay.cpus,
-                 "shared_cpus": self.lay.shared_cpus}))
+                 "shared_cpus": self.lay.shared_cpus, "ovs_kpps": self.lay.ovs_kpps}))
             self.journal.record("aio", run_id=self.lay.run_id, domains=self.lay.instance_prefix)
             for path, text in conf.files(self.lay).items():
                 path.parent.mkdir(parents=True, exist_ok=True)

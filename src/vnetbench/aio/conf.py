@@ -35,6 +35,9 @@ class Layout:
     password: str = "vnetbench"        # every service user's and the databases' password
     cpus: str = "0-1"                  # cpu_dedicated_set: host CPUs pinned guests get
     shared_cpus: str = ""              # cpu_shared_set: host CPUs unpinned guests float on
+    # the OVS backend's packet rate in Placement (kpps), handed off from a capacity
+    # profile (vnetbench.capacity.openstack); None: no packet-processing inventory
+    ovs_kpps: int | None = None
 
     def port(self, name: str) -> int:
         return self.port_base + PORT_NAMES.index(name)
@@ -211,11 +214,13 @@ def neutron(lay: Layout) -> str:
     c = _common(lay, "neutron")
     c["DEFAULT"].update({
         "host": lay.host, "bind_host": "127.0.0.1", "bind_port": lay.port("neutron"),
-        "core_plugin": "ml2", "service_plugins": "qos", "auth_strategy": "keystone",
+        # placement: the OVS agent's resource providers (bandwidth, packet rate) in Placement,
+        # so Nova schedules a port's QoS minimum guarantees (vnetbench.capacity.openstack)
+        "core_plugin": "ml2", "service_plugins": "qos,placement", "auth_strategy": "keystone",
         "api_workers": 1, "rpc_workers": 1, "rpc_state_report_workers": 1,
         "state_path": lay.data("neutron"), "api_paste_config": "/etc/neutron/api-paste.ini",
         "notify_nova_on_port_status_changes": True, "notify_nova_on_port_data_changes": True})
-    c.update({"nova": _auth(lay, "nova"),
+    c.update({"nova": _auth(lay, "nova"), "placement": _auth(lay, "neutron"),
               "agent": {"root_helper": "env", "root_helper_daemon": ""},
               "oslo_messaging_notifications": {"driver": "noop"}})
     return ini(c)
@@ -236,12 +241,14 @@ def ml2(lay: Layout) -> str:
 
 def ovs_agent(lay: Layout) -> str:
     local_ip = lay.host_cidr.split("/")[0]
+    inventory = ({"resource_provider_packet_processing_without_direction": f"{lay.host}:{lay.ovs_kpps}"}
+                 if lay.ovs_kpps else {})
     return ini({
         "DEFAULT": {"host": lay.host},
         "ovs": {"bridge_mappings": f"{PHYSNET}:{lay.br_phys}", "integration_bridge": lay.br_int,
                 "tunnel_bridge": lay.br_tun, "datapath_type": "netdev", "local_ip": local_ip,
                 "ovsdb_connection": lay.ovsdb, "of_listen_address": "127.0.0.1",
-                "of_listen_port": lay.port("openflow")},
+                "of_listen_port": lay.port("openflow"), **inventory},
         "agent": {"tunnel_types": ",".join(TUNNEL_TYPES), "root_helper": "env",
                   "root_helper_daemon": "", "extensions": "qos"},
         "securitygroup": {"firewall_driver": "noop"}})

@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from aio_capacity import handed_off_kpps
+
 REPO = Path(__file__).resolve().parents[3]
 AIO = [sys.executable, "-m", "vnetbench.aio"]
 BUSY = re.compile(r"is in use; another AIO|inside the AIO subnet")
@@ -43,7 +45,8 @@ def aio_cloud(aio_image):
     state = Path(tempfile.mkdtemp(prefix="vnbaio-", dir="/var/tmp"))
     for slot in range(8):       # another session's AIO may hold the first ports and subnet
         argv = [*AIO, "up", "--state", str(state), "--image", str(aio_image),
-                "--port-base", str(19000 + 100 * slot), "--cidr", f"198.19.{250 - slot}.0/24"]
+                "--port-base", str(19000 + 100 * slot), "--cidr", f"198.19.{250 - slot}.0/24",
+                "--ovs-kpps", str(handed_off_kpps())]
         up = subprocess.run(argv, capture_output=True, text=True, timeout=1200, cwd=REPO)
         if up.returncode != 2 or not BUSY.search(up.stderr):
             break
