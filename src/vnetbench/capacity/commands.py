@@ -67,6 +67,9 @@ def summary(doc: dict) -> str:
                               for p in r["points"] if "pct_per_gbps" in p)
             lines.append(f"  {role:4} capacity {cap['mean']:g} Gbit/s per {r.get('dataplane_cpus', 1)} CPU "
                          f"({cap['how']}); data-plane CPU {costs}")
+            if r.get("plateau_gbps"):
+                lines.append(f"       plateau {r['plateau_gbps']['mean']:g} Gbit/s, not the vSwitch's: "
+                             f"{r['plateau_gbps']['why']}")
         for placement, figs in (c.get("single_pair") or {}).items():
             if (figs.get("tcp") or {}).get("gbps_per_cpu", {}).get("mean"):
                 lines.append(f"  one {placement} pair: {figs['tcp']['gbps_per_cpu']['mean']:g} Gbit/s per "

@@ -112,41 +112,48 @@ def _cell(key, recs) -> dict | None:
 def _roles(scale_records) -> dict:
     """role -> {dataplane_cpus, points, capacity_gbps, saturation} from scale steps."""
     samples: dict = defaultdict(lambda: defaultdict(lambda: {"load": [], "cpu": [], "busy": [], "cpus": set()}))
-    saturated: dict = defaultdict(list)      # role -> [(host, step pairs)]
+    saturated: dict = defaultdict(list)      # role -> [((host's pairs, pace), why)]
+    plateaus: dict = defaultdict(list)
     for r in scale_records:
         paced = (r.labels.get("params") or {}).get("pair_bps")
-        step = (r.labels.get("pairs"), tuple(paced) if paced else None)
+        pace = tuple(paced) if paced else None
         sat = r.extra.get("saturation") or {}
         for rep in r.extra.get("repetitions") or []:
             for host, cpu in (rep.get("hosts") or {}).items():
-                role, load = host_role(host, rep.get("pairs") or [])
+                role, load, n = host_role(host, rep.get("pairs") or [])
                 if role is None or cpu.get("dataplane_pct") is None or cpu.get("cpus") is None:
                     continue
+                step = (n, pace)          # a point: this many pairs through the host, so paced
                 s = samples[role][step]
                 s["load"].append(load)
                 s["cpu"].append(cpu["dataplane_pct"])
                 s["cpus"].add(cpu["cpus"])
                 if cpu.get("busy_pct") is not None:
                     s["busy"].append(cpu["busy_pct"])
-                if (sat.get(host) or {}).get("step") == step[0]:
-                    saturated[role].append((step, sat[host].get("why")))
-    return {role: _role(samples[role], saturated.get(role, [])) for role in ROLES if role in samples}
+                mine = sat.get(host) or {}
+                if mine.get("step") == r.labels.get("pairs"):
+                    saturated[role].append((step, mine.get("why")))
+                elif mine.get("plateau") == r.labels.get("pairs"):
+                    plateaus[role].append((step, mine.get("why")))
+    return {role: _role(samples[role], saturated.get(role, []), plateaus.get(role, []))
+            for role in ROLES if role in samples}
 
 
-def host_role(host: str, pairs: list[dict]) -> tuple[str | None, float]:
-    """(role, Gbit/s) of ``host`` in one repetition of a step: the role when every pair
-    that ran through it plays the same one, else (None, load)."""
-    load, roles = 0.0, set()
+def host_role(host: str, pairs: list[dict]) -> tuple[str | None, float, int]:
+    """(role, Gbit/s, pairs) of ``host`` in one repetition of a step: the role when every
+    pair that ran through it plays the same one, else (None, load, pairs)."""
+    load, roles, n = 0.0, set(), 0
     for p in pairs:
         if not p.get("ok") or p.get("gbps") is None or host not in (p.get("hosts") or ()):
             continue
         a, b = p["hosts"]
         roles.add("same" if a == b else "tx" if a == host else "rx")
         load += float(p["gbps"])
-    return (roles.pop() if len(roles) == 1 else None), load
+        n += 1
+    return (roles.pop() if len(roles) == 1 else None), load, n
 
 
-def _role(steps: dict, saturated: list) -> dict | None:
+def _role(steps: dict, saturated: list, plateaus=()) -> dict | None:
     cpus = {c for s in steps.values() for c in s["cpus"]}
     if len(cpus) != 1:          # hosts of different sizes in one cell: no one capacity
         return None
@@ -172,15 +179,16 @@ def _role(steps: dict, saturated: list) -> dict | None:
         out["unlimited_points"] = streams
     ceiling = SATURATED_PCT * ncpu
     if saturated:
-        (step, pace), why = min(saturated, key=lambda x: (x[0][0], str(x[0][1])))
-        at = next((p for p in points if p["pairs"] == step and
-                   (p["offered"] == "unlimited") == (pace is None)), (streams or paced)[-1])
-        out["capacity_gbps"] = {**at["load_gbps"], "how": "saturated", "step": step, "why": why}
+        at, why = _at(points, saturated, streams or paced)
+        out["capacity_gbps"] = {**at["load_gbps"], "how": "saturated", "step": at["pairs"], "why": why}
     else:
         top = (streams or paced)[-1]
         cost = top["pct_per_gbps"]["mean"]
         if not cost:            # a data plane that cost nothing measurable: no ceiling to reach
             return None
+        if plateaus:        # the aggregate stopped growing with the vSwitch below its ceiling
+            at, why = _at(points, plateaus, streams or paced)
+            out["plateau_gbps"] = {**at["load_gbps"], "pairs": at["pairs"], "why": why}
         out["capacity_gbps"] = {
             "mean": _round(ceiling / cost), "how": "extrapolated",
             "measured_to_gbps": top["load_gbps"]["mean"],
@@ -188,6 +196,14 @@ def _role(steps: dict, saturated: list) -> dict | None:
                     f"data plane {top['cpu_pct']['mean']}% of {ncpu} CPU(s)): the CPU cost there, "
                     f"{cost}% per Gbit/s, extrapolated to the {ceiling:g}% ceiling")}
     return out
+
+
+def _at(points: list[dict], found: list, fallback: list[dict]):
+    """(the point of the fewest pairs among ``found`` [((pairs, pace), why)], its why)."""
+    (n, pace), why = min(found, key=lambda x: (x[0][0], str(x[0][1])))
+    at = next((p for p in points if p["pairs"] == n and (p["offered"] == "unlimited") == (pace is None)),
+              fallback[-1])
+    return at, why
 
 
 def _rising(points: list[dict]) -> list[dict]:

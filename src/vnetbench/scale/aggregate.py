@@ -75,6 +75,7 @@ def saturation(steps: list[dict]) -> dict:
                 break
             if flat and not plateau:
                 plateau = True
+                out[h]["plateau"] = cur["pairs"]
                 out[h]["why"] = (f"the aggregate stopped growing after {cur['pairs']} pairs while "
                                  f"{host}: not this host's vSwitch")
     return out
