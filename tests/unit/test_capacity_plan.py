@@ -198,3 +198,13 @@ def test_aware_never_exceeds_a_hosts_measured_capacity(vms, flows, n_hosts):
     for r in place.predict(w, hs, model, where):
         assert r["utilisation"] <= 1 + 1e-6 and (r["conn_utilisation"] or 0) <= 1 + 1e-6
         assert r["cores"][0] <= r["cores"][1] and r["memory_mb"][0] <= r["memory_mb"][1]
+
+
+def test_verify_errors_are_computed_from_the_figures_as_reported():
+    from vnetbench.capacity import verify
+    predicted = [{"host": "h1", "delivered_gbps": 0.5, "cpu_pct": 57.06, "overloaded_pct": 0.0}]
+    measured = {"hosts": {"h1": {"gbps": {"same": 0.49995}, "cpu_pct": 51.6149}}}
+    (r,) = verify.compare(predicted, measured)
+    assert r["measured_cpu_pct"] == 51.61
+    assert r["cpu_error_pct"] == round(100 * (51.61 - 57.06) / 57.06, 1) == -9.6
+    assert r["cpu_within"] and r["gbps_within"] and r["gbps_error_pct"] == -0.0

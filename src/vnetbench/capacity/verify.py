@@ -80,11 +80,12 @@ def compare(predicted: list[dict], measured: dict) -> list[dict]:
         m = measured["hosts"].get(p["host"])
         if m is None:
             continue
-        pg, mg = p["delivered_gbps"], sum(m["gbps"].values())
-        pc, mc = p["cpu_pct"], m["cpu_pct"]
-        out.append({"host": p["host"], "predicted_gbps": pg, "measured_gbps": round(mg, 4),
+        # errors from the figures as reported, so a reader's arithmetic gives the same
+        pg, mg = p["delivered_gbps"], round(sum(m["gbps"].values()), 4)
+        pc, mc = p["cpu_pct"], None if m["cpu_pct"] is None else round(m["cpu_pct"], 2)
+        out.append({"host": p["host"], "predicted_gbps": pg, "measured_gbps": mg,
                     "gbps_error_pct": _err(pg, mg), "gbps_within": _within(pg, mg, 0.0),
-                    "predicted_cpu_pct": pc, "measured_cpu_pct": None if mc is None else round(mc, 2),
+                    "predicted_cpu_pct": pc, "measured_cpu_pct": mc,
                     "cpu_error_pct": _err(pc, mc), "cpu_within": _within(pc, mc, CPU_FLOOR),
                     "overloaded_pct": p["overloaded_pct"]})
     return out
