@@ -92,7 +92,7 @@ def cmd_plan(args) -> int:
     prof = files.load_profile(args.capacity)
     out = planner.plan(workload, hosts, prof, args.capacity)
     if args.verify:
-        _verify(args, workload, hosts, prof, out)
+        _verify(args, workload, hosts, out)
     text = planner.render(out, args.format)
     if args.verify and args.format in ("table", "md"):
         text += "\n" + verify_text(out)
@@ -103,14 +103,14 @@ def cmd_plan(args) -> int:
     return 1 if "infeasible" in out["placements"]["aware"] else 0
 
 
-def _verify(args, workload, hosts, prof, out) -> None:
+def _verify(args, workload, hosts, out) -> None:
     import os
 
     from vnetbench.capacity import verify
     progress = lambda m: print(m, file=sys.stderr, flush=True)  # noqa: E731
     for name, p in out["placements"].items():
         if "where" in p:
-            p["verify"] = verify.run(workload, hosts, prof, p["where"], sorted(os.sched_getaffinity(0)),
+            p["verify"] = verify.run(workload, hosts, p["hosts"], p["where"], sorted(os.sched_getaffinity(0)),
                                      args.seconds, progress, name=f"plan-{name}")
 
 

@@ -43,8 +43,8 @@ def handoff(profile: dict, hosts: Hosts, workload: Workload | None = None,
             "physnet-backed (flat, VLAN) networks, so resource_provider_bandwidths is not "
             "given; the packet-processing inventory and minimum-packet-rate rules apply")
     for h in hosts.hosts:
-        tx = _gbps(model, h, hosts.network, "tx")
-        rx = _gbps(model, h, hosts.network, "rx")
+        tx = model.capacity(h, hosts.network, "tx")
+        rx = model.capacity(h, hosts.network, "rx")
         mtu = model.cells[(h.vswitch, hosts.network)].get("tenant_mtu") or 1500
         kpps = min(x for x in (tx, rx) if x is not None) if (tx or rx) else None
         kpps = None if kpps is None else int(kpps * 1e9 / (8 * (mtu + ETHERNET)) / 1000)
@@ -65,14 +65,6 @@ def handoff(profile: dict, hosts: Hosts, workload: Workload | None = None,
             out["ports"].append({"vm": vm.name, "policy": f"vnb-min-{vm.name}",
                                  "commands": port_commands(vm.name, egress, ingress, mtu, physnet)})
     return out
-
-
-def _gbps(model, host, network, role) -> float | None:
-    curves = model.curves[(host.vswitch, network)]
-    if role not in curves:
-        return None
-    c = curves[role]
-    return c.capacity * host.dataplane_cpus / c.cpus
 
 
 def port_commands(vm: str, egress_gbps: float, ingress_gbps: float, mtu: int, physnet: bool) -> list[str]:

@@ -63,6 +63,7 @@ class Model:
     """The capacity profile's cell of each host (by its vSwitch kind and the network type)."""
 
     def __init__(self, profile: dict, hosts: Hosts, source: str = "the capacity profile"):
+        self.source = source
         self.cells, self.curves = {}, {}
         for h in hosts.hosts:
             key = (h.vswitch, hosts.network)
@@ -70,14 +71,20 @@ class Model:
                 self.cells[key] = _cell(profile, *key, source)
                 self.curves[key] = {r: Curve(v) for r, v in self.cells[key]["roles"].items()}
 
-    def curve(self, host: HostSpec, network: str, role: str, source="the capacity profile") -> Curve:
+    def curve(self, host: HostSpec, network: str, role: str) -> Curve:
         curves = self.curves[(host.vswitch, network)]
         if role not in curves:
             room = "double_room" if role == "same" else "single_room"
-            raise PlanInfeasible(f"{source}: {host.vswitch}/{network} has no '{role}' role ("
+            raise PlanInfeasible(f"{self.source}: {host.vswitch}/{network} has no '{role}' role ("
                                  f"{ROLE_OF[role]} pairs were never measured); run rally-tasks/"
                                  f"scale.yaml with accommodation [pair, {room}] and rebuild the profile")
         return curves[role]
+
+    def capacity(self, host: HostSpec, network: str, role: str) -> float | None:
+        """Gbit/s ``host``'s vSwitch carries in ``role`` alone: the measured capacity scaled
+        by its data-plane CPUs over the measured host's (None: the role was never measured)."""
+        c = self.curves[(host.vswitch, network)].get(role)
+        return None if c is None else c.capacity * host.dataplane_cpus / c.cpus
 
     def conn_capacity(self, host: HostSpec, network: str, placement: str) -> float | None:
         f = (self.cells[(host.vswitch, network)].get("new_conn_s") or {}).get(placement)
@@ -187,8 +194,8 @@ class State:
         for role, x in hl.gbps.items():
             x += extra[0].get(role, 0.0)
             if x > 0:
-                c = self.model.curve(hl.host, net, role)
-                util += x / (c.capacity * hl.host.dataplane_cpus / c.cpus)
+                self.model.curve(hl.host, net, role)        # a role never measured: named
+                util += x / self.model.capacity(hl.host, net, role)
         conn, known = 0.0, False
         for placement, x in hl.conn.items():
             x += extra[1].get(placement, 0.0)
@@ -249,12 +256,8 @@ def aware(workload: Workload, hosts: Hosts, model: Model) -> dict[str, str]:
 def _peaks(workload, hosts, model) -> None:
     """The seed's first check: a flow's peak must fit one host's vSwitch at all."""
     for f in workload.flows:
-        best = 0.0
-        for h in hosts.hosts:
-            curves = model.curves[(h.vswitch, hosts.network)]
-            for role in ("same", "tx", "rx"):
-                if role in curves:
-                    best = max(best, curves[role].capacity * h.dataplane_cpus / curves[role].cpus)
+        best = max((model.capacity(h, hosts.network, role) or 0.0
+                    for h in hosts.hosts for role in ("same", "tx", "rx")), default=0.0)
         if f.peak_gbps > best:
             raise PlanInfeasible(f"network-aware placement: flow {f.src} -> {f.dst} peaks at "
                                  f"{f.peak_gbps:g} Gbit/s, more than any host's vSwitch carries "
@@ -341,7 +344,7 @@ def _score(state: State, moves: dict) -> tuple | None:
 
 
 def _why(state: State, new: list[str]) -> str:
-    room = [h for h in state.hosts.hosts if all(state.load[h.name].fits(state.workload.vm(v)) for v in new)]
+    room = [h for h in state.hosts.hosts if all(state.load[h.name].fits(state._vms[v]) for v in new)]
     if not room:
         return "no host has the cores and memory left"
     return f"{len(room)} host(s) have the cores and memory, but the load would exceed their measured vSwitch capacity"

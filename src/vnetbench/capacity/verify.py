@@ -14,7 +14,6 @@ A prediction is *within* when the measured value is inside ``TOLERANCE`` of it, 
 
 from __future__ import annotations
 
-from vnetbench.capacity import place
 from vnetbench.capacity.files import Hosts, Workload
 from vnetbench.errors import UnsupportedError
 from vnetbench.testbed.model import CROSS_HOST, SAME_HOST, Pair
@@ -103,15 +102,14 @@ def _within(pred, meas, floor) -> bool | None:
     return abs(meas - pred) <= max(TOLERANCE * abs(pred), floor)
 
 
-def run(workload: Workload, hosts: Hosts, profile: dict, where: dict[str, str], online_cpus,
+def run(workload: Workload, hosts: Hosts, predicted: list[dict], where: dict[str, str], online_cpus,
         seconds: int = 5, progress=lambda m: None, name="plan-verify") -> dict:
-    """Build the placement, measure it, tear it down: the comparison per host."""
+    """Build the placement, measure it, tear it down: the comparison with ``predicted``
+    (``place.predict``'s rows, as the plan shows them) per host."""
     import yaml
 
     from vnetbench.testbed.loader import loads
     from vnetbench.testbed.netns import builder
-    model = place.Model(profile, hosts)
-    predicted = place.predict(workload, hosts, model, where)
     doc = testbed_doc(workload, hosts, where, list(online_cpus), name=name)
     tb = loads(yaml.safe_dump(doc), source=f"<{name}>", online_cpus=online_cpus)
     progress(f"plan --verify: building {len(doc['hosts'])} host(s), {len(doc['vms'])} VM(s) ({doc['vswitch']}/"
