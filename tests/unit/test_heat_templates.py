@@ -139,6 +139,30 @@ MEMBER = {"index": "1", "prefix": f"vnb-{RID}-same", "placement": "same-host", "
           "macs_b": ["fa:00:00:00:00:02", "fa:00:00:00:00:04"],
           "qos_policy": "p", "qos_sides": ["b"], "image": "i", "flavor": "f", "key_name": "k",
           "run_id": RID, "host_a": "cmp1"}
+SECURED = """
+vswitch: ovs
+network: {type: vxlan}
+vnets: [{name: red, cidr: 198.19.1.0/24}]
+security_groups:
+  - name: web
+    rules:
+      - {direction: ingress, protocol: tcp, port_range_min: 5201}
+      - {direction: ingress, protocol: icmp, remote_group: web}
+  - name: app
+    rules:
+      - {direction: ingress, protocol: tcp, port_range_min: 5432, remote_group: web}
+vms:
+  - {name: web-1, host: h1, vnets: [{name: red, security_groups: [web, app]}]}
+  - {name: def-1, host: h2}
+  - {name: open-1, host: h2, vnets: [{name: red, port_security: false}]}
+"""
+
+
+def _secured():
+    tb = loads(SECURED, source="<sg>", online_cpus=[0, 1])
+    return st.parameters(tb, RID, st.Options(cloud="c", mgmt_network="flat"), True, "k")
+
+
 ENV = hot.TEMPLATES / "env"
 CASES = {
     "admin-vxlan": (MAIN, ENV / "ml2-ovs.yaml", _params("vxlan")),
@@ -155,6 +179,13 @@ CASES = {
     "vm-list-unpinned": (MAIN, ENV / "ml2-ovs.yaml", {**_vm_list(), "cpu_policy": "shared"}),
     "vm": (hot.TEMPLATES / "vm.yaml", None, VM),
     "vm-0": (hot.TEMPLATES / "vm.yaml", None, {**VM, "index": "0"}),
+    "secured": (MAIN, ENV / "ml2-ovs.yaml", _secured()),
+    "sg": (hot.TEMPLATES / "sg.yaml", None, {"index": "1", "groups": _secured()["security_groups"],
+                                             "run_id": RID}),
+    "sgrule": (hot.TEMPLATES / "sgrule.yaml", None, {"index": "0", "rules": _secured()["sg_cross_rules"]}),
+    "vm-secured": (hot.TEMPLATES / "vm.yaml", None, {**VM, "index": "0", "layout": _secured()["vm_layout"]}),
+    "member-open": (hot.TEMPLATES / "pair.yaml", None, {**MEMBER, "port_overrides": False, "secured": True,
+                                                        "security_groups": [f"vnb-{RID}-open"]}),
 }
 
 
@@ -294,3 +325,34 @@ def test_heat_resolves_an_unpinned_flavor_without_a_thread_policy(resolved):
         "hw:cpu_policy": "dedicated", "hw:cpu_thread_policy": "prefer"}
     assert _props(resolved["vm-list-unpinned"], "pinned_flavor")["extra_specs"] == {
         "hw:cpu_policy": "shared"}
+
+
+def test_heat_resolves_the_testbeds_security_groups(resolved):
+    """Each group a VNB::SecurityGroup, rules naming another group VNB::SecurityGroupRule
+    after them, every VM after both; the ports name their groups (Heat resolves names)."""
+    r, params = resolved["secured"], CASES["secured"][2]
+    assert _props(r, "sec_groups")["count"] == 3 and _props(r, "sec_cross_rules")["count"] == 1
+    assert _props(r, "sec_groups")["resource_def"]["type"] == "VNB::SecurityGroup"
+    layout = {e["name"]: e for e in params["vm_layout"]}
+    assert layout["web-1"]["secured"] and layout["web-1"]["security_groups"] == [
+        f"vnb-{RID}-sg-web", f"vnb-{RID}-sg-app"]
+    assert not layout["open-1"]["secured"] and layout["open-1"]["security_groups"] == []
+    group = _props(resolved["sg"], "group")
+    assert group["name"] == f"vnb-{RID}-sg-web"
+    assert group["rules"] == params["security_groups"][1]["rules"]
+    rule = _props(resolved["sgrule"], "rule")
+    assert (rule["security_group"], rule["remote_group"], rule["port_range_min"], rule["ethertype"]) \
+        == (f"vnb-{RID}-sg-app", f"vnb-{RID}-sg-web", 5432, "IPv4")
+
+
+def test_heat_gives_a_secured_port_its_groups_and_an_open_one_none(resolved):
+    port = _props(resolved["vm-secured"], "port")
+    assert port["security_groups"] == [f"vnb-{RID}-sg-web", f"vnb-{RID}-sg-app"]
+    assert port["value_specs"]["port_security_enabled"] is True
+    off = _props(resolved["vm"], "port")                # an entry without groups: off (admin)
+    assert off["security_groups"] is None and off["value_specs"]["port_security_enabled"] is False
+    mgmt = _props(resolved["vm-secured"], "mgmt_port") if "mgmt_port" in resolved["vm-secured"]["resources"] else None
+    assert mgmt is None                                  # no --mgmt-network in this case
+    member = _props(resolved["member-open"], "port_a")
+    assert member["security_groups"] == [f"vnb-{RID}-open"]
+    assert "port_security_enabled" not in member["value_specs"]   # not the member's to say

@@ -13,6 +13,10 @@
 //
 //	vnetbench-flowgen probe-send|probe-recv|probe-clock ...
 //
+// and the security-group probes for guests (sg.go):
+//
+//	vnetbench-flowgen sg-serve|sg-probe|sg-knock|sg-stream ...
+//
 // PORTS is a list like 5000-5063 or 5000,5002,6000-6009.
 //
 // The server accepts on every port and never closes first: it reads until the client
@@ -65,7 +69,7 @@ const (
 
 func main() {
 	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: vnetbench-flowgen server|client|bcast-send|bcast-count|probe-send|probe-recv|probe-clock [flags] (-h for flags)")
+		fmt.Fprintln(os.Stderr, "usage: vnetbench-flowgen server|client|bcast-send|bcast-count|probe-send|probe-recv|probe-clock|sg-serve|sg-probe|sg-knock|sg-stream [flags] (-h for flags)")
 		os.Exit(2)
 	}
 	raiseFileLimit()
@@ -85,9 +89,17 @@ func main() {
 		err = probeRecvMain(os.Args[2:])
 	case "probe-clock":
 		err = probeClockMain(os.Args[2:])
+	case "sg-serve":
+		err = sgServeMain(os.Args[2:])
+	case "sg-probe":
+		err = sgProbeMain(os.Args[2:])
+	case "sg-knock":
+		err = sgKnockMain(os.Args[2:])
+	case "sg-stream":
+		err = sgStreamMain(os.Args[2:])
 	default:
 		err = fmt.Errorf("unknown mode %q: want server, client, bcast-send, bcast-count, "+
-			"probe-send, probe-recv or probe-clock", os.Args[1])
+			"probe-send, probe-recv, probe-clock or sg-serve|sg-probe|sg-knock|sg-stream", os.Args[1])
 	}
 	if errors.Is(err, flag.ErrHelp) {
 		os.Exit(0)

@@ -236,7 +236,7 @@ def ml2(lay: Layout) -> str:
         "ml2_type_vxlan": {"vni_ranges": "1:1000"},
         "ml2_type_gre": {"tunnel_id_ranges": "1:1000"},
         "ml2_type_geneve": {"vni_ranges": "1:1000"},
-        "securitygroup": {"firewall_driver": "noop", "enable_security_group": True}})
+        "securitygroup": {"firewall_driver": "openvswitch", "enable_security_group": True}})
 
 
 def ovs_agent(lay: Layout) -> str:
@@ -251,7 +251,7 @@ def ovs_agent(lay: Layout) -> str:
                 "of_listen_port": lay.port("openflow"), **inventory},
         "agent": {"tunnel_types": ",".join(TUNNEL_TYPES), "root_helper": "env",
                   "root_helper_daemon": "", "extensions": "qos"},
-        "securitygroup": {"firewall_driver": "noop"}})
+        "securitygroup": {"firewall_driver": "openvswitch"}})
 
 
 def heat(lay: Layout) -> str:

@@ -1,7 +1,8 @@
 """Security-group measurements in the VMs: TCP probes, a knock every few ms, an echo
-stream. Small Python programs run in the VM namespaces (the netns backend: security
-groups are realised there only); their times are CLOCK_MONOTONIC, which every
-namespace shares, so they compare with the caller's ``time.monotonic()``."""
+stream. Small Python programs run in the VM namespaces; guests, which carry no Python,
+run their Go build (vnetbench-flowgen sg-*: the same lines out). Times are the VM's
+CLOCK_MONOTONIC: namespaces share the caller's, a guest's is mapped onto it
+(``measure.clock_offset``, its uncertainty reported beside the figures)."""
 
 from __future__ import annotations
 
@@ -81,9 +82,34 @@ print("done", flush=True)
 """
 
 
+def _native(dep) -> bool:
+    from vnetbench.functional.measure import native
+    return native(dep)
+
+
+def _tool(dep, mode: str, python: str, args: list, flags: list) -> list[str]:
+    """PYTHON with ARGS in a namespace; the Go tool's sg-MODE with FLAGS in a guest."""
+    if _native(dep):
+        from vnetbench.traffic import flowgen
+        return [flowgen.binary(), f"sg-{mode}", *map(str, flags)]
+    return [sys.executable, "-c", python, *map(str, args)]
+
+
+def _ports(ports) -> str:
+    return ",".join(map(str, ports))
+
+
+def offset_s(dep, vm: str) -> tuple[float, float]:
+    """(the VM's clock minus ours, how well that is known), seconds."""
+    from vnetbench.functional.measure import clock_offset
+    c = clock_offset(dep, vm)
+    return c["offset_ns"] / 1e9, c["uncertainty_ns"] / 1e9
+
+
 def serve(dep, vm: str, ports) -> subprocess.Popen:
     """Echo servers on ``ports`` in ``vm`` (journaled: teardown stops them)."""
-    p = dep.popen(vm, [sys.executable, "-c", SERVER, *map(str, ports)], stdout=subprocess.PIPE, text=True)
+    p = dep.popen(vm, _tool(dep, "serve", SERVER, list(ports), ["-ports", _ports(ports)]),
+                  stdout=subprocess.PIPE, text=True)
     if p.stdout.readline().strip() != "listening":
         raise RuntimeError(f"echo server in {vm} did not start")
     return p
@@ -91,7 +117,8 @@ def serve(dep, vm: str, ports) -> subprocess.Popen:
 
 def tcp_open(dep, src: str, ip: str, port: int, timeout: float = 0.8) -> bool:
     """A new TCP connection from ``src`` is answered (connect and one byte echoed)."""
-    out = dep.exec(src, [sys.executable, "-c", PROBE, ip, str(port), str(timeout)], timeout=30)
+    out = dep.exec(src, _tool(dep, "probe", PROBE, [ip, port, timeout],
+                              ["-target", ip, "-port", port, "-timeout", timeout]), timeout=30)
     return out.stdout.strip() == "open"
 
 
@@ -113,41 +140,49 @@ def knock(dep, src: str, ip: str, port: int, every_s: float, timeout_s: float) -
     connection set-up (13 ms on the vRouter model across hosts), not the rule; an
     attempt started before the request may be judged after it (in flight, or held for
     set-up) and does not count. Started (and knocking) when this returns."""
-    p = dep.popen(src, [sys.executable, "-c", KNOCK, ip, str(port), str(every_s), str(timeout_s),
-                        str(KNOCK_ATTEMPT_S)],
-                  stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    argv = _tool(dep, "knock", KNOCK, [ip, port, every_s, timeout_s, KNOCK_ATTEMPT_S],
+                 ["-target", ip, "-port", port, "-every", every_s, "-for", timeout_s,
+                  "-attempt", KNOCK_ATTEMPT_S])
+    p = dep.popen(src, argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     if p.stdout.readline().strip() != "knocking":
         raise RuntimeError(f"knocker in {src} did not start")
     return p
 
 
-def request(p: subprocess.Popen) -> float:
-    """Tell the knocker the request's time (now) and return it."""
+def request(p: subprocess.Popen, offset: float = 0.0) -> float:
+    """Tell the knocker the request's time (now, on its clock: ours + ``offset``) and
+    return it (ours)."""
     t = now()
-    p.stdin.write(f"{t:.6f}\n")
+    p.stdin.write(f"{t + offset:.6f}\n")
     p.stdin.flush()
     return t
 
 
-def admitted(p: subprocess.Popen, timeout_s: float) -> float | None:
-    """The monotonic time of the first answered knock; None: never."""
-    out, _ = p.communicate(timeout=timeout_s + 10)
-    word, _, t = out.strip().partition(" ")
-    return float(t) if word == "open" else None
+def admitted(p: subprocess.Popen, timeout_s: float, offset: float = 0.0) -> float | None:
+    """The time (ours) of the first answered knock; None: never. The result line is read
+    before stdin closes: on a guest, stdin's end ends the command (sshguests.tied_popen)."""
+    import select
+    ready, _, _ = select.select([p.stdout], [], [], timeout_s + 10)
+    line = p.stdout.readline() if ready else ""
+    p.communicate(timeout=10)
+    word, _, t = line.strip().partition(" ")
+    return float(t) - offset if word == "open" else None
 
 
 def echo_stream(dep, src: str, ip: str, port: int, every_s: float, seconds: float) -> subprocess.Popen:
     """One established connection echoing a byte every ``every_s`` for ``seconds``."""
-    p = dep.popen(src, [sys.executable, "-c", STREAM, ip, str(port), str(every_s), str(seconds)],
+    p = dep.popen(src, _tool(dep, "stream", STREAM, [ip, port, every_s, seconds],
+                             ["-target", ip, "-port", port, "-every", every_s, "-for", seconds]),
                   stdout=subprocess.PIPE, text=True)
     if p.stdout.readline().strip() != "connected":
         raise RuntimeError(f"echo stream from {src} did not connect")
     return p
 
 
-def echo_times(p: subprocess.Popen, seconds: float) -> list[float]:
+def echo_times(p: subprocess.Popen, seconds: float, offset: float = 0.0) -> list[float]:
+    """The send times (ours) of the echoes answered in time."""
     out, _ = p.communicate(timeout=seconds + 10)
-    return [float(line.split()[1]) for line in out.splitlines() if line.startswith("echo ")]
+    return [float(line.split()[1]) - offset for line in out.splitlines() if line.startswith("echo ")]
 
 
 def now() -> float:
@@ -165,14 +200,15 @@ def rule_to_first_packet(dep, src: str, dst: str, group: str, ports, every_s: fl
     from vnetbench.testbed.secgroups import with_rules
     before = dep.testbed.security_groups
     base = dep.testbed.security_group(group).rules
+    offset, _ = offset_s(dep, src)
     out = []
     try:
         for i, port in enumerate(ports):
             p = knock(dep, src, dep.ip(dst), port, every_s, timeout_s)
             rules = tuple(SgRule("ingress", "tcp", q, q) for q in ports[:i + 1]) + base
-            t0 = request(p)
+            t0 = request(p, offset)
             dep.update_security_groups(with_rules(dep.testbed, group, rules))
-            t = admitted(p, timeout_s)
+            t = admitted(p, timeout_s, offset)
             out.append(None if t is None else max(0.0, (t - t0) * 1000))
     finally:
         dep.update_security_groups(before)

@@ -497,7 +497,8 @@ def sg_rule_latency(m: dict) -> Verdict:
     def pct(q):
         return got[min(len(got) - 1, max(0, round(q * (len(got) - 1))))]
     facts = (f"{len(got)} rules, probe every {m['knock_ms']:g} ms: p50 {pct(0.5):.1f} ms, "
-             f"p95 {pct(0.95):.1f} ms, slowest {got[-1]:.1f} ms (= p99 of {len(got)})")
+             f"p95 {pct(0.95):.1f} ms, slowest {got[-1]:.1f} ms (= p99 of {len(got)})"
+             + _clock(m))
     extra = {"p50_ms": pct(0.5), "p95_ms": pct(0.95), "max_ms": got[-1], "n": len(got)}
     if missed:
         return Verdict(Status.FAIL, pct(0.5), "ms p50", f"{missed} rules never admitted a packet "
@@ -507,14 +508,25 @@ def sg_rule_latency(m: dict) -> Verdict:
 
 def sg_rule_removal(m: dict) -> Verdict:
     """An echo stream on an established connection, the rule that admitted it removed:
-    ``m["before"]``/``m["after"]`` echoes answered before and after the removal was
-    applied, ``m["stopped_ms"]`` the time from the removal to the last echo."""
+    ``m["before"]`` echoes answered before the request, ``m["after"]`` in the last
+    ``m["tail_s"]`` of the ``m["window_s"]`` after it (an asynchronous API applies the
+    change after answering), ``m["stopped_ms"]`` the time from the request to the last
+    echo in the window."""
     if not m["before"]:
         return Verdict(Status.ERROR, detail="could not measure: the connection carried nothing before the removal")
+    tail = m.get("tail_s", m["window_s"])
     if m["after"]:
         return Verdict(Status.FAIL_OPEN, m["after"], "echoes after",
                        f"the established connection kept flowing: {m['after']} echoes answered in "
-                       f"{m['window_s']:g} s after the rule was removed ({m['before']} before)")
+                       f"the last {tail:g} s of {m['window_s']:g} s after the rule was removed "
+                       f"({m['before']} before)" + _clock(m))
     return Verdict(Status.PASS, m["stopped_ms"], "ms",
                    f"the established connection stopped {m['stopped_ms']:.0f} ms after the removal was "
-                   f"requested ({m['before']} echoes before, none in {m['window_s']:g} s after)")
+                   f"requested ({m['before']} echoes before, none in the last {tail:g} s of "
+                   f"{m['window_s']:g} s after)" + _clock(m))
+
+
+def _clock(m: dict) -> str:
+    """A guest's times were mapped onto the runner's clock: how well."""
+    u = m.get("clock_uncertainty_ms")
+    return f"; the guest's clock mapped to within ±{u:.1f} ms" if u else ""

@@ -76,7 +76,7 @@ def collect(deployment, vms=()) -> dict:
         "underlay_mtu": tb.network.underlay_mtu,
         "tenant_mtu": tb.network.tenant_mtu,
         # what filtered the ports: off (port security off everywhere) or the kind's firewall
-        "security_groups": _firewall(tb),
+        "security_groups": meta.get("security_groups") or _firewall(tb),
         "pinning": {"hosts": {h.name: list(h.cpus) for h in tb.hosts},
                     "vms": {v.name: list(v.cpus) for v in tb.vms}},
         "offloads": {vm: offloads(deployment, vm) for vm in vms},

@@ -55,6 +55,21 @@ def with_rules(tb: Testbed, group: str, rules) -> tuple:
                  for g in tb.security_groups)
 
 
+def replaced(tb: Testbed, groups, run_id: str) -> tuple[Testbed, list[str]]:
+    """(TB with the rules of GROUPS, the names of the groups that changed) for
+    ``update_security_groups``: groups change their rules, they do not appear or go."""
+    import dataclasses
+
+    from vnetbench.errors import UnsupportedError
+    old = {g.name: g for g in tb.security_groups}
+    new = {g.name: g for g in groups}
+    if not tb.port_security or set(old) != set(new):
+        raise UnsupportedError(f"run {run_id}: security groups can change their rules, not "
+                               f"appear or go (groups {sorted(old)}, asked {sorted(new)})")
+    changed = [n for n in new if new[n] != old[n]]
+    return dataclasses.replace(tb, security_groups=tuple(new[n] for n in old)), changed
+
+
 def matches(rule: SgRule, pkt: Packet, remote: ipaddress.IPv4Address,
             group_members: frozenset[ipaddress.IPv4Address] | None) -> bool:
     """Whether ``rule`` admits ``pkt``; ``remote`` is the address on the far side,

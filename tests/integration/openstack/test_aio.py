@@ -2,7 +2,9 @@
 through openstacksdk, two servers of the pinned flavor (hw:cpu_policy=dedicated) boot on
 the one compute host from the project's guest image on the shared flat provider network;
 each takes its address from the config drive (there is no DHCP agent), the runner reaches
-both over SSH with the keypair's key, and each pings the other. As admin, the live domain
+both over SSH with the keypair's key through a security group admitting SSH, and each
+pings the other (the default group admits its members); Neutron's openvswitch firewall
+drops what no rule admits. As admin, the live domain
 XML shows every vCPU pinned, to distinct host CPUs. And Heat (api + engine) makes and
 deletes a member's stack."""
 
@@ -58,7 +60,35 @@ def _wait_ssh(guest: Ssh, console: str, timeout_s: float) -> float:
                          f"console:\n{console[-2000:]}")
 
 
-def test_pinned_pair_on_the_flat_network_reach_each_other(aio_cloud, demo, keypair, tmp_path):
+@pytest.fixture
+def ssh_group(demo, tmp_path):
+    """What a user adds to reach a server under the cloud's openvswitch firewall: a group
+    admitting SSH (the project's 'default' admits only its own members)."""
+    sg = demo.network.create_security_group(name=f"aio-smoke-ssh-{tmp_path.name[-12:]}")
+    demo.network.create_security_group_rule(security_group_id=sg.id, direction="ingress",
+                                            ethertype="IPv4", protocol="tcp",
+                                            port_range_min=22, port_range_max=22)
+    yield sg.name
+    demo.network.delete_security_group(sg, ignore_missing=True)
+
+
+def _dropped(address: str, port: int, timeout_s: float = 2.0) -> bool:
+    """A TCP connection to a port nothing listens on: dropped (no answer) by a security
+    group, refused (a RST) by the guest's kernel when nothing filters it."""
+    import socket
+    try:
+        socket.create_connection((address, port), timeout=timeout_s).close()
+        return False
+    except ConnectionRefusedError:
+        return False
+    except (socket.timeout, TimeoutError):
+        return True
+
+
+def test_pinned_pair_on_the_flat_network_reach_each_other(aio_cloud, demo, keypair, ssh_group, tmp_path):
+    """...and the openvswitch firewall enforces the groups: SSH from the runner passes by
+    the SSH group's rule, the members of 'default' ping each other, another port of the
+    runner's is dropped (not refused, as the guest's kernel would answer unfiltered)."""
     key_name, key = keypair
     image = demo.image.find_image("vnetbench-guest", ignore_missing=False)
     flavor = demo.compute.find_flavor("vnetbench-pinned", ignore_missing=False)
@@ -67,7 +97,9 @@ def test_pinned_pair_on_the_flat_network_reach_each_other(aio_cloud, demo, keypa
     t0 = time.monotonic()
     servers = [demo.compute.create_server(name=f"aio-smoke-{i}", image_id=image.id,
                                           flavor_id=flavor.id, networks=[{"uuid": net.id}],
-                                          key_name=key_name) for i in range(2)]
+                                          key_name=key_name,
+                                          security_groups=[{"name": "default"}, {"name": ssh_group}])
+               for i in range(2)]
     try:
         servers = [demo.compute.wait_for_server(s, wait=600) for s in servers]
         active_s = time.monotonic() - t0
@@ -85,6 +117,7 @@ def test_pinned_pair_on_the_flat_network_reach_each_other(aio_cloud, demo, keypa
             rtt = ping.parse(g.run(ping.command(ping.PingParams(other, count=3, interval_s=0.2)),
                                    timeout_s=60).stdout)
             assert rtt["received"] == 3, rtt
+        assert all(_dropped(a, 5201) for a in addrs), "the firewall let a port without a rule through"
         admin = _connect(ADMIN, aio_cloud)
         try:
             pins = []

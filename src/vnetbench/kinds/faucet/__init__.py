@@ -8,7 +8,6 @@ held for a per-flow set-up. A VLAN per vnet; hosts meet over the underlay as a V
 
 from __future__ import annotations
 
-from vnetbench.kinds.base import Kind
 from vnetbench.kinds.ovs import Ovs
 from vnetbench.testbed.model import NetType
 
@@ -27,7 +26,10 @@ class Faucet(Ovs):
     firewall = ""                     # not Neutron's OVS agent: its firewall is not inherited
 
     def why_not_security_groups(self, caps):
-        return Kind.why_not_security_groups(self, caps)
+        return ("faucet: no real system realises Neutron's security groups with Faucet: its ACLs "
+                "are static faucet.yaml rules with no connection state of their own (stateful "
+                "rules would be hand-written ct actions per port) and no Neutron driver writes "
+                "them; modelling one would be a new firewall, not Faucet's")
 
     def why_not(self, caps, ntype, datapath):
         if ntype not in SUPPORTED:

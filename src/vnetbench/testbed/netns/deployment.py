@@ -141,20 +141,13 @@ class Deployment(RunDeployment):
     def update_security_groups(self, groups) -> float:
         """New rules for the testbed's groups, applied by the kind's agents; the testbed
         in the run's meta follows, so a later attach sees them."""
-        import dataclasses
         import time
 
-        from vnetbench.errors import UnsupportedError
         from vnetbench.testbed.codec import to_dict
         from vnetbench.testbed.netns.context import context
-        old = {g.name: g for g in self.testbed.security_groups}
-        new = {g.name: g for g in groups}
-        if not self.testbed.port_security or set(old) != set(new):
-            raise UnsupportedError(f"run {self.run_id}: security groups can change their rules, not "
-                                   f"appear or go (groups {sorted(old)}, asked {sorted(new)})")
-        changed = [n for n in new if new[n] != old[n]]
+        from vnetbench.testbed.secgroups import replaced
         before = self.testbed
-        self.testbed = dataclasses.replace(before, security_groups=tuple(new[n] for n in old))
+        self.testbed, changed = replaced(before, groups, self.run_id)
         t0 = time.monotonic()
         try:
             kinds.of(self.testbed).netns_update_security_groups(self, context(self), changed)

@@ -17,7 +17,7 @@ from vnetbench.state import Run, new_run_id, state_root
 from vnetbench.testbed.codec import to_dict
 from vnetbench.testbed.netns import proc
 from vnetbench.testbed.netns.teardown import unwind
-from vnetbench.testbed.openstack import cloud, stack as st, verify
+from vnetbench.testbed.openstack import cloud, secgroups, stack as st, verify
 from vnetbench.testbed.openstack.deployment import OpenstackDeployment, mux_dir
 
 POLL_S = 3.0
@@ -26,11 +26,6 @@ POLL_S = 3.0
 def up(testbed, cloud_name: str = "", progress=lambda msg: None, caps=None,
        **options) -> OpenstackDeployment:
     """Build TESTBED on CLOUD (a clouds.yaml entry); OPTIONS are stack.Options' fields."""
-    if testbed.port_security:        # the stack turns port security off: it would not filter
-        from vnetbench.errors import UnsupportedError
-        raise UnsupportedError(f"{testbed.source}: security groups on the cloud's ports are not carried "
-                               "into the Heat stack yet (it turns port security off); remove "
-                               "security_groups")
     opts = st.Options(cloud=cloud_name, clouds_yaml=options.pop("clouds_yaml", None) or cloud.config_file(),
                       **options)
     conn = cloud.connect(opts.cloud, opts.clouds_yaml)
@@ -72,7 +67,7 @@ class _Build:
                                owner=self._owns_network())
         name = st.stack_name(self.run.run_id)
         self.run.record("stack", name=name, cloud=self.opts.cloud, clouds_yaml=self.opts.clouds_yaml)
-        self.run.write_meta(stack=name)
+        self.run.write_meta(stack=name, security_groups=secgroups.filtering(params))
         progress(f"openstack: creating stack {name} on cloud {self.opts.cloud} "
                  f"({'admin' if self.admin else 'not admin'})")
         try:

@@ -65,6 +65,26 @@ class OpenstackDeployment(SshGuests, RunDeployment):
     def cpu_probe(self, wait: bool = True) -> Path | None:
         return None
 
+    def update_security_groups(self, groups) -> float:
+        """New rules for the testbed's groups through Neutron's API (rules added before the
+        old ones go); returns when Neutron answered, as a tenant's call does: the agents
+        apply them after (the latency rows measure that). The run's testbed follows."""
+        import time
+
+        from vnetbench.testbed.codec import to_dict
+        from vnetbench.testbed.openstack import cloud, secgroups
+        from vnetbench.testbed.secgroups import replaced
+        testbed, changed = replaced(self.testbed, groups, self.run_id)
+        if getattr(self, "_sg_conn", None) is None:      # one session for every change
+            meta = self.run.meta()
+            self._sg_conn = cloud.connect(meta["cloud"], (meta.get("options") or {}).get("clouds_yaml"))
+        t0 = time.monotonic()
+        secgroups.update(self._sg_conn, self.run_id, testbed, changed)
+        took = time.monotonic() - t0
+        self.testbed = testbed
+        self.run.write_meta(testbed=to_dict(testbed))
+        return took
+
     def remove_vnet(self, vnet: str) -> None:
         """Deprovision ``vnet`` as a tenant does: delete its VMs' ports (Neutron tells Nova,
         which unplugs them from the guests), then its subnets and network. The VMs stay,

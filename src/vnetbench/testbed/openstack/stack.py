@@ -140,6 +140,7 @@ def parameters(testbed: Testbed, run_id: str, options: Options, admin: bool,
         "macs": macs, "port_overrides": admin or owner or mode != "existing",
         **vm_parameters(testbed, run_id, options, fixed_ips=mode != "existing"),
     }
+    params.update(_security_groups(testbed, run_id, params, bool(options.mgmt_network)))
     if options.physical_network:
         params["physical_network"] = options.physical_network
     seg = testbed.vnets[0].segmentation_id
@@ -158,6 +159,25 @@ def parameters(testbed: Testbed, run_id: str, options: Options, admin: bool,
         params.update(qos_max_kbps=q.max_kbps, qos_max_burst_kbps=q.max_burst_kbits,
                       qos_direction=q.direction, qos_sides=",".join(sides))
     return params
+
+
+def _security_groups(testbed: Testbed, run_id: str, params: dict, mgmt: bool) -> dict:
+    """The stack's security groups and each port's (secgroups.py): the VMs in no pair say
+    theirs in vm_layout; every pair's ports share one setting (the template's)."""
+    from vnetbench.testbed.openstack import secgroups
+    sg = secgroups.parameters(testbed, run_id, params["port_overrides"], mgmt)
+    ports = sg.pop("ports")
+    for entry in params["vm_layout"]:
+        secured, groups = ports[entry["name"]]
+        entry.update(secured=secured, security_groups=groups)
+    paired = [ports[vm] for p in stacked_pairs(testbed) for vm in p.vms]
+    if len({(on, tuple(g)) for on, g in paired}) > 1:
+        raise VnetbenchError(f"{testbed.source}: the template gives every pair's ports one set of "
+                             "security groups; this testbed's pairs differ (give their VMs the "
+                             "same security_groups, or declare them under 'vms:' without pairs)")
+    secured, groups = next(iter(paired), (False, []))
+    return {**sg, "pair_secured": secured, "pair_security_groups": ",".join(groups),
+            "mgmt_security_groups": ",".join(sg["mgmt_security_groups"])}
 
 
 def without_pairs(testbed: Testbed, names) -> Testbed:
