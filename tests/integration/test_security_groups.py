@@ -7,6 +7,7 @@ vrouter: the agent's verdict at each flow's set-up (MPLS over GRE)."""
 
 from concurrent.futures import ThreadPoolExecutor
 from itertools import permutations
+from pathlib import Path
 
 import pytest
 
@@ -150,3 +151,36 @@ def test_ovs_migrated_port_is_filtered_on_its_new_host(netns_up):
         assert dep.testbed.vm("a").host == "h2"
     wrong = _ovs_after(netns_up, move)
     assert not wrong, "\n".join(wrong)
+
+
+RECORDED = Path(__file__).resolve().parents[1] / "data" / "ovs-firewall"
+
+
+def test_ovs_firewall_flows_are_the_real_agents(netns_up):
+    """The flows the ovs kind's firewall leaves for web-1 (groups web and knock) and def-1
+    (default) equal, flow for flow, those Neutron's OVS agent left on the all-in-one
+    cloud's integration bridge for the same groups and ports (recorded:
+    tests/data/ovs-firewall/README.md), once ports, addresses, zone and conjunction ids
+    are named (vnetbench.kinds.ovs.flows). Tables 71-94: the driver's own."""
+    import json
+
+    from vnetbench.kinds.ovs import flows, netns
+    from vnetbench.testbed.netns import proc
+    rec = json.loads((RECORDED / "aio-web-knock-default.json").read_text())
+    real = flows.normalise((RECORDED / "aio-web-knock-default.flows").read_text(),
+                           flows.names_of(rec["ports"]))
+    dep = netns_up(loads((RECORDED / "testbed.yaml").read_text(), source="<sg flows>", online_cpus=[0, 1]))
+    host = netns.host_of(dep, dep.testbed.host("h1"))
+    ports = {}
+    for vm in dep.testbed.vms:
+        nic = vm.nics[0]
+        ofport = host.vsctl("--bare", "--columns=ofport", "find", "Interface",
+                            f'external_ids:attached-mac="{nic.mac}"').strip()
+        ports[vm.name] = {"ofport": int(ofport), "mac": nic.mac, "ip": str(nic.ip)}
+    dump = proc.run(["ovs-ofctl", "dump-flows", host.bridge_target()], env=host.env, timeout=15,
+                    what="ovs-ofctl dump-flows")
+    ours = flows.normalise(dump, flows.names_of(ports))
+    missing, extra = sorted(set(real) - set(ours)), sorted(set(ours) - set(real))
+    assert not missing and not extra, ("only the real agent's:\n" + "\n".join(missing)
+                                       + "\nonly ours:\n" + "\n".join(extra))
+    assert len(ours) == len(real) > 50

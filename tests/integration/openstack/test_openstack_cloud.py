@@ -86,6 +86,13 @@ def test_pinned_same_host_pair_verified(pinned_pair, conn):
     assert len(cpus) == len(set(cpus))               # dedicated: no host CPU shared
     server = conn.compute.get_server(st["vms"][0]["server"])
     assert server.flavor["extra_specs"]["hw:cpu_policy"] == "dedicated"
+    # and as libvirt has them: every vCPU of the two domains pinned, to distinct host CPUs
+    pins = []
+    for vm in st["vms"]:
+        xml = subprocess.run(["virsh", "dumpxml", conn.compute.get_server(vm["server"]).instance_name],
+                             capture_output=True, text=True, check=True).stdout
+        pins += [line.split("cpuset='")[1].split("'")[0] for line in xml.splitlines() if "<vcpupin " in line]
+    assert len(pins) == 2 and len(set(pins)) == 2, pins
     # the command channel: ping from one guest to the other over the flat network
     b_ip = st["vms"][1]["nics"][0]["ip"]
     ping = subprocess.run([VNETBENCH, "testbed", "exec", "--run", rid, "same-a", "--",

@@ -4,9 +4,10 @@ the functional suite's probes (vnetbench-flowgen sg-* in the guests) judge them:
 an allowed port passes and another of the same VM does not (its listener is there, so
 'blocked' is the firewall's drop, not a refusal), replies pass where a new connection
 the other way does not (stateful), a rule added through Neutron's API admits its first
-packet, and a removed rule stops an established connection. Two pinned guests (this
-AIO's two dedicated CPUs): the full six rows with four guests run on an AIO of shared
-CPUs (docs/security-groups.md, 'On a cloud')."""
+packet, and a removed rule stops an established connection; from the runner, SSH passes
+by the run's control group and a port no rule admits is dropped. Two pinned guests on
+the shared flat network (this AIO's two dedicated CPUs): the full six rows with four
+guests run on an AIO of shared CPUs (docs/security-groups.md, 'On a cloud')."""
 
 from __future__ import annotations
 
@@ -25,34 +26,24 @@ from vnetbench.functional.verdict import Status
 from vnetbench.testbed.secgroups import with_rules
 
 VNETBENCH = str(Path(sys.executable).parent / "vnetbench")
-CLOUD, MGMT = "vnetbench-aio", "vnetbench-flat"
-TESTBED = """
-vswitch: ovs
-network: {type: vxlan}
-vnets: [{name: red, cidr: 198.19.1.0/24}]
-security_groups:
-  - name: web
-    rules:
-      - {direction: ingress, protocol: tcp, port_range_min: 5201}
-  - name: knock
-vms:
-  - {name: web-1, host: h1, vnets: [{name: red, security_groups: [web, knock]}]}
-  - {name: def-1, host: h1}
-"""
+CLOUD, NETWORK = "vnetbench-aio", "vnetbench-flat"
+# also the testbed of the recorded firewall flows (tests/data/ovs-firewall/README.md)
+TESTBED = (Path(__file__).resolve().parents[2] / "data" / "ovs-firewall" / "testbed.yaml").read_text()
 OPEN, CLOSED = 5201, 5202
 KNOCK_PORTS = (5301, 5302, 5303)        # the row takes 20; three show the path here
 
 
 @pytest.fixture(scope="module")
 def secured(aio_cloud, tmp_path_factory):
-    """The testbed up as admin (the stack's own VXLAN network, a pinned flavor, SSH on a
-    management NIC on the flat network), attached in this process; torn down after."""
+    """The testbed up as admin on the flat network the runner reaches (a pinned flavor;
+    SSH on the test NIC, admitted by the run's control group), attached in this process;
+    torn down after."""
     from vnetbench.testbed import deployment
     tmp = tmp_path_factory.mktemp("sg-cloud")
     (tmp / "tb.yaml").write_text(TESTBED)
     env = {**os.environ, "OS_CLIENT_CONFIG_FILE": str(aio_cloud), "VNETBENCH_STATE_DIR": str(tmp / "state")}
     done = subprocess.run([VNETBENCH, "testbed", "up", str(tmp / "tb.yaml"), "--backend", "openstack",
-                           "--cloud", CLOUD, "--mgmt-network", MGMT, "--json"], env=env,
+                           "--cloud", CLOUD, "--existing-network", NETWORK, "--json"], env=env,
                           capture_output=True, text=True, timeout=1200)
     assert done.returncode == 0, done.stderr[-3000:]
     st = json.loads(done.stdout)
@@ -77,18 +68,36 @@ def test_the_stack_carries_the_groups_onto_real_ports(secured, conn):
     dep, st = secured
     rid = dep.run_id
     groups = {g.name: g for g in conn.network.security_groups() if g.name.startswith(f"vnb-{rid}-")}
-    assert set(groups) == {f"vnb-{rid}-sg-{n}" for n in ("default", "web", "knock")}
+    named = {f"vnb-{rid}-sg-{n}" for n in ("default", "web", "knock")} | {f"vnb-{rid}-control"}
+    assert set(groups) == named
     web_rules = {(r["direction"], r["protocol"], r["port_range_min"])
                  for r in groups[f"vnb-{rid}-sg-web"].security_group_rules if r["ethertype"] == "IPv4"}
     assert web_rules == {("ingress", "tcp", 5201), ("egress", None, None)}
-    meta = dep.run.meta()
-    ports = {p.id: p for p in conn.network.ports(tags=f"run-{rid}")}
-    web = ports[meta["ports"]["web-1"]]
+    web = conn.network.get_port(dep.run.meta()["ports"]["web-1"])
     assert web.is_port_security_enabled
-    assert set(web.security_group_ids) == {groups[f"vnb-{rid}-sg-{n}"].id for n in ("web", "knock")}
-    mgmt = [p for p in ports.values() if p.network_id == conn.network.find_network(MGMT).id]
-    assert mgmt and not any(p.is_port_security_enabled for p in mgmt)    # SSH: admin turned it off
-    assert "testbed's security groups" in meta["security_groups"]
+    assert set(web.security_group_ids) == {groups[n].id for n in
+                                           (f"vnb-{rid}-sg-web", f"vnb-{rid}-sg-knock", f"vnb-{rid}-control")}
+    assert "testbed's security groups" in dep.run.meta()["security_groups"]
+
+
+def _dropped(address: str, port: int, timeout_s: float = 2.0) -> bool:
+    """From the runner to a port with a listener and no rule: dropped (no answer) by the
+    firewall; an answer of any kind is not."""
+    import socket
+    try:
+        socket.create_connection((address, port), timeout=timeout_s).close()
+        return False
+    except (socket.timeout, TimeoutError):
+        return True
+    except OSError:
+        return False
+
+
+def test_the_runner_reaches_ssh_and_nothing_else_no_rule_admits(secured):
+    dep, _ = secured
+    assert dep.exec("web-1", ["true"]).returncode == 0          # SSH, by the control group
+    assert sg.tcp_open(dep, "def-1", dep.ip("web-1"), OPEN)      # the listener is there
+    assert _dropped(dep.ip("web-1"), CLOSED) and _dropped(dep.ip("def-1"), OPEN)
 
 
 def _probe(dep, what, src, dst, port):
