@@ -381,6 +381,7 @@ def predict(workload: Workload, hosts: Hosts, model: Model, where: dict[str, str
             "utilisation": round(u, 4), "conn_utilisation": None if conn is None else round(conn, 4),
             "overloaded_pct": round(100 * (worst - 1), 1) if worst > 1 else 0.0,
             "delivered_gbps": round(sum(carried[h.name].values()), 6),
+            "carried_gbps": {r: round(x, 6) for r, x in carried[h.name].items() if x},
             "cpu_pct": round(sum(curve(r).cpu(x) for r, x in carried[h.name].items() if x > 0), 2),
             "ceiling_pct": SATURATED_PCT * h.dataplane_cpus,
             "beyond_measured": [r for r, x in carried[h.name].items() if x > curve(r).measured_to * 1.001],

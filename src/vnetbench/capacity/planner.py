@@ -34,17 +34,15 @@ def plan(workload: Workload, hosts: Hosts, profile: dict, profile_source="the ca
         out["placements"][name] = {
             "where": where, "hosts": rows, "hosts_used": len(rows),
             "overloaded": [r["host"] for r in rows if r["overloaded_pct"] > 0],
-            "delivered_gbps": round(sum(_delivered(workload, where, rows)), 6)}
+            "delivered_gbps": round(_delivered(rows), 6)}
     out["summary"] = summary(out)
     return out
 
 
-def _delivered(workload, where, rows):
-    """Each flow's share that gets through: the least of its two hosts' delivered share
-    (Equation 3 per host: a host past its capacity carries capacity / offered of each)."""
-    share = {r["host"]: 1.0 / (1.0 + r["overloaded_pct"] / 100.0) for r in rows}
-    for f in workload.flows:
-        yield f.gbps * min(share[where[f.src]], share[where[f.dst]])
+def _delivered(rows) -> float:
+    """What gets through end to end: each flow once, as its sending host carries it
+    (``predict``: the least share of its two hosts) -- tx and same, not rx."""
+    return sum(r["carried_gbps"].get("tx", 0.0) + r["carried_gbps"].get("same", 0.0) for r in rows)
 
 
 def summary(out: dict) -> list[str]:
