@@ -151,6 +151,7 @@ def deployed(testbed, caps=None):
     from vnetbench.testbed.netns import builder
     dep = builder.up(testbed, caps=caps)
     try:
+        dep.settle()            # a controller's kind answers once it programmed every port
         yield dep
     finally:
         errors = dep.down()
