@@ -82,14 +82,10 @@ print("done", flush=True)
 """
 
 
-def _native(dep) -> bool:
-    from vnetbench.functional.measure import native
-    return native(dep)
-
-
 def _tool(dep, mode: str, python: str, args: list, flags: list) -> list[str]:
     """PYTHON with ARGS in a namespace; the Go tool's sg-MODE with FLAGS in a guest."""
-    if _native(dep):
+    from vnetbench.functional.measure import native
+    if native(dep):
         from vnetbench.traffic import flowgen
         return [flowgen.binary(), f"sg-{mode}", *map(str, flags)]
     return [sys.executable, "-c", python, *map(str, args)]
@@ -190,17 +186,18 @@ def now() -> float:
 
 
 def rule_to_first_packet(dep, src: str, dst: str, group: str, ports, every_s: float = 0.005,
-                         timeout_s: float = 10.0) -> list[float | None]:
+                         timeout_s: float = 10.0, clock=None) -> list[float | None]:
     """Per port of ``ports`` (each with a listener on ``dst``, none admitted yet): a knock
     every ``every_s`` from ``src``, then a rule admitting that port added to ``group`` (a
     group of ``dst``); the ms from the request to the first answered knock (None: none
     within ``timeout_s``), counting only attempts started at or after the request.
-    Resolution: the knock interval. The group's rules are put back afterwards."""
+    Resolution: the knock interval. The group's rules are put back afterwards. ``clock``:
+    ``offset_s(dep, src)`` when the caller has it."""
     from vnetbench.testbed.model import SgRule
     from vnetbench.testbed.secgroups import with_rules
     before = dep.testbed.security_groups
     base = dep.testbed.security_group(group).rules
-    offset, _ = offset_s(dep, src)
+    offset, _ = clock or offset_s(dep, src)
     out = []
     try:
         for i, port in enumerate(ports):
@@ -213,3 +210,33 @@ def rule_to_first_packet(dep, src: str, dst: str, group: str, ports, every_s: fl
     finally:
         dep.update_security_groups(before)
     return out
+
+
+def rule_removal(dep, src: str, dst: str, group: str, port: int, every_s: float, after_s: float,
+                 tail_s: float) -> dict:
+    """An echo stream from ``src`` to ``dst``:``port`` (a listener there, admitted by a TCP
+    rule of ``group``), the group's TCP rules removed after 1 s and put back after: echoes
+    answered before the request, in the last ``tail_s`` of the ``after_s`` after it (an
+    API may answer before its agent applies the change), ms from the request to the last
+    echo in that window, and how long the request took."""
+    import time
+
+    from vnetbench.testbed.secgroups import with_rules
+    tb0 = dep.testbed
+    rules = tb0.security_group(group).rules
+    offset, uncertainty = offset_s(dep, src)
+    seconds = 1.0 + after_s + 1.0
+    stream = echo_stream(dep, src, dep.ip(dst), port, every_s, seconds)
+    try:
+        time.sleep(1.0)
+        t0 = now()
+        dep.update_security_groups(with_rules(tb0, group, (r for r in rules if r.protocol != "tcp")))
+        applied = now()
+    finally:
+        times = echo_times(stream, seconds, offset)
+        dep.update_security_groups(tb0.security_groups)
+    end = t0 + after_s
+    last = max((t for t in times if t0 <= t <= end), default=t0)
+    return {"before": sum(t < t0 for t in times), "after": sum(end - tail_s < t <= end for t in times),
+            "stopped_ms": (last - t0) * 1000, "window_s": after_s, "tail_s": tail_s,
+            "apply_ms": (applied - t0) * 1000, "clock_uncertainty_ms": uncertainty * 1000}
