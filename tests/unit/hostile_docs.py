@@ -45,9 +45,9 @@ def from_schema(node: dict, depth: int = 0) -> st.SearchStrategy:
         return st.integers(node.get("minimum", -2**31), min(node.get("maximum", 2**32), 2**32))
     if kind == "string":
         if node.get("format") == "ipv4":
-            return st.sampled_from(["198.19.1.10", "198.19.1.2", "10.0.0.1"])
+            return st.sampled_from(["198.19.1.10", "198.19.1.2", "10.0.0.1", "198.18.128.5", "198.19.1.254"])
         if "pattern" in node and "/" in node["pattern"]:
-            return st.sampled_from(["198.19.1.0/24", "198.19.2.0/24", "10.0.0.0/16", "198.18.0.0/24"])
+            return st.sampled_from(["198.19.1.0/24", "198.19.2.0/24", "10.0.0.0/16", "198.18.0.0/24", "198.18.128.0/24"])
         return NAMES
     raise NotImplementedError(f"hostile_docs.from_schema: teach it {node}")
 

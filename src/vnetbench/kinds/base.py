@@ -59,6 +59,12 @@ class Kind:
     remote_bridges: str | None = None
     #: what enforces security groups when a port has port security on (provenance)
     firewall: str = ""
+    #: how it routes between vnets and to the external network (``kinds.l3``): "l3-agent"
+    #: (Neutron's legacy L3 agent: a router namespace on the network node, its ports plugged
+    #: as VM ports, NAT by iptables there), "external" (the vSwitch has no L3: a router
+    #: outside it, on a port, the same namespace); "": none yet (``no_routers`` says why)
+    routers: str = ""
+    no_routers: str = ""
     #: brought up by ``vnetbench demo`` (no controller to wait for, or a fast one)
     demo: bool = False
 

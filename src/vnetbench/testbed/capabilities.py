@@ -85,7 +85,7 @@ class Capabilities:
                                     "CAP_SYS_ADMIN for namespaces); run it as root or with sudo")
         reason = self.why_not(testbed.vswitch.kind, testbed.network.type, testbed.vswitch.datapath) \
             or self.why_not_egress(testbed) or self.why_not_security_groups(testbed) \
-            or self.why_not_ports(testbed)
+            or self.why_not_ports(testbed) or self.why_not_routers(testbed)
         if reason:
             raise UnsupportedError(f"{testbed.source}: {testbed.vswitch.kind} + "
                                    f"{testbed.network.type} cannot run here: {reason}")
@@ -101,6 +101,18 @@ class Capabilities:
         if testbed.vswitch.ports == "afxdp" and not self.xdp_sockets:
             return ("OVS 'afxdp' ports need AF_XDP sockets (CONFIG_XDP_SOCKETS), which this "
                     "kernel lacks; use 'ports: afpacket' or 'auto'")
+        return None
+
+    def why_not_routers(self, testbed: Testbed) -> str | None:
+        """Routers, an external network or floating IPs where this kind does not route yet."""
+        if not (testbed.routers or testbed.external):
+            return None
+        kind = kinds.of(testbed)
+        if not kind.routers:
+            return kind.no_routers or f"{kind.name} does not realise routers on the embedded testbed yet"
+        if testbed.port_security:
+            return ("routers with security groups are not realised on the embedded testbed yet "
+                    "(a router's ports are exempt from them in Neutron); remove port_security or the routers")
         return None
 
     def why_not_security_groups(self, testbed: Testbed) -> str | None:

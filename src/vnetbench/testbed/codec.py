@@ -7,9 +7,15 @@ import ipaddress
 
 from vnetbench import kinds
 from vnetbench.testbed.model import (
-    Host, Network, NetType, Nic, Pair, Qos, SecurityGroup, SgRule, Testbed, Vm, Vnet, VSwitch,
-    VSwitchKind,
+    External, ExternalHost, FloatingIp, Host, Network, NetType, Nic, Pair, Qos, Router, RouterPort,
+    SecurityGroup, SgRule, Testbed, Vm, Vnet, VSwitch, VSwitchKind,
 )
+
+_ip = ipaddress.IPv4Address
+
+
+def _opt_ip(text):
+    return None if text is None else _ip(text)
 
 
 def to_dict(tb: Testbed) -> dict:
@@ -57,8 +63,25 @@ def from_dict(d: dict) -> Testbed:
                     for p in d["pairs"]),
         security_groups=tuple(SecurityGroup(g["name"], tuple(rule_from_dict(r) for r in g["rules"]))
                               for g in d.get("security_groups", ())),
+        **_routing(d),
         source=d.get("source", "<state>"),
     )
+
+
+def _routing(d: dict) -> dict:
+    """Routers, external network, external hosts and floating IPs (absent from state
+    files written before routers existed)."""
+    ext = d.get("external")
+    return {
+        "routers": tuple(Router(r["name"], r["host"], tuple(RouterPort(p["vnet"], _ip(p["ip"]), p["mac"])
+                                                          for p in r["ports"]),
+                                _opt_ip(r["gateway"]), r["gateway_mac"], r["snat"])
+                         for r in d.get("routers", ())),
+        "external": None if ext is None else External(ipaddress.IPv4Network(ext["cidr"]), _ip(ext["gateway"])),
+        "external_hosts": tuple(ExternalHost(h["name"], _ip(h["ip"]), h["mac"])
+                                for h in d.get("external_hosts", ())),
+        "floating_ips": tuple(FloatingIp(f["vm"], f["vnet"], _ip(f["ip"])) for f in d.get("floating_ips", ())),
+    }
 
 
 def rule_from_dict(r: dict) -> SgRule:

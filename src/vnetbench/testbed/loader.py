@@ -17,12 +17,14 @@ from vnetbench import inputs, kinds
 from vnetbench.errors import TestbedFileError
 from vnetbench.testbed.model import (
     CROSS_HOST, DEFAULT_SG, MIN_TENANT_MTU, SAME_HOST, SEGMENTATION_RANGE,
-    Host, Network, NetType, Nic, Pair, Qos, SecurityGroup, SgRule, Testbed, Vm, Vnet,
-    VSwitch, VSwitchKind,
+    External, ExternalHost, FloatingIp, Host, Network, NetType, Nic, Pair, Qos, Router, RouterPort,
+    SecurityGroup, SgRule, Testbed, Vm, Vnet, VSwitch, VSwitchKind,
 )
 
 DEFAULT_UNDERLAY = "198.18.0.0/24"
 DEFAULT_TENANT = "198.19.{}.0/24"          # vnet i (1-based) -> 198.19.i.0/24
+DEFAULT_EXTERNAL = "198.18.128.0/24"       # the external network's default (inside 198.18.0.0/15)
+DEFAULT_EXTERNAL_HOST = "outside"
 MAX_DEFAULT_TENANTS = 255
 MAX_FILE_BYTES = 128 * 1024                # parsed in pure Python with a depth limit
 DEFAULT_SEGMENT_BASE = {NetType.VLAN: 100, NetType.VXLAN: 1000,
@@ -143,6 +145,8 @@ def _explain(error, published: str = "schemas/testbed.schema.json") -> tuple[str
         if isinstance(inst, str):
             return (f"{short(inst)} is not allowed", f"use one of: {kinds}")
         return (f"{short(inst)} is not a vSwitch", f"give a kind ({kinds}) or {{kind: ..., datapath: ...}}")
+    if kind == "oneOf" and list(error.absolute_path)[:1] == ["routers"]:
+        return (f"{short(inst)} is not a router interface", "give a vnet name or {name: ..., ip: ...}")
     if kind == "oneOf":   # the only other oneOf: a VM's vnets entry
         return (f"{short(inst)} is not a vnet reference", ("give a vnet name or {name: ..., ip: ..., "
                                                           "qos: {max_kbps: ..., max_burst_kbits: ...}, "
@@ -170,13 +174,49 @@ class _Builder:
         hosts = self._hosts(network)
         vnets = self._vnets(network)
         groups = self._security_groups()
-        vms, pairs = self._vms(hosts, vnets)
+        interfaces = self._router_interfaces(hosts, vnets)
+        vms, pairs = self._vms(hosts, vnets, interfaces)
         if not any(nic.port_security for vm in vms for nic in vm.nics):
             groups = ()                     # nothing filtered: no groups to realise
+        l3 = _Routing(self, network, hosts, vnets, vms, interfaces).build()
         name = self.doc.get("name") or f"{vswitch.kind.value}-{network.type.value}"
         return Testbed(name=name, vswitch=vswitch, network=network, hosts=hosts,
                        vnets=vnets, vms=vms, pairs=pairs, security_groups=groups,
-                       source=self.source)
+                       source=self.source, **l3)
+
+    def _router_interfaces(self, hosts, vnets) -> dict:
+        """{router index: [(vnet, ip)]}, checked as Neutron's add_router_interface checks:
+        declared vnets, one router per vnet, no overlapping subnets on one router, an
+        address of the vnet (default: its last host address, the gateway)."""
+        by_vnet, owner, out = {v.name: v for v in vnets}, {}, {}
+        for ri, r in enumerate(self.doc.get("routers") or []):
+            where = f"routers[{ri}]"
+            self._unique("vm", r["name"], f"{where}.name")
+            host = r.get("host", hosts[0].name)
+            if ("host", host) not in self.seen:
+                self.fail(f"{where}.host", f"host {host!r} is not declared", _one_of(hosts))
+            out[ri] = []
+            for k, ref in enumerate(r["vnets"]):
+                ref = {"name": ref} if isinstance(ref, str) else ref
+                at = f"{where}.vnets[{k}]"
+                vnet = by_vnet.get(ref["name"])
+                if vnet is None:
+                    self.fail(at, f"vnet {ref['name']!r} is not declared", _one_of(vnets))
+                if vnet.name in owner:
+                    self.fail(at, f"vnet {vnet.name!r} already has an interface on {owner[vnet.name]}",
+                              "give each vnet one router (its VMs' default route)")
+                for other, _ in out[ri]:
+                    if other.cidr.overlaps(vnet.cidr):
+                        self.fail(at, f"{vnet.cidr} of vnet {vnet.name!r} overlaps {other.cidr} of vnet "
+                                  f"{other.name!r}, also on this router", "route vnets with distinct CIDRs "
+                                  "(Neutron refuses overlapping subnets on one router)")
+                ip = ipaddress.IPv4Address(ref["ip"]) if "ip" in ref else vnet.cidr.broadcast_address - 1
+                if ip not in vnet.cidr or ip in (vnet.cidr.network_address, vnet.cidr.broadcast_address):
+                    self.fail(f"{at}.ip", f"{ip} is not a host address of vnet {vnet.name!r} ({vnet.cidr})",
+                              "pick an address inside the vnet's CIDR")
+                owner[vnet.name] = f"{where} ({r['name']})"
+                out[ri].append((vnet, ip))
+        return out
 
     def _vswitch(self) -> VSwitch:
         raw = self.doc["vswitch"]
@@ -397,7 +437,7 @@ class _Builder:
                           "use one of: " + ", ".join(sorted(known)))
         return True, groups
 
-    def _vms(self, hosts, vnets):
+    def _vms(self, hosts, vnets, interfaces=None):
         raw_vms = list(self.doc.get("vms") or [])
         raw_pairs = self.doc.get("pairs")
         if raw_pairs is None and not raw_vms:
@@ -411,6 +451,10 @@ class _Builder:
             pairs.append(pair)
             specs.extend(expanded)
         alloc = _IpAllocator(vnets, [spec for _, spec in specs])
+        for ri, ports in (interfaces or {}).items():   # a router's address is taken first
+            for vnet, ip in ports:
+                alloc.used[vnet.name].add(ip)
+                alloc.owner[vnet.name, ip] = f"the interface of router {self.doc['routers'][ri]['name']!r}"
         by_host, by_vnet = {h.name: h for h in hosts}, {v.name: v for v in vnets}
         vms = []
         for where, spec in specs:
@@ -463,6 +507,147 @@ class _Builder:
         return Vm(name=spec["name"], host=host.name, cpus=cpus, nics=tuple(nics))
 
 
+class _Routing:
+    """Routers, the external network, external hosts and floating IPs of a document
+    whose VMs are built: defaults and the checks Neutron's L3 API makes, by field."""
+
+    def __init__(self, b: _Builder, network, hosts, vnets, vms, interfaces):
+        self.b, self.doc, self.network, self.hosts = b, b.doc, network, hosts
+        self.vnets, self.vms, self.interfaces = vnets, vms, interfaces
+        self.raw = self.doc.get("routers") or []
+
+    def build(self) -> dict:
+        doc = self.doc
+        if not (self.raw or "external" in doc or doc.get("external_hosts") or doc.get("floating_ips")):
+            return {}
+        wanted = "external" in doc or bool(doc.get("external_hosts") or doc.get("floating_ips")) \
+            or any(r.get("external_gateway") for r in self.raw)
+        external = self._external() if wanted else None
+        self.pool = _Pool(self.b, external)
+        hosts = doc.get("external_hosts")
+        if hosts is None:
+            hosts = [{"name": DEFAULT_EXTERNAL_HOST}] if external is not None else []
+        if hosts and "ip" not in hosts[0]:          # the upstream router, unless it says
+            hosts = [dict(hosts[0], ip=str(external.gateway))] + list(hosts[1:])
+        elif external is not None:
+            self.pool.used.add(external.gateway)    # nobody else takes the gateway's address
+        explicit = [(h.get("ip"), f"external_hosts[{i}].ip") for i, h in enumerate(hosts)]
+        explicit += [(r.get("gateway_ip"), f"routers[{i}].gateway_ip") for i, r in enumerate(self.raw)
+                     if r.get("external_gateway")]
+        explicit += [(f.get("ip"), f"floating_ips[{i}].ip") for i, f in enumerate(doc.get("floating_ips") or [])]
+        for text, where in explicit:
+            if text is not None:
+                self.pool.reserve(text, where)
+        ext_hosts = self._external_hosts(hosts)
+        routers = self._routers()
+        return {"routers": routers, "external": external, "external_hosts": ext_hosts,
+                "floating_ips": self._floating_ips(routers)}
+
+    def _external(self) -> External:
+        raw = self.doc.get("external") or {}
+        cidr = self.b._cidr(raw.get("cidr", DEFAULT_EXTERNAL), "external.cidr")
+        if cidr.overlaps(self.network.underlay_cidr):
+            self.b.fail("external.cidr", f"{cidr} overlaps the underlay network.underlay_cidr "
+                        f"{self.network.underlay_cidr}", _outside_fix(self.network.underlay_cidr))
+        for v in self.vnets:
+            if cidr.overlaps(v.cidr):
+                self.b.fail("external.cidr", f"{cidr} overlaps vnet {v.name!r} ({v.cidr})",
+                            f"give the external network a CIDR of its own, e.g. {DEFAULT_EXTERNAL}")
+        gw = _host_address(self.b, raw["gateway"], cidr, "external.gateway") if "gateway" in raw \
+            else cidr.network_address + 1
+        return External(cidr=cidr, gateway=gw)
+
+    def _external_hosts(self, raw) -> tuple[ExternalHost, ...]:
+        first_mac = len(self.vms) + len(self.raw)
+        out = []
+        for i, h in enumerate(raw):
+            self.b._unique("vm", h["name"], f"external_hosts[{i}].name")
+            out.append(ExternalHost(h["name"], self.pool.take(h.get("ip"), f"external_hosts[{i}].ip"),
+                                    _mac(first_mac + i, 0)))
+        return tuple(out)
+
+    def _routers(self) -> tuple[Router, ...]:
+        out = []
+        for ri, r in enumerate(self.raw):
+            where, index = f"routers[{ri}]", len(self.vms) + ri
+            gw = r.get("external_gateway", False)
+            for field_ in ("gateway_ip", "snat"):
+                if field_ in r and not gw:
+                    self.b.fail(f"{where}.{field_}", f"{field_} applies to a router with an external gateway",
+                                f"add external_gateway: true or remove {field_}")
+            ports = tuple(RouterPort(vnet.name, ip, _mac(index, k))
+                          for k, (vnet, ip) in enumerate(self.interfaces[ri]))
+            out.append(Router(
+                name=r["name"], host=r.get("host", self.hosts[0].name), ports=ports,
+                gateway=self.pool.take(r.get("gateway_ip"), f"{where}.gateway_ip") if gw else None,
+                gateway_mac=_mac(index, len(ports)) if gw else None, snat=r.get("snat", True) if gw else False))
+        return tuple(out)
+
+    def _floating_ips(self, routers) -> tuple[FloatingIp, ...]:
+        vms, seen, out = {v.name: v for v in self.vms}, {}, []
+        for i, f in enumerate(self.doc.get("floating_ips") or []):
+            where = f"floating_ips[{i}]"
+            vm = vms.get(f["vm"])
+            if vm is None:
+                self.b.fail(f"{where}.vm", f"VM {f['vm']!r} is not declared", _one_of(self.vms))
+            vnet = f.get("vnet", vm.nics[0].vnet)
+            if vnet not in {n.vnet for n in vm.nics}:
+                self.b.fail(f"{where}.vnet", f"VM {vm.name!r} has no NIC on vnet {vnet!r}",
+                            "use one of: " + ", ".join(n.vnet for n in vm.nics))
+            if (vm.name, vnet) in seen:
+                self.b.fail(where, f"VM {vm.name!r} on vnet {vnet!r} already has floating IP "
+                            f"{seen[vm.name, vnet]}", "give a NIC one floating IP")
+            router = next((r for r in routers if any(p.vnet == vnet for p in r.ports)), None)
+            if router is None:
+                self.b.fail(f"{where}.vnet", f"vnet {vnet!r} has no router", "add a router with "
+                            f"external_gateway: true and an interface on vnet {vnet!r}")
+            if router.gateway is None:
+                self.b.fail(f"{where}.vnet", f"router {router.name!r} of vnet {vnet!r} has no external gateway",
+                            f"set external_gateway: true on router {router.name!r} (Neutron: external "
+                            "network not reachable)")
+            seen[vm.name, vnet] = ip = self.pool.take(f.get("ip"), f"{where}.ip")
+            out.append(FloatingIp(vm=vm.name, vnet=vnet, ip=ip))
+        return tuple(out)
+
+
+class _Pool:
+    """The external network's addresses: explicit ones reserved up front, then handed
+    out in order from the first host address."""
+
+    def __init__(self, b, external):
+        self.b, self.external = b, external
+        self.used, self.reserved = set(), set()
+        self.free = iter(external.cidr.hosts()) if external is not None else iter(())
+
+    def reserve(self, text, where) -> None:
+        ip = _host_address(self.b, text, self.external.cidr, where)
+        if ip in self.reserved:
+            self.b.fail(where, f"{ip} is already taken on the external network", "give every address once")
+        self.reserved.add(ip)
+
+    def take(self, text, where) -> ipaddress.IPv4Address:
+        if text is not None:
+            ip = ipaddress.IPv4Address(text)
+            if ip in self.used:
+                self.b.fail(where, f"{ip} is already taken on the external network (its gateway)",
+                            "give every address once")
+        else:
+            skip = self.used | self.reserved
+            ip = next((a for a in self.free if a not in skip), None)
+            if ip is None:
+                self.b.fail("external.cidr", f"{self.external.cidr} has no free address left", "use a larger CIDR")
+        self.used.add(ip)
+        return ip
+
+
+def _host_address(b, text, cidr, where) -> ipaddress.IPv4Address:
+    ip = ipaddress.IPv4Address(text)
+    if ip not in cidr or ip in (cidr.network_address, cidr.broadcast_address):
+        b.fail(where, f"{ip} is not a host address of the external network ({cidr})",
+               "pick an address inside external.cidr")
+    return ip
+
+
 def neutron_default_group() -> SecurityGroup:
     """Neutron's 'default' group of every project (IPv4 rules): egress to anywhere,
     ingress from the group's own members."""
@@ -489,6 +674,7 @@ class _IpAllocator:
         self.used = {v.name: set() for v in vnets}
         self.free = {v.name: iter(v.cidr.hosts()) for v in vnets}
         self.reserved = {v.name: set() for v in vnets}
+        self.owner = {}             # (vnet, ip) -> who holds it, where not a VM
         for spec in specs:
             for ref in spec.get("vnets") or []:
                 if isinstance(ref, dict) and "ip" in ref and ref["name"] in self.reserved:
@@ -502,7 +688,9 @@ class _IpAllocator:
                 fail(f"{ip} is not a host address of vnet {vnet.name!r} ({vnet.cidr})",
                      "pick an address inside the vnet's CIDR")
             if ip in used:
-                fail(f"{ip} is already taken on vnet {vnet.name!r}", "give every NIC its own address")
+                held = self.owner.get((vnet.name, ip))
+                fail(f"{ip} is already taken on vnet {vnet.name!r}" + (f" ({held})" if held else ""),
+                     "give every NIC its own address")
         else:
             skip = used | self.reserved[vnet.name]
             ip = next((a for a in self.free[vnet.name] if a not in skip), None)

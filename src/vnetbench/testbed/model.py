@@ -7,6 +7,7 @@ Mininet's Topo/Net split: this module describes hosts, vnets and VMs; a backend
 from __future__ import annotations
 
 import enum
+import functools
 import ipaddress
 from dataclasses import dataclass, field
 
@@ -174,6 +175,59 @@ class Pair:
 
 
 @dataclass(frozen=True)
+class RouterPort:
+    """A router's interface on a vnet (Neutron's router interface port): the vnet's
+    gateway address, the VMs' default route."""
+    vnet: str
+    ip: ipaddress.IPv4Address
+    mac: str
+
+
+@dataclass(frozen=True)
+class Router:
+    """A tenant router on ``host`` (the network node of Neutron's legacy L3 agent; kinds
+    that route elsewhere say so): east-west between its vnets; with ``gateway`` (its
+    address on the external network) north-south, with SNAT for VMs without a floating
+    IP when ``snat``."""
+    name: str
+    host: str
+    ports: tuple[RouterPort, ...]
+    gateway: ipaddress.IPv4Address | None = None
+    gateway_mac: str | None = None
+    snat: bool = True
+
+    def port(self, vnet: str) -> RouterPort:
+        for p in self.ports:
+            if p.vnet == vnet:
+                return p
+        raise KeyError(f"router {self.name!r} has no interface on vnet {vnet!r}")
+
+
+@dataclass(frozen=True)
+class External:
+    """The external (provider) network routers take their gateway from; ``gateway`` is
+    its upstream router's address (the routers' default route)."""
+    cidr: ipaddress.IPv4Network
+    gateway: ipaddress.IPv4Address
+
+
+@dataclass(frozen=True)
+class ExternalHost:
+    """A machine outside the cloud, on the external network: north-south's far end."""
+    name: str
+    ip: ipaddress.IPv4Address
+    mac: str
+
+
+@dataclass(frozen=True)
+class FloatingIp:
+    """A VM NIC's public address: DNAT in, SNAT out, at the router of its vnet."""
+    vm: str
+    vnet: str
+    ip: ipaddress.IPv4Address
+
+
+@dataclass(frozen=True)
 class Testbed:
     name: str
     vswitch: VSwitch
@@ -183,6 +237,10 @@ class Testbed:
     vms: tuple[Vm, ...]
     pairs: tuple[Pair, ...] = ()
     security_groups: tuple[SecurityGroup, ...] = ()
+    routers: tuple[Router, ...] = ()
+    external: External | None = None
+    external_hosts: tuple[ExternalHost, ...] = ()
+    floating_ips: tuple[FloatingIp, ...] = ()
     source: str = field(default="<memory>", compare=False)
 
     @property
@@ -205,12 +263,40 @@ class Testbed:
     def security_group(self, name: str) -> SecurityGroup:
         return _by_name(self.security_groups, name, "security group")
 
+    def router(self, name: str) -> Router:
+        return _by_name(self.routers, name, "router")
+
+    def router_of(self, vnet: str) -> Router | None:
+        """The router with an interface on VNET (the loader allows one), or None."""
+        return next((r for r in self.routers if any(p.vnet == vnet for p in r.ports)), None)
+
+    def floating_ip(self, vm: str, vnet: str) -> FloatingIp | None:
+        return next((f for f in self.floating_ips if f.vm == vm and f.vnet == vnet), None)
+
     def vms_on(self, host: str) -> tuple[Vm, ...]:
         return tuple(vm for vm in self.vms if vm.host == host)
 
+    @functools.cached_property
+    def attached(self) -> tuple[Vm, ...]:
+        """Everything whose NICs are ports of the vSwitches: the VMs, then each router
+        as its namespace holding one port per interface (Neutron's legacy L3 agent plugs
+        a router's qr- ports as a VM's). Positions are the VMs' first, so a VM's index
+        is the same in ``vms`` and here."""
+        return self.vms + tuple(router_holder(r) for r in self.routers)
+
+    def attached_on(self, host: str) -> tuple[Vm, ...]:
+        return tuple(vm for vm in self.attached if vm.host == host)
+
     def vnets_on(self, host: str) -> tuple[Vnet, ...]:
-        used = {nic.vnet for vm in self.vms_on(host) for nic in vm.nics}
+        used = {nic.vnet for vm in self.attached_on(host) for nic in vm.nics}
         return tuple(v for v in self.vnets if v.name in used)
+
+
+def router_holder(r: Router) -> Vm:
+    """Router R as what holds its ports: a namespace on its host with one NIC per
+    interface (no CPU of its own: it forwards on its host's)."""
+    return Vm(name=r.name, host=r.host, cpus=(),
+              nics=tuple(Nic(vnet=p.vnet, ip=p.ip, mac=p.mac) for p in r.ports))
 
 
 def _by_name(items, name, what):

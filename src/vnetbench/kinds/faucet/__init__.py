@@ -23,6 +23,8 @@ class Faucet(Ovs):
     no_cloud = ("Faucet has no Neutron mechanism driver in Debian's OpenStack; its clouds "
                 "configure it beside Neutron, which this backend does not model")
     demo = False
+    routers = ""
+    no_routers = "Faucet's inter-VLAN routing (faucet_vips) is not realised on the embedded testbed yet"
     firewall = ""                     # not Neutron's OVS agent: its firewall is not inherited
 
     def why_not_security_groups(self, caps):

@@ -18,6 +18,7 @@ class LinuxBridge(Kind):
     openstack_environment = "linuxbridge"
     demo = True
     remote_bridges = "linux-per-vnet"
+    routers = "l3-agent"
     firewall = "neutron iptables firewall (IptablesFirewallDriver, python3-neutron, in the host)"
 
     def why_not(self, caps, ntype, datapath):

@@ -23,6 +23,9 @@ class Ovn(Ovs):
     remote_bridges = None             # its controller is not built on a remote hypervisor
     openstack_environment = "ml2-ovn"
     demo = True
+    routers = ""
+    no_routers = ("OVN logical routers (distributed, a gateway chassis for SNAT) are not realised on "
+                  "the embedded testbed yet")
     firewall = ("OVN ACLs on port groups as Neutron's OVN driver writes them (allow-related, "
                 "neutron_pg_drop; conntrack in the userspace datapath)")
 

@@ -42,6 +42,7 @@ class Ovs(Kind):
     openstack_environment = "ml2-ovs"
     demo = True
     remote_bridges = "ovs-vlan"
+    routers = "l3-agent"
     firewall = ("neutron openvswitch firewall (OVSFirewallDriver, python3-neutron, conntrack "
                 "flows on the host's OVS)")
 

@@ -217,7 +217,7 @@ class OvsHost:
         for vnet in tb.vnets_on(host.name):
             vi = ctx.vnet_index(vnet.name)
             tag = local_vlan(tb, vnet, vi)
-            for vm in tb.vms_on(host.name):
+            for vm in tb.attached_on(host.name):       # VMs and routers' ports
                 for n, nic in enumerate(vm.nics):
                     if nic.vnet == vnet.name:
                         port = names.vm_port(ctx.vm_index(vm.name), n)

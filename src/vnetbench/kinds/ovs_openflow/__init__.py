@@ -20,6 +20,9 @@ class OvsOpenFlow(Ovs):
     redundant_options = {"controllers": 2}
     emulated = Ovs.emulated + (Emulated("osken-", "", "the Floodlight model (an os-ken app, Python) "
                                         "handles every packet-in; Floodlight is compiled Java"),)
+    # Floodlight v0.90's Forwarding has no L3: tenants route through a router outside the
+    # fabric, on a port (router on a stick); the same namespace router as Neutron's agent's
+    routers = "external"
     remote_bridges = None             # its controller is not built on a remote hypervisor
     openstack_environment = "openflow-controller"
     demo = False

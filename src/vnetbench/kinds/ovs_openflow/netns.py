@@ -51,7 +51,7 @@ def controller_config(ctx) -> dict:
     """What Floodlight learns from its REST API (VNF networks) and link discovery."""
     tb, n = ctx.testbed, ctx.names
     macs, ports = {}, {}
-    for vm_i, vm in enumerate(tb.vms):
+    for vm_i, vm in enumerate(tb.attached):     # a router's ports too (Neutron registers them)
         for k, nic in enumerate(vm.nics):
             macs[nic.mac] = nic.vnet
             ports[n.vm_port(vm_i, k)] = nic.vnet

@@ -33,6 +33,9 @@ class VRouter(Ovs):
     remote_bridges = None             # its controller is not built on a remote hypervisor
     openstack_environment = "tungsten-fabric"
     demo = False
+    routers = ""
+    no_routers = ("the vRouter's inter-VN routing and floating-IP VRFs are not realised on the "
+                  "embedded testbed yet")
     firewall = ("Contrail security groups in the vRouter agent: rules evaluated at each flow's "
                 "set-up (forward and reverse entries pass or drop), flows re-evaluated on a change")
 

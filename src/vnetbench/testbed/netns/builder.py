@@ -16,7 +16,7 @@ from vnetbench.state import Run, new_run_id, state_root
 from vnetbench.testbed import capabilities
 from vnetbench.testbed.codec import to_dict
 from vnetbench.testbed.model import NetType, Testbed
-from vnetbench.testbed.netns import links, mgmt, nlbatch, nsops, proc
+from vnetbench.testbed.netns import l3, links, mgmt, nlbatch, nsops, proc
 from vnetbench.testbed.netns.context import Context
 from vnetbench.testbed.netns.deployment import Deployment
 from vnetbench.testbed.netns.teardown import unwind
@@ -64,6 +64,9 @@ class _Build(Context):
         progress(f"namespaces and links ready ({time.monotonic() - t0:.2f} s)")
         self.kind.netns_wire(self)
         progress(f"vSwitches ready ({time.monotonic() - t0:.2f} s)")
+        if tb.routers or tb.external:
+            l3.build(self)
+            progress(f"routers ready ({time.monotonic() - t0:.2f} s)")
         self.run.write_meta(status="up", up_seconds=time.monotonic() - t0,
                             ovs_datapath=self.datapath, ovs_ports=self.ports,
                             pinning={vm.name: list(vm.cpus) for vm in tb.vms},
@@ -71,7 +74,7 @@ class _Build(Context):
 
     def _namespaces(self) -> None:
         """Every namespace but the VMs' (``_vms`` makes each VM's with its NICs), lo up."""
-        vms = {self.names.vm_ns(v.name) for v in self.testbed.vms}
+        vms = {self.names.vm_ns(v.name) for v in self.testbed.attached}
         for name in self.all_namespaces():
             if name not in vms:
                 self.run.record("netns", name=name)
@@ -128,7 +131,7 @@ class _Build(Context):
             pool = ThreadPoolExecutor(max_workers=VM_CREATORS)
             try:
                 made = []
-                for vm_i, vm in enumerate(tb.vms):
+                for vm_i, vm in enumerate(tb.attached):      # routers' namespaces too
                     vns = n.vm_ns(vm.name)
                     inside = self._vm_batch(vm_i, vm, fds[vm.host], ports[vm.host])
                     self.run.record("netns", name=vns)      # journaled before it exists

@@ -25,16 +25,16 @@ class Context:
         self.names = Names(run.run_id)
         self._vnet_i = {v.name: i for i, v in enumerate(testbed.vnets)}
         self._host_i = {h.name: i for i, h in enumerate(testbed.hosts)}
-        self._vm_i = {m.name: i for i, m in enumerate(testbed.vms)}
+        self._vm_i = {m.name: i for i, m in enumerate(testbed.attached)}
 
     def vnet_index(self, name): return self._vnet_i[name]
     def vm_index(self, name): return self._vm_i[name]
     def host_index(self, name): return self._host_i[name]
 
     def vm_ports(self, host: str, vnet: str) -> list[str]:
-        """Host-side veth names of the VM NICs on ``vnet`` at ``host``."""
+        """Host-side veth names of the VM NICs (and router ports) on ``vnet`` at ``host``."""
         return [self.names.vm_port(self._vm_i[vm.name], n)
-                for vm in self.testbed.vms_on(host)
+                for vm in self.testbed.attached_on(host)
                 for n, nic in enumerate(vm.nics) if nic.vnet == vnet]
 
     def qos_ports(self, host: str) -> list:
@@ -62,4 +62,5 @@ class Context:
         n = self.names
         return ([n.fabric_ns] + ([n.ctl_ns] if mgmt.needed(self.testbed) else [])
                 + [n.host_ns(h.name) for h in self.testbed.hosts]
-                + [n.vm_ns(v.name) for v in self.testbed.vms])
+                + [n.vm_ns(v.name) for v in self.testbed.attached]
+                + [n.external_ns(h.name) for h in self.testbed.external_hosts])

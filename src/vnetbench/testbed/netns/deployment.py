@@ -28,8 +28,15 @@ class Deployment(RunDeployment):
         self.names = Names(run.run_id)
 
     def vm_argv(self, vm: str, argv) -> list[str]:
-        """argv run inside the VM, pinned to the VM's CPUs (as a pinned guest would be)."""
-        v = self.testbed.vm(vm)
+        """argv run inside the VM, pinned to the VM's CPUs (as a pinned guest would be).
+        A router's or an external host's name runs it there (a router on its host's CPUs;
+        an external host, outside the cloud, on none in particular)."""
+        tb = self.testbed
+        if any(r.name == vm for r in tb.routers):
+            return proc.in_netns(self.names.vm_ns(vm), argv, tb.host(tb.router(vm).host).cpus)
+        if any(h.name == vm for h in tb.external_hosts):
+            return proc.in_netns(self.names.external_ns(vm), argv)
+        v = tb.vm(vm)
         return proc.in_netns(self.names.vm_ns(v.name), argv, v.cpus)
 
     def host_argv(self, host: str, argv) -> list[str]:

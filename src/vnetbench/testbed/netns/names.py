@@ -27,6 +27,10 @@ class Names:
     def vm_ns(self, vm: str) -> str:
         return f"vnb-{self.rid}-v-{vm}"
 
+    def external_ns(self, host: str) -> str:
+        """A machine on the external network, outside the cloud."""
+        return f"vnb-{self.rid}-x-{host}"
+
     @property
     def fabric_ns(self) -> str:
         return f"vnb-{self.rid}-fabric"
@@ -116,6 +120,34 @@ class Names:
     def gre_port(self, host_i: int) -> str:
         """vrouter: the L3 GRE port (MPLS over GRE) towards host ``host_i``."""
         return _ifname(f"gr{self.rid}-{host_i}")
+
+    # the external network (routers' gateways, external hosts): a bridge in the fabric, a
+    # link to each router's host (its physical external port), a bridge there (br-ex)
+    @property
+    def ext_fabric_bridge(self) -> str:
+        return _ifname(f"xb{self.rid}")
+
+    def ext_fabric_port(self, host_i: int) -> str:
+        """The fabric's end of host ``host_i``'s external link."""
+        return _ifname(f"xu{self.rid}-{host_i}")
+
+    @property
+    def ext_uplink(self) -> str:
+        """A router host's external link (the physical port of Neutron's br-ex)."""
+        return _ifname(f"xu{self.rid}")
+
+    @property
+    def ext_bridge(self) -> str:
+        """A router host's external bridge (Neutron's br-ex)."""
+        return _ifname(f"be{self.rid}")
+
+    def ext_host_port(self, ext_i: int) -> str:
+        """The fabric's end of external host ``ext_i``'s link."""
+        return _ifname(f"xh{self.rid}-{ext_i}")
+
+    def router_gw_port(self, router_i: int) -> str:
+        """The host's end of router ``router_i``'s gateway link (Neutron's qg- port)."""
+        return _ifname(f"rg{self.rid}-{router_i}")
 
     # management network (controller <-> hosts), apart from the tenant underlay
     @property

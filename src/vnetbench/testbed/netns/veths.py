@@ -39,7 +39,7 @@ def wires(testbed: Testbed, host: str) -> list[Wire]:
     if testbed.network.type is NetType.FLAT:
         vnet_i = {v.name: i for i, v in enumerate(testbed.vnets)}
         out += [Wire(PHYSNET, (vnet_i[v.name],)) for v in testbed.vnets_on(host)]
-    for vm_i, vm in enumerate(testbed.vms):
+    for vm_i, vm in enumerate(testbed.attached):
         if vm.host == host:
             out += [Wire(VM_NIC, (vm_i, k)) for k in range(len(vm.nics))]
     return out
@@ -58,6 +58,6 @@ def host_veths(testbed: Testbed, names: Names, host: str) -> list[HostVeth]:
             out.append(HostVeth(w.role, names.physnet(vi), names.fabric_ns, names.fabric_physnet(hi, vi)))
         else:
             vm_i, k = w.index
-            out.append(HostVeth(w.role, names.vm_port(vm_i, k), names.vm_ns(testbed.vms[vm_i].name),
+            out.append(HostVeth(w.role, names.vm_port(vm_i, k), names.vm_ns(testbed.attached[vm_i].name),
                                 names.vm_nic(k)))
     return out
