@@ -21,7 +21,7 @@ TESTBED = REPO / "examples" / "ovs-vxlan.yaml"
 CRASHED = {"ovs-vxlan": 1.0, "ovn-geneve": 2.5, "ovs-openflow-vxlan": 2.5, "vrouter-gre": 2.5,
            "faucet-vlan": 3.0}
 SEED = int(os.environ.get("VNETBENCH_CHAOS_SEED", time.time_ns() % 100000))
-KILLS = 8
+KILLS = 6          # per kind and run (random points: the seed is printed on a failure)
 
 
 def _vnetbench(*args, env):

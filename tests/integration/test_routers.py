@@ -35,7 +35,8 @@ def ping(dep, where, ip, count=3):
     return dep.exec(where, ["ping", "-c", str(count), "-i", "0.2", "-W", "2", str(ip)], timeout=30)
 
 
-@pytest.mark.parametrize("kind", ["linuxbridge", "ovs", "ovs-openflow"])
+# one kind here: the functional matrix's routing rows measure every kind that routes
+@pytest.mark.parametrize("kind", ["ovs"])
 def test_routed_east_west_and_north_south(netns_up, kind):
     dep = netns_up(loads(ROUTED.format(kind=kind), source=f"<routed {kind}>"))
     tb = dep.testbed

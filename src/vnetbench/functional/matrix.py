@@ -75,6 +75,15 @@ ROWS = (
         "Live: ping continues (downtime, 5 ms probes)"),
     Row("migration.controller-down", "VM migration",
         "Migrate with the controller down, restart it: ping works"),
+    Row("routing.east-west", "Routing",
+        "East-west between two vnets through their router: the peer answers, TTL one lower than "
+        "on the sender's own vnet (VMs on two hosts, the router on one)"),
+    Row("routing.floating-ip", "Routing",
+        "North-south: an external host reaches a floating IP (never a fixed address) and sees "
+        "a VM's traffic from its floating IP, or from the router's address without one (SNAT)"),
+    Row("routing.interface-removed", "Routing",
+        "Removing a router interface stops east-west traffic through it (time until probes "
+        "stop); the vnet still switches"),
     Row("sg.default-deny", "Security groups",
         "Ingress denied by default: Neutron's default group admits its members and no one else "
         "(TCP and ICMP)"),

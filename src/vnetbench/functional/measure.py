@@ -79,6 +79,39 @@ def ping_once(dep, src: str, dst_ip: str, count: int = 5) -> dict:
     return ping.reachability(done.stdout, done.stderr)
 
 
+def pings_at_once(dep, **pings) -> dict:
+    """``ping_once`` for each {name: (src, dst_ip)} at the same time (a ping that must
+    fail waits out its replies' timeout; two in turn would wait twice): {name: result}."""
+    from concurrent.futures import ThreadPoolExecutor
+    with ThreadPoolExecutor(max_workers=len(pings)) as pool:
+        futures = {name: pool.submit(ping_once, dep, src, ip) for name, (src, ip) in pings.items()}
+        return {name: f.result() for name, f in futures.items()}
+
+
+def ttl_ping(dep, src: str, dst_ip: str, count: int = 3) -> dict:
+    """Reachability and the TTL of each reply (what the path's routers did to it)."""
+    done = dep.exec(src, ping.command(ping.PingParams(dest=dst_ip, count=count, interval_s=0.2,
+                                                      reply_timeout_s=2)), timeout=30)
+    return {"dst": dst_ip, **ping.reachability(done.stdout, done.stderr), "ttls": ping.ttls(done.stdout)}
+
+
+ECHO_REQUEST = re.compile(r"IP (\S+) > (\S+): ICMP echo request")
+
+
+def sources_seen(dep, outside: str, ip: str, senders: list[str]) -> dict:
+    """The source address external host OUTSIDE (at IP) sees on each sender's echo
+    request (one ping each, in turn, captured on its NIC): NAT made visible.
+    {vm: address or None}."""
+    seen = {}
+    for vm in senders:
+        with session.capture(dep, outside, ["tcpdump", "-i", "eth0", "-nn", "-l", "-c", "1",
+                                            f"icmp[icmptype] == 8 and dst host {ip}"]) as out:
+            dep.exec(vm, ping.command(ping.PingParams(dest=ip, count=1, reply_timeout_s=2)), timeout=30)
+            found = ECHO_REQUEST.findall(out(2.0))
+        seen[vm] = found[0][0] if found else None
+    return seen
+
+
 def resolved_pair(dep, a: str, b: str) -> dict:
     """Both VMs' neighbour entries for each other freshly REACHABLE (an echo each way,
     then an arping each way: the ARP reply confirms the entry), as when a ping has just

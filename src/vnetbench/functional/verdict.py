@@ -102,8 +102,9 @@ def deprovision(m: dict) -> Verdict:
     t0, t1 = m["t_start_ns"], m["t_done_ns"]
     interval = m["sender"]["interval_ns"]
     before = [p for p in m["probes"] if p[1] < t0]
+    change, control = m.get("change", "the vnet was deprovisioned"), m.get("control", "the vnet left alone")
     if not before:
-        return error("no probe arrived before the vnet was deprovisioned: nothing to stop")
+        return error(f"no probe arrived before {change}: nothing to stop")
     # how long the sender kept trying: its last attempt, a failed one included (a guest
     # whose NIC the cloud unplugged gets ENETUNREACH: its traffic stopped at the source)
     tried = m["sender"].get("end_ns") or m["sender"]["last_ns"]
@@ -131,7 +132,7 @@ def deprovision(m: dict) -> Verdict:
                        f"{m['new_ping']['received']} replies", extra, label)
     if not m["other_vnet_ping"]["received"]:
         return Verdict(Status.FAIL, fig, "ms",
-                       f"{facts}, but the vnet left alone lost reachability too", extra, label)
+                       f"{facts}, but {control} lost reachability too", extra, label)
     return Verdict(Status.PASS, fig, "ms", facts + "; a new ping fails", extra, label)
 
 
@@ -465,6 +466,46 @@ def bonding(m: dict) -> Verdict:
 
 
 # -- security groups -------------------------------------------------------------------
+
+# -- routing -----------------------------------------------------------------------
+
+def routed(m: dict) -> Verdict:
+    """East-west through a router: the peer on the other vnet answers, and every reply's
+    TTL is one lower than a peer's on the sender's own vnet (one router on the path; a
+    switched path, an L3 vSwitch that does not decrement or a second hop would differ).
+
+    ``m``: routed and switched, each {dst, sent, received, ttls}."""
+    r, s = m["routed"], m["switched"]
+    if not s["received"]:
+        return error(f"the peer on the sender's own vnet ({s['dst']}) did not answer: no TTL to compare with")
+    if not r["received"]:
+        return Verdict(Status.FAIL, 0, "replies", f"the peer on the other vnet ({r['dst']}) did not answer "
+                       f"({r['sent']} echoes)")
+    base, hops = s["ttls"][0], sorted(set(r["ttls"]))
+    facts = f"{r['received']}/{r['sent']} echoes answered across vnets, TTL {', '.join(map(str, hops))} "             f"(the own vnet's peer: {base})"
+    if hops != [base - 1]:
+        return Verdict(Status.FAIL, hops[0], "TTL", f"{facts}: not one router hop", {"ttls": r["ttls"]})
+    return Verdict(Status.PASS, hops[0], "TTL", facts + ": one router hop", {"ttls": r["ttls"]})
+
+
+def floating_ip(m: dict) -> Verdict:
+    """North-south: the external host reaches the floating IP, never a fixed address, and
+    sees each VM's traffic from its floating IP or, without one, the router's address.
+
+    ``m``: inbound {sent, received} to the floating IP, fixed {sent, received} to the same
+    VM's fixed address, seen {vm: source address}, expected {vm: address}."""
+    wrong = {vm: (got, m["expected"][vm]) for vm, got in m["seen"].items() if got != m["expected"][vm]}
+    if not m["inbound"]["received"]:
+        return Verdict(Status.FAIL, 0, "replies", "the floating IP did not answer the external host")
+    if m["fixed"]["received"]:
+        return Verdict(Status.FAIL, m["fixed"]["received"], "replies",
+                       "the external host reached a fixed (tenant) address: no NAT boundary")
+    if wrong:
+        return Verdict(Status.FAIL, len(wrong), "VMs", "seen from outside as " + ", ".join(
+            f"{vm} {got or 'nothing'} (expected {want})" for vm, (got, want) in wrong.items()))
+    return Verdict(Status.PASS, detail="floating IP answered; seen from outside as " + ", ".join(
+        f"{vm} {got}" for vm, got in m["seen"].items()) + "; fixed address unreachable")
+
 
 def _probes(probes: list[dict]) -> str:
     return ", ".join(f"{p['what']} {'open' if p['open'] else 'blocked'}" for p in probes)

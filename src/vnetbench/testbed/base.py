@@ -65,6 +65,12 @@ class RunDeployment:
         """Nothing the backend can see queues (a cloud's or a remote hypervisor's agents)."""
         return 0.0
 
+    def remove_router_interface(self, router: str, vnet: str) -> None:
+        """A backend without routers says so."""
+        from vnetbench.errors import UnsupportedError
+        raise UnsupportedError(f"{self.run.meta().get('backend', 'this backend')} has no routers to "
+                               f"change (run {self.run_id})")
+
     def update_security_groups(self, groups) -> float:
         """A backend that does not change security groups on a running testbed says so."""
         from vnetbench.errors import UnsupportedError

@@ -113,6 +113,11 @@ class Deployment(Protocol):
         """Deprovision VNET from the running testbed as the kind's cloud does; journaled.
         UnsupportedError (before anything changes) where the backend cannot."""
 
+    def remove_router_interface(self, router: str, vnet: str) -> None:
+        """Remove ROUTER's interface on VNET as the kind's cloud does (Neutron's
+        remove_router_interface): the vnet's VMs lose their route through it; journaled.
+        UnsupportedError (before anything changes) where the backend cannot."""
+
     def update_security_groups(self, groups) -> float:
         """Replace the rules of the testbed's security groups (the same group names; the
         ports keep theirs) as the cloud's API would, and return once the kind applied

@@ -41,6 +41,14 @@ def parse(text: str) -> dict:
             **stats, "samples_ms": samples}
 
 
+_TTL = re.compile(r"icmp_seq=\d+ ttl=(\d+)")
+
+
+def ttls(text: str) -> list[int]:
+    """The IP TTL of each echo reply, in order: a router on the path lowers it by one."""
+    return [int(m.group(1)) for m in _TTL.finditer(text)]
+
+
 def replies(text: str) -> dict[int, float]:
     """{icmp_seq: RTT ms} of the echoes answered: which ones were lost, not only how many."""
     return {int(m.group(1)): float(m.group(2)) for m in _REPLY.finditer(text)}

@@ -113,6 +113,6 @@ def test_deprovisioning_stops_traffic(dep, record):
                                   after_s=after_s)
     except UnsupportedError as exc:      # the backend cannot deprovision this kind yet
         pytest.skip(str(exc))
-    m["new_ping"] = measure.ping_once(dep, "blue-1", dep.ip("blue-2"))
-    m["other_vnet_ping"] = measure.ping_once(dep, "red-1", dep.ip("red-2"))
+    m.update(measure.pings_at_once(dep, new_ping=("blue-1", dep.ip("blue-2")),
+                                   other_vnet_ping=("red-1", dep.ip("red-2"))))
     record(verdict.deprovision(m), m)

@@ -57,6 +57,10 @@ def up(testbed, image_dir: Path, memory_mib: int = 256, caps=None, uris=None,
         from vnetbench.errors import UnsupportedError
         raise UnsupportedError(f"{testbed.source}: security groups on libvirt guests are not realised "
                                "yet; use the netns backend (or remove security_groups)")
+    if testbed.routers or testbed.external:
+        from vnetbench.errors import UnsupportedError
+        raise UnsupportedError(f"{testbed.source}: routers and floating IPs are realised on the netns "
+                               "backend only yet (docs/routers.md); use it, or remove routers")
     kernel, initrd = boot_files(Path(image_dir))
     uris = host_uris(testbed, uris)
     remote = [u for u in uris.values() if is_remote(u)]

@@ -125,6 +125,19 @@ def apply_nat(rns: str, router, fips, tb) -> str:
     return done.stdout
 
 
+def remove_interface(dep, router, vnet: str) -> None:
+    """Neutron's remove_router_interface on the legacy agent: the router's port on VNET
+    leaves the vSwitch (the kind unplugs it, as the agent's interface driver does), then
+    its device goes, and with it the router's address and route there."""
+    from vnetbench import kinds
+    tb, n = dep.testbed, dep.names
+    k = [p.vnet for p in router.ports].index(vnet)
+    port = n.vm_port([v.name for v in tb.attached].index(router.name), k)
+    kinds.of(tb).netns_unplug(dep, tb.host(router.host), port)
+    with nsops.rtnl(n.vm_ns(router.name)) as ns:
+        ns.link("del", index=links.index(ns, n.vm_nic(k)))
+
+
 def _default_routes(ctx) -> None:
     """Each VM's default route through its first routed NIC's router (Neutron's DHCP
     option 3: the subnet's gateway, the router's interface address)."""

@@ -261,4 +261,5 @@ _UNDO = {
     "process": _undo_process,
     "file": _undo_file,
     "deprovision": _undo_nothing,
+    "router_interface_removed": _undo_nothing,
 }
