@@ -23,6 +23,8 @@ from vnetbench.cli_testbed import (
 
 VSWITCH_CHOICES = [k.value for k in VSwitchKind]
 NETWORK_CHOICES = [t.value for t in NetType]
+#: the battery's families, as the comparison task names them (rally-tasks/overlay-comparison.yaml)
+COMPARE_FAMILIES = ["icmp_rtt", "tcp_stream", "udp_stream", "broadcast", "flow_setup", "rfc2544", "fairness"]
 
 
 def main(argv=None) -> int:
@@ -110,7 +112,7 @@ def cmd_compare(args):
                       monitor=not args.no_monitor,
                       testbed={"backend": args.backend, "image": image, "placements": args.placement,
                                "run": args.run, "security_groups": args.security_groups},
-                      name="comparison-sg" if args.security_groups else "comparison")
+                      name="comparison-sg" if args.security_groups else "comparison", tests=args.tests)
     print(res["table"])
     print(f"wall time: {res['seconds']:.0f} s   Rally task: {res['uuid']}")
     print(f"Rally HTML report:  {res['dir'] / 'rally-report.html'}")
@@ -234,6 +236,8 @@ def _parser():
                    help="only these VM pair placements (default: both)")
     s.add_argument("--run", help="measure this running testbed (id or name; one column, kept up) "
                    "instead of building one per workload: boot slow guests once")
+    s.add_argument("--test", action="append", dest="tests", choices=COMPARE_FAMILIES,
+                   help="only this family of the battery (repeat for several; default: all)")
     s.add_argument("--security-groups", action="store_true",
                    help="every port filtered by Neutron's default group, the kind's firewall in "
                         "every figure (docs/security-groups.md); a kind that cannot enforce "
