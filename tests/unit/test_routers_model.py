@@ -18,6 +18,7 @@ from vnetbench import errors, kinds
 from vnetbench.testbed import loader
 from vnetbench.testbed.codec import from_dict, to_dict
 from vnetbench.testbed.model import VSwitchKind
+from vnetbench.kinds import l3agent
 from vnetbench.testbed.netns import l3
 
 TWO_SUBNETS = """
@@ -76,7 +77,7 @@ def test_state_file_round_trip():
 def test_nat_input_is_the_routers_as_neutron_knows_it():
     tb = loader.loads(TWO_SUBNETS)
     r = tb.routers[0]
-    assert l3.nat_spec(r, tb.floating_ips, tb) == {
+    assert l3agent.nat_spec(r, tb.floating_ips, tb) == {
         "device": "qg", "gateway": "198.18.128.2", "snat": True,
         "floating_ips": [["198.19.2.1", "198.18.128.3"]]}
 
@@ -179,3 +180,24 @@ def test_any_routed_document_loads_consistently_or_names_the_field(doc):
     assert len(names) == len(set(names))
     assert from_dict(to_dict(tb)) == tb
     assert all(isinstance(r.gateway, (ipaddress.IPv4Address, type(None))) for r in tb.routers)
+
+
+def test_ovn_writes_the_routers_as_neutrons_ovn_driver_does():
+    """One Logical_Router, a router port per interface with its peer of type router on
+    the vnet's switch, the gateway port on the router's host's chassis, a default route,
+    SNAT per routed subnet and dnat_and_snat per floating IP (centralized)."""
+    from vnetbench.kinds.ovn import routers
+    tb = loader.loads(TWO_SUBNETS.replace("linuxbridge", "ovn"))
+    tx = " ".join(routers.transaction(tb, "abc123")).split(" -- ")
+    assert "lr-add r1" in tx and "lsp-set-type rp-r1-red router" in tx
+    assert "lrp-add r1 lrp-r1-blue 02:76:6e:00:02:00 198.19.1.254/24" in tx
+    assert "lsp-set-options rp-r1-blue router-port=lrp-r1-blue" in tx
+    assert "lsp-set-options rp-r1-ext_net router-port=lrp-r1-ext_net nat-addresses=router" in tx
+    assert "lsp-set-options ln-ext_net network_name=extnet" in tx
+    assert "lrp-set-gateway-chassis lrp-r1-ext_net abc123-h1 1" in tx
+    assert "lr-route-add r1 0.0.0.0/0 198.18.128.1" in tx
+    assert {t for t in tx if t.startswith("lr-nat-add")} == {
+        "lr-nat-add r1 snat 198.18.128.2 198.19.1.0/24", "lr-nat-add r1 snat 198.18.128.2 198.19.2.0/24",
+        "lr-nat-add r1 dnat_and_snat 198.18.128.3 198.19.2.1"}
+    assert [v.name for v in tb.attached] == ["a", "b"]      # no namespace: a logical router
+    assert routers.remove_interface("r1", "red") == ["lrp-del", "lrp-r1-red", "--", "lsp-del", "rp-r1-red"]

@@ -121,6 +121,18 @@ class Kind:
         that outlives its load."""
         return 0.0
 
+    def netns_routers(self, ctx) -> None:
+        """Realise the testbed's routers (after its vSwitches; the external network's
+        links exist): the router namespaces of Neutron's legacy L3 agent, for a kind
+        whose ``routers`` is "l3-agent" or "external"."""
+        from vnetbench.kinds import l3agent
+        l3agent.namespace_routers(ctx)
+
+    def netns_remove_router_interface(self, dep, router, vnet: str) -> None:
+        """Remove ROUTER's interface on VNET as the kind's cloud does."""
+        from vnetbench.kinds import l3agent
+        l3agent.remove_interface(self, dep, router, vnet)
+
     def netns_expire(self, dep, layers: set) -> None:
         """Empty the flow state of LAYERS (``flow_layers``' names) on every host."""
 

@@ -278,10 +278,14 @@ class Testbed:
 
     @functools.cached_property
     def attached(self) -> tuple[Vm, ...]:
-        """Everything whose NICs are ports of the vSwitches: the VMs, then each router
-        as its namespace holding one port per interface (Neutron's legacy L3 agent plugs
-        a router's qr- ports as a VM's). Positions are the VMs' first, so a VM's index
-        is the same in ``vms`` and here."""
+        """Everything whose NICs are ports of the vSwitches: the VMs, then, where the kind
+        routes in a namespace (``Kind.routers`` in NAMESPACE_ROUTERS), each router as its
+        namespace holding one port per interface (Neutron's legacy L3 agent plugs a
+        router's qr- ports as a VM's; an OVN logical router has no port of its own).
+        Positions are the VMs' first, so a VM's index is the same in ``vms`` and here."""
+        from vnetbench import kinds
+        if kinds.get(self.vswitch.kind).routers not in NAMESPACE_ROUTERS:
+            return self.vms
         return self.vms + tuple(router_holder(r) for r in self.routers)
 
     def attached_on(self, host: str) -> tuple[Vm, ...]:
@@ -290,6 +294,10 @@ class Testbed:
     def vnets_on(self, host: str) -> tuple[Vnet, ...]:
         used = {nic.vnet for vm in self.attached_on(host) for nic in vm.nics}
         return tuple(v for v in self.vnets if v.name in used)
+
+
+#: how kinds route (``Kind.routers``) whose routers are namespaces with ports on the vSwitch
+NAMESPACE_ROUTERS = ("l3-agent", "external")
 
 
 def router_holder(r: Router) -> Vm:

@@ -23,9 +23,7 @@ class Ovn(Ovs):
     remote_bridges = None             # its controller is not built on a remote hypervisor
     openstack_environment = "ml2-ovn"
     demo = True
-    routers = ""
-    no_routers = ("OVN logical routers (distributed, a gateway chassis for SNAT) are not realised on "
-                  "the embedded testbed yet")
+    routers = "ovn"                   # logical routers (kinds/ovn/routers.py)
     firewall = ("OVN ACLs on port groups as Neutron's OVN driver writes them (allow-related, "
                 "neutron_pg_drop; conntrack in the userspace datapath)")
 
@@ -54,6 +52,20 @@ class Ovn(Ovs):
         takes its flows away."""
         from vnetbench.kinds.ovn.netns import Central
         Central(dep).nbctl("ls-del", vnet.name)
+
+    def netns_routers(self, ctx):
+        """Logical routers in the NB database (``routers``); back when every chassis has
+        them."""
+        from vnetbench.kinds.ovn import routers
+        from vnetbench.kinds.ovn.netns import Central
+        central = Central(ctx)
+        central.nbctl(*routers.transaction(ctx.testbed, ctx.run.run_id))
+        central.nbctl("--wait=hv", "sync", timeout=30)
+
+    def netns_remove_router_interface(self, dep, router, vnet):
+        from vnetbench.kinds.ovn import routers
+        from vnetbench.kinds.ovn.netns import Central
+        Central(dep).nbctl("--wait=hv", *routers.remove_interface(router.name, vnet), timeout=30)
 
     def _before_restart(self, dep, host):
         from vnetbench.kinds.ovn import netns

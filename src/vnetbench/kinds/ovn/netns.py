@@ -26,6 +26,7 @@ from pathlib import Path
 from vnetbench.errors import BuildError
 from vnetbench.testbed.model import NetType
 from vnetbench.testbed.netns import mgmt, proc
+from vnetbench.testbed.netns.l3 import gateway_hosts
 from vnetbench.testbed.deployment import CONTROLLER_DIR
 from vnetbench.kinds.ovs.netns import (  # noqa: F401  (tunnel_neighbours: the kind uses it here)
     OvsHost, _bridge, _port, rundir_env, start_host, tunnel_neighbours,
@@ -185,6 +186,9 @@ def dhcp_servers(testbed) -> dict[str, tuple[str, str]]:
     for vm in testbed.vms:
         for nic in vm.nics:
             used[nic.vnet].add(nic.ip)
+    for router in testbed.routers:          # a router's interface holds its address too
+        for p in router.ports:
+            used[p.vnet].add(p.ip)
     out = {}
     for vi, vnet in enumerate(testbed.vnets):
         top, taken = vnet.cidr.broadcast_address, used[vnet.name]
@@ -258,6 +262,10 @@ class OvnHost(OvsHost):
         tb, names, rid = ctx.testbed, ctx.names, ctx.run.run_id
         own = f"external_ids:vnetbench-run={rid}"
         uplinks, mappings = self._provider(datapath, own)
+        if host.name in gateway_hosts(tb):     # the external network's provider bridge
+            from vnetbench.kinds.ovn.routers import EXT_PHYSNET
+            uplinks += _bridge(names.ext_bridge, datapath, own) + _port(names.ext_bridge, names.ext_uplink, own)
+            mappings = ",".join(m for m in (mappings, f"{EXT_PHYSNET}:{names.ext_bridge}") if m)
         # a chassis always has an encapsulation; flat/VLAN switches never use it
         tx = self._open_vswitch(("ovn-remote", self.central.sb_remote),
                                 ("ovn-encap-type", ENCAP.get(tb.network.type, "geneve")),

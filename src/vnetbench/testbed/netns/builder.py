@@ -61,11 +61,14 @@ class _Build(Context):
         if mgmt.needed(tb):
             mgmt.build(self)
         self._vms()
+        if tb.external is not None:
+            l3.external_links(self)
         progress(f"namespaces and links ready ({time.monotonic() - t0:.2f} s)")
         self.kind.netns_wire(self)
         progress(f"vSwitches ready ({time.monotonic() - t0:.2f} s)")
-        if tb.routers or tb.external:
-            l3.build(self)
+        if tb.routers:
+            self.kind.netns_routers(self)
+            l3.default_routes(self)
             progress(f"routers ready ({time.monotonic() - t0:.2f} s)")
         self.run.write_meta(status="up", up_seconds=time.monotonic() - t0,
                             ovs_datapath=self.datapath, ovs_ports=self.ports,

@@ -148,11 +148,10 @@ class Deployment(RunDeployment):
     def remove_router_interface(self, router: str, vnet: str) -> None:
         """Remove ROUTER's interface on VNET from the running testbed, as Neutron's L3 agent
         does (``l3.remove_interface``); journaled first, recorded in the run's meta."""
-        from vnetbench.testbed.netns import l3
         r = self.testbed.router(router)
         r.port(vnet)                                  # KeyError naming both, before any change
         self.run.record("router_interface_removed", router=r.name, vnet=vnet)
-        l3.remove_interface(self, r, vnet)
+        kinds.of(self.testbed).netns_remove_router_interface(self, r, vnet)
         removed = self.run.meta().get("removed_router_interfaces", [])
         self.run.write_meta(removed_router_interfaces=[*removed, [r.name, vnet]])
 
