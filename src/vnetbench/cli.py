@@ -111,8 +111,10 @@ def cmd_compare(args):
     res = compare.run(args.profile, vswitches, networks, Path(args.results),
                       monitor=not args.no_monitor,
                       testbed={"backend": args.backend, "image": image, "placements": args.placement,
-                               "run": args.run, "security_groups": args.security_groups},
-                      name="comparison-sg" if args.security_groups else "comparison", tests=args.tests)
+                               "run": args.run, "security_groups": args.security_groups,
+                               "path": args.path if args.path != "l2" else None},
+                      name=("comparison-sg" if args.security_groups else "comparison")
+                      + ("-routed" if args.path != "l2" else ""), tests=args.tests)
     print(res["table"])
     print(f"wall time: {res['seconds']:.0f} s   Rally task: {res['uuid']}")
     print(f"Rally HTML report:  {res['dir'] / 'rally-report.html'}")
@@ -236,6 +238,9 @@ def _parser():
                    help="only these VM pair placements (default: both)")
     s.add_argument("--run", help="measure this running testbed (id or name; one column, kept up) "
                    "instead of building one per workload: boot slow guests once")
+    s.add_argument("--path", choices=["l2", "l3-east-west"], default="l2",
+                   help="l3-east-west: each pair's VMs on two vnets, a router between them "
+                        "(docs/routers.md); broadcast is N/A across a router (default: %(default)s)")
     s.add_argument("--test", action="append", dest="tests", choices=COMPARE_FAMILIES,
                    help="only this family of the battery (repeat for several; default: all)")
     s.add_argument("--security-groups", action="store_true",

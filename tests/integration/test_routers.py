@@ -13,6 +13,7 @@ import subprocess
 import pytest
 
 from vnetbench.battery import session
+from vnetbench.errors import VnetbenchError
 from vnetbench.testbed.loader import loads
 from vnetbench.kinds import l3agent
 from vnetbench.testbed.netns import l3
@@ -37,9 +38,8 @@ def ping(dep, where, ip, count=3):
     return dep.exec(where, ["ping", "-c", str(count), "-i", "0.2", "-W", "2", str(ip)], timeout=30)
 
 
-# a namespace router and a logical one here: the functional matrix's routing rows
-# measure every kind that routes
-@pytest.mark.parametrize("kind", ["ovs", "ovn"])
+# every kind that routes (the functional matrix's --quick measures its routing rows on one)
+@pytest.mark.parametrize("kind", ["linuxbridge", "ovs", "ovs-openflow", "ovn"])
 def test_routed_east_west_and_north_south(netns_up, kind):
     dep = netns_up(loads(ROUTED.format(kind=kind), source=f"<routed {kind}>"))
     tb = dep.testbed
@@ -64,6 +64,17 @@ def test_routed_east_west_and_north_south(netns_up, kind):
     sources = {src for src, _ in ECHO.findall(text)}
     assert sources == {str(router.gateway), str(fip)}, text   # a through SNAT, b from its floating IP
 
+    _nat_is_neutrons(dep, kind, router, fip, b)
+
+    with pytest.raises(VnetbenchError, match="needed by floating IP"):
+        dep.remove_router_interface(router.name, "red")      # Neutron refuses it too
+    dep.remove_router_interface(router.name, "blue")         # Neutron's remove_router_interface
+    cut = ping(dep, "a", b, count=1)
+    assert cut.returncode != 0 and "1 received" not in cut.stdout, cut.stdout
+    assert ping(dep, outside.name, fip, count=1).returncode == 0    # red's path is left alone
+
+
+def _nat_is_neutrons(dep, kind, router, fip, b):
     if kind == "ovn":                       # the NAT Neutron's OVN driver writes, centralized
         from vnetbench.kinds.ovn.netns import Central
         from vnetbench.kinds.ovn.routers import chassis, router_port, EXT_SWITCH
@@ -80,3 +91,20 @@ def test_routed_east_west_and_north_south(netns_up, kind):
     assert f"-A neutron-l3-agent-PREROUTING -d {fip}/32 -j DNAT --to-destination {b}" in nat, nat
     assert f"-A neutron-l3-agent-float-snat -s {b}/32 -j SNAT --to-source {fip}" in nat, nat
     assert f"-A neutron-l3-agent-snat -o {l3agent.GATEWAY_DEV} -j SNAT --to-source {router.gateway}" in nat, nat
+
+
+def test_the_battery_measures_a_routed_pair(netns_up):
+    """A pair across a router (``path: l3-east-west``, the Rally context's routed testbed):
+    RTT and TCP measured through h1's router, the records labelled with the path."""
+    from vnetbench.battery import rtt, tcp
+    from vnetbench.rally_plugins.context import testbed_yaml
+    dep = netns_up(loads(testbed_yaml("ovs", "vxlan", None, ["cross-host"], path="l3-east-west"),
+                         source="<routed pair>"))
+    (pair,) = dep.testbed.pairs
+    out = [rtt.run(dep, pair, mode="flood", count=50, repetitions=1)] + \
+        tcp.run(dep, pair, nominal_mss=[1468], seconds=1, repetitions=1)
+    assert {r.labels["path"] for r in out} == {"l3-east-west"}
+    (ping_rec,) = [r for r in out if r.test == "icmp_rtt"]
+    assert ping_rec.samples["loss_pct"] == [0.0] and ping_rec.samples["rtt_mean_ms"][0] > 0
+    (tcp_rec,) = [r for r in out if r.test == "tcp_stream"]
+    assert tcp_rec.samples["gbps"][0] > 0.01 and tcp_rec.samples["mss_on_wire"] == [1410]

@@ -27,9 +27,9 @@ def plugins():
     assert any(p["name"] == "vnetbench" for p in loaded), "vnetbench is not a rally_plugins entry point"
 
 
-def render(path, **args):
+def render(task_file, /, **args):
     task = api._Task.__new__(api._Task)         # render_template needs no API state
-    return task.render_template(path.read_text(), template_dir=str(path.parent), **args)
+    return task.render_template(task_file.read_text(), template_dir=str(task_file.parent), **args)
 
 
 def validate(text):
@@ -133,3 +133,34 @@ def test_a_columns_families_share_one_testbed_the_last_tears_it_down(tests):
         assert {c["share"] for c in ctxs} == {sub["title"]}
         assert [c["keep"] for c in ctxs] == [True] * (len(ctxs) - 1) + [False]
         assert len({yaml.safe_dump({k: v for k, v in c.items() if k != "keep"}) for c in ctxs}) == 1
+
+
+def test_the_routed_comparison_asks_every_testbed_for_its_path():
+    """compare --path l3-east-west: every workload's context asks for a routed testbed
+    (the context's schema takes it), and that testbed routes each pair through r1."""
+    import yaml
+    from vnetbench.rally_plugins.context import testbed_yaml
+    from vnetbench.testbed.loader import loads
+    task = TASKS[0].parent / "overlay-comparison.yaml"
+    text = render(task, profile="smoke", columns=["ovs/vxlan"], **{"path": "l3-east-west"})
+    validate(text)
+    doc = yaml.safe_load(text)
+    ctxs = [w["contexts"]["vnetbench_testbed"] for s in doc["subtasks"] for w in s["workloads"]]
+    assert ctxs and all(c["path"] == "l3-east-west" for c in ctxs)
+    tb = loads(testbed_yaml("ovs", "vxlan", None, ["same-host", "cross-host"], path="l3-east-west"))
+    assert [(p.name, p.path, p.vnet, p.peer_vnet) for p in tb.pairs] == [
+        ("same-ew", "l3-east-west", "vnet1", "vnet2"), ("cross-ew", "l3-east-west", "vnet1", "vnet2")]
+    assert [(tb.vm(p.vms[1]).nics[0].vnet, tb.router_of("vnet1").name) for p in tb.pairs] == [("vnet2", "r1")] * 2
+
+
+@pytest.mark.parametrize("name", ["icmp-rtt", "tcp-mss", "udp-streams", "broadcast", "flow-setup", "rfc2544",
+                                  "fairness"])
+def test_every_family_task_takes_the_path(name):
+    import yaml
+    task = TASKS[0].parent / f"{name}.yaml"
+    text = render(task, **{"path": "l3-east-west"})
+    validate(text)
+    ctxs = [w["contexts"]["vnetbench_testbed"] for s in yaml.safe_load(text)["subtasks"] for w in s["workloads"]]
+    assert ctxs and all(c["path"] == "l3-east-west" for c in ctxs)
+    assert not any("path" in w["contexts"]["vnetbench_testbed"]
+                   for s in yaml.safe_load(render(task))["subtasks"] for w in s["workloads"])

@@ -17,13 +17,18 @@ import select
 import subprocess
 from contextlib import contextmanager
 
-from vnetbench.battery.common import repeat, result, static_arp
+from vnetbench.battery.common import not_applicable, repeat, result, static_arp
 from vnetbench.battery.session import start_timeout
 from vnetbench.results.record import now
+from vnetbench.testbed.model import L2
 from vnetbench.traffic import broadcast as bc
 
 
 def run(dep, pair, kinds=("arp", "icmp"), rate_pps=1000, seconds=5, repetitions=3):
+    if pair.path != L2:         # a router ends a broadcast domain: nothing to measure across it
+        return [not_applicable(dep, pair, "broadcast", f"broadcast does not cross a router (pair {pair.name} "
+                               f"is {pair.path}: {pair.vnet} -> {pair.peer_vnet})", kind=kind)
+                for kind in kinds]
     src, dst = pair.vms
     static_arp(dep, src, dst)
     out = []

@@ -5,13 +5,15 @@ from __future__ import annotations
 from vnetbench import cpu
 from vnetbench.results import provenance
 from vnetbench.results.record import Result, now
+from vnetbench.testbed.model import L2
 
 
 def labels(dep, pair, test: str, **params) -> dict:
     tb = dep.testbed
     return {"test": test, "run_id": dep.run_id, "testbed": tb.name,
             "vswitch": tb.vswitch.kind.value, "network": tb.network.type.value,
-            "placement": pair.placement, "pair": pair.name, "params": params}
+            "placement": pair.placement, "pair": pair.name, "params": params,
+            **({"path": pair.path} if pair.path != L2 else {})}
 
 
 def collect(times: int, measure) -> tuple[dict, list]:
@@ -48,6 +50,15 @@ def static_arp(dep, a: str, b: str) -> None:
         nic = dep.testbed.vm(y).nics[0]
         dep.exec(x, ["ip", "neigh", "replace", str(nic.ip), "lladdr", nic.mac, "nud", "permanent",
                      "dev", "eth0"])
+
+
+def not_applicable(dep, pair, test, why: str, **params) -> Result:
+    """A test this pair cannot have, recorded as N/A with the reason (never a skip)."""
+    r = Result(test=test, labels=labels(dep, pair, test, **params), samples={}, started=now(),
+               finished=now(), extra={"not_applicable": why})
+    if "kind" in params:
+        r.labels["point"] = params["kind"]
+    return r
 
 
 def result(dep, pair, test, params, samples, extras, started) -> Result:

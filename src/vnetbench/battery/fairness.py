@@ -188,9 +188,9 @@ def _run(dep, pair, settings, bottleneck_bps, seconds, length, background_bps, r
 
 
 def receiver_nic(testbed, pair) -> tuple[str, int]:
-    """(receiver VM, index of its NIC on the pair's vnet)."""
+    """(receiver VM, index of its NIC on the pair's vnet: the peer's, across a router)."""
     dst = pair.vms[1]
-    return dst, [n.vnet for n in testbed.vm(dst).nics].index(pair.vnet)
+    return dst, [n.vnet for n in testbed.vm(dst).nics].index(pair.peer_vnet or pair.vnet)
 
 
 def receiver_port(dep, pair) -> tuple[str, str]:

@@ -21,12 +21,17 @@ PLACEMENTS = ("same-host", "cross-host")
 
 
 def testbed_yaml(vswitch: str, network: str, underlay_mtu: int | None, placements,
-                 security_groups: bool = False) -> str:
+                 security_groups: bool = False, path: str = "l2") -> str:
+    """The context's testbed: a pair per placement on one vnet; with ``path``
+    l3-east-west, the pairs' second VMs on a second vnet, a router on h1 between them."""
     net = f"{{type: {network}" + (f", underlay_mtu: {underlay_mtu}" if underlay_mtu else "") + "}"
-    pairs = "\n".join(f"  - {{placement: {p}}}" for p in placements)
+    routed = path != "l2"
+    pairs = "\n".join(f"  - {{placement: {p}" + (f", path: {path}}}" if routed else "}") for p in placements)
     # on: every port in Neutron's default group (the pairs reach each other through it)
     sg = "security_groups: []\n" if security_groups else ""
-    return f"vswitch: {vswitch}\nnetwork: {net}\n{sg}pairs:\n{pairs}\n"
+    l3 = ("vnets: [{name: vnet1}, {name: vnet2}]\nrouters: [{name: r1, host: h1, vnets: [vnet1, vnet2]}]\n"
+          if routed else "")
+    return f"vswitch: {vswitch}\nnetwork: {net}\n{sg}{l3}pairs:\n{pairs}\n"
 
 
 def _backend_options(cfg) -> dict:
@@ -120,6 +125,9 @@ class VnetbenchTestbed(context.Context):
                       "properties": {"accommodation": {"type": ["array", "object", "string"]},
                                      "hosts": {"type": "integer", "minimum": 1, "maximum": 512},
                                      "density": {"type": "integer", "minimum": 1, "maximum": 512}}},
+            "path": {"enum": ["l2", "l3-east-west"], "description": "l2 (default): each pair on one "
+                     "vnet; l3-east-west: its second VM on a second vnet, a router on h1 between "
+                     "them (docs/routers.md)"},
             "security_groups": {"type": "boolean", "description": "every port with port security "
                                 "on, in Neutron's default group (egress anywhere, ingress from the "
                                 "group): the kind's firewall in every figure; default off"},
@@ -172,13 +180,14 @@ class VnetbenchTestbed(context.Context):
                        source=f"<rally scale {cfg['vswitch']}-{cfg['network']}>", online_cpus=cpus)
         else:
             tb = loads(testbed_yaml(cfg["vswitch"], cfg["network"], cfg.get("underlay_mtu"),
-                                    cfg["placements"], cfg.get("security_groups", False)),
+                                    cfg["placements"], cfg.get("security_groups", False),
+                                    cfg.get("path", "l2")),
                        source=f"<rally {cfg['vswitch']}-{cfg['network']}>", online_cpus=cpus)
         caps = capabilities.probe()
         # a cloud's vSwitch is the cloud's: this machine's kernel does not limit it
         reason = None if cfg.get("backend") == "openstack" else \
             (caps.why_not(tb.vswitch.kind, tb.network.type, tb.vswitch.datapath)
-             or caps.why_not_security_groups(tb))
+             or caps.why_not_security_groups(tb) or caps.why_not_routers(tb))
         if reason and caps.root and cfg["skip_unsupported"]:
             self.context["vnetbench"] = {"unsupported": reason, "results": cfg["results"],
                                          "vswitch": tb.vswitch.kind.value,

@@ -184,7 +184,10 @@ def _row(r: Result) -> Row:
     else:
         variable = " ".join(str(x) for x in (params.get("mode"), r.labels.get("point")) if x)
     metric = next((k for k in HEADLINE.get(r.test, ()) if k in r.samples), "")
-    return Row(r.test, variable, r.labels.get("placement", "-"), metric)
+    placement = r.labels.get("placement", "-")
+    if r.labels.get("path", "l2") != "l2":          # a routed pair: its own row beside the L2 one
+        placement = f"{placement} {r.labels['path']}"
+    return Row(r.test, variable, placement, metric)
 
 
 def _ordered_columns(columns) -> list[Column]:

@@ -59,8 +59,8 @@ def from_dict(d: dict) -> Testbed:
                                n.get("port_security", False), tuple(n.get("security_groups", ())))
                            for n in m["nics"]))
                   for m in d["vms"]),
-        pairs=tuple(Pair(p["name"], p["placement"], p["vnet"], tuple(p["vms"]))
-                    for p in d["pairs"]),
+        pairs=tuple(Pair(p["name"], p["placement"], p["vnet"], tuple(p["vms"]), p.get("path", "l2"),
+                         p.get("peer_vnet")) for p in d["pairs"]),
         security_groups=tuple(SecurityGroup(g["name"], tuple(rule_from_dict(r) for r in g["rules"]))
                               for g in d.get("security_groups", ())),
         **_routing(d),

@@ -16,7 +16,7 @@ import jsonschema
 from vnetbench import inputs, kinds
 from vnetbench.errors import TestbedFileError
 from vnetbench.testbed.model import (
-    CROSS_HOST, DEFAULT_SG, MIN_TENANT_MTU, SAME_HOST, SEGMENTATION_RANGE,
+    CROSS_HOST, DEFAULT_SG, EAST_WEST, L2, MIN_TENANT_MTU, SAME_HOST, SEGMENTATION_RANGE,
     External, ExternalHost, FloatingIp, Host, Network, NetType, Nic, Pair, Qos, Router, RouterPort,
     SecurityGroup, SgRule, Testbed, Vm, Vnet, VSwitch, VSwitchKind,
 )
@@ -438,6 +438,7 @@ class _Builder:
         return True, groups
 
     def _vms(self, hosts, vnets, interfaces=None):
+        self.interfaces = interfaces or {}
         raw_vms = list(self.doc.get("vms") or [])
         raw_pairs = self.doc.get("pairs")
         if raw_pairs is None and not raw_vms:
@@ -465,7 +466,8 @@ class _Builder:
     def _pair(self, p, i, hosts, vnets):
         where = f"pairs[{i}]"
         placement = p["placement"]
-        name = p.get("name") or ("same" if placement == SAME_HOST else "cross")
+        name = p.get("name") or ("same" if placement == SAME_HOST else "cross") + \
+            ("-ew" if p.get("path") == EAST_WEST else "")
         want = 1 if placement == SAME_HOST else 2
         names = p.get("hosts") or [h.name for h in hosts[:want]]
         if placement == CROSS_HOST and (len(names) != 2 or names[0] == names[1]):
@@ -480,10 +482,33 @@ class _Builder:
         vnet = p.get("vnet", vnets[0].name)
         if ("vnet", vnet) not in self.seen:
             self.fail(f"{where}.vnet", f"vnet {vnet!r} is not declared", _one_of(vnets))
-        vms = [(f"{where} (VM {name}-{s})", {"name": f"{name}-{s}", "host": h, "vnets": [vnet]})
-               for s, h in zip("ab", pair_hosts)]
+        path = p.get("path", L2)
+        peer = self._peer_vnet(p, where, vnet, vnets) if path == EAST_WEST else None
+        if peer is None and "peer_vnet" in p:
+            self.fail(f"{where}.peer_vnet", "peer_vnet applies to path l3-east-west",
+                      "add path: l3-east-west or remove peer_vnet")
+        vms = [(f"{where} (VM {name}-{s})", {"name": f"{name}-{s}", "host": h, "vnets": [v]})
+               for s, h, v in zip("ab", pair_hosts, (vnet, peer or vnet))]
         return Pair(name=name, placement=placement, vnet=vnet,
-                    vms=(f"{name}-a", f"{name}-b")), vms
+                    vms=(f"{name}-a", f"{name}-b"), path=path, peer_vnet=peer), vms
+
+    def _peer_vnet(self, p, where, vnet, vnets) -> str:
+        """The routed pair's second vnet: declared, on the same router as ``vnet``."""
+        on = {v.name: ri for ri, ports in self.interfaces.items() for v, _ in ports}
+        if vnet not in on:
+            self.fail(f"{where}.path", f"vnet {vnet!r} has no router",
+                      f"declare a router with interfaces on {vnet!r} and another vnet")
+        ri = on[vnet]
+        peer = p.get("peer_vnet") or next((v for v, r in on.items() if r == ri and v != vnet), None)
+        if peer is None:
+            self.fail(f"{where}.path", f"the router of vnet {vnet!r} has no other vnet",
+                      "give the router a second vnet")
+        if ("vnet", peer) not in self.seen:
+            self.fail(f"{where}.peer_vnet", f"vnet {peer!r} is not declared", _one_of(vnets))
+        if on.get(peer) != ri:
+            self.fail(f"{where}.peer_vnet", f"vnet {peer!r} is not on the router of vnet {vnet!r}",
+                      "route both vnets through one router")
+        return peer
 
     def _vm(self, spec, where, index, hosts, vnets, alloc) -> Vm:
         host = hosts.get(spec["host"])

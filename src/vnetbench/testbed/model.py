@@ -62,6 +62,9 @@ MIN_TENANT_MTU = 576     # the IPv4 datagram every host must accept (RFC 791)
 
 SAME_HOST = "same-host"
 CROSS_HOST = "cross-host"
+#: what lies between a pair's VMs: one vnet's switching, or a router between two vnets
+L2 = "l2"
+EAST_WEST = "l3-east-west"
 
 
 @dataclass(frozen=True)
@@ -167,11 +170,14 @@ class Vm:
 
 @dataclass(frozen=True)
 class Pair:
-    """Two VMs on one vnet, placed on the same host or across hosts."""
+    """Two VMs placed on the same host or across hosts: on one vnet (``path`` l2), or
+    the second on ``peer_vnet``, a router between them (``path`` l3-east-west)."""
     name: str
     placement: str
     vnet: str
     vms: tuple[str, str]
+    path: str = L2
+    peer_vnet: str | None = None
 
 
 @dataclass(frozen=True)

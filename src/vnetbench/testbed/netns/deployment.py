@@ -150,6 +150,12 @@ class Deployment(RunDeployment):
         does (``l3.remove_interface``); journaled first, recorded in the run's meta."""
         r = self.testbed.router(router)
         r.port(vnet)                                  # KeyError naming both, before any change
+        in_use = [f for f in self.testbed.floating_ips if f.vnet == vnet]
+        if in_use:                                    # Neutron: RouterInterfaceInUseByFloatingIP
+            from vnetbench.errors import VnetbenchError
+            raise VnetbenchError(f"router {r.name!r}: its interface on vnet {vnet!r} is needed by floating "
+                                 f"IP {in_use[0].ip} of VM {in_use[0].vm!r} (Neutron refuses to remove it); "
+                                 "remove another interface")
         self.run.record("router_interface_removed", router=r.name, vnet=vnet)
         kinds.of(self.testbed).netns_remove_router_interface(self, r, vnet)
         removed = self.run.meta().get("removed_router_interfaces", [])
