@@ -91,19 +91,25 @@ def test_libvirt_comparison_offers_tcg_guests_what_they_can_do(profile):
 
 @pytest.mark.parametrize("seed_id", ["002", "003", "004"])
 def test_each_seeds_comparison_task_renders_with_its_task_args(seed_id):
-    """What `vnetbench reproduce SEED` hands the comparison task (its columns, families and
-    the seed file's task_args) renders and validates; seed 002's RFC 2544 runs only
-    latency_at, repeated (a claim between two rows needs each row's spread)."""
+    """What `vnetbench reproduce SEED` hands the comparison task (its columns, families,
+    the seed file's task_args and its systems' paths) renders and validates; seed 002's
+    RFC 2544 runs throughput and latency_at, repeated (a claim between two rows needs each
+    row's spread), on a testbed with the bridge's pairs and the router's."""
+    import yaml
     from vnetbench.reproduce import commands, seed
     s = seed.load(seed_id)
-    path = TASKS[0].parent / "overlay-comparison.yaml"
-    text = render(path, profile="quick", columns=s.columns, tests=commands.families(s),
-                  **(s.task_args or {}))
+    task = TASKS[0].parent / "overlay-comparison.yaml"
+    routed = s.measured_paths != ["l2"]
+    text = render(task, profile="quick", columns=s.columns, tests=commands.families(s),
+                  **(s.task_args or {}), **({"path": s.measured_paths} if routed else {}))
     validate(text)
     if seed_id == "002":
         (args,) = _scenario_args(text, "VnetBench.rfc2544")
-        assert args["measures"] == ["latency_at"] and args["repetitions"] == 3
+        assert args["measures"] == ["throughput", "latency_at"] and args["repetitions"] == 3
         assert args["latency_rates"] == [1, 1000] and args["latency_loads"] == [50, 150]
+        ctxs = [w["contexts"]["vnetbench_testbed"] for st in yaml.safe_load(text)["subtasks"]
+                for w in st["workloads"]]
+        assert ctxs and all(c["path"] == ["l2", "l3-east-west"] for c in ctxs)
 
 
 def test_the_comparison_with_security_groups_filters_every_testbed():

@@ -167,8 +167,8 @@ def test_a_cross_row_claim_that_cannot_be_judged_is_refused_when_the_file_is_rea
 
 def test_seed_002_asks_the_comparison_for_its_rfc2544_points():
     s = seed.load("002")
-    assert s.task_args["rfc_measures"] == ["latency_at"]
-    variables = {r.variable for r in s.rows}
+    assert s.task_args["rfc_measures"] == ["throughput", "latency_at"]
+    variables = {r.variable for r in s.rows if r.test == "rfc2544_latency"}
     from vnetbench.battery import rfc2544
     cfg = rfc2544.Config(latency_rates=tuple(s.task_args["rfc_latency_rates"]),
                          latency_loads=tuple(s.task_args["rfc_latency_loads"]))
@@ -200,3 +200,39 @@ def test_the_cli_does_not_load_the_report_stack_for_other_commands():
     code = "import sys; from vnetbench import cli; cli._parser(); print('matplotlib' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert out.stdout.strip() == "False", out.stderr
+
+
+def routed_rec(test, variable, placement, metric, values, path=None):
+    r = rec(LB, test, variable, placement, metric, values)
+    if path:
+        r.labels["path"] = path
+    return r
+
+
+def test_seed_002s_router_is_the_routed_pair_of_the_bridges_column():
+    """Section 5's Linux router: the routed pair (path l3-east-west) of the same column as
+    the Linux bridge, measured in one testbed; each system's cell is found at its path,
+    and the claim between them is judged on both."""
+    s = seed.load("002")
+    assert s.columns == [LB] and s.measured_paths == ["l2", "l3-east-west"]
+    assert s.where("Linux router") == "linuxbridge/flat l3-east-west" and s.where("Linux bridge") == LB
+    recs = [routed_rec("rfc2544_latency", "64B latency at 1000 fps", "same-host", "rtt_avg_ms", [0.030, 0.031, 0.030]),
+            routed_rec("rfc2544_latency", "64B latency at 1000 fps", "same-host", "rtt_avg_ms", [0.041, 0.040, 0.041],
+                       path="l3-east-west"),
+            routed_rec("rfc2544_throughput", "64B throughput", "same-host", "ndr_fps", [50000, 51000, 50500]),
+            routed_rec("rfc2544_throughput", "64B throughput", "same-host", "ndr_fps", [40000, 40500, 40200],
+                       path="l3-east-west")]
+    _, res = judged(recs, "002")
+    assert verdicts(res["latency-1000fps"]) == [("greater", "agrees")]
+    assert verdicts(res["throughput-64b"]) == [("greater", "agrees")]
+    values = dict(res["throughput-64b"].verdicts[0].values)
+    assert values == {"Linux bridge": pytest.approx(50500), "Linux router": pytest.approx(40233.33, rel=1e-3)}
+    text = render.plain(seed.load("002"), list(res.values()))
+    assert "linuxbridge/flat l3-east-west (here)" in text and "Linux router = linuxbridge/flat l3-east-west" in text
+
+
+def test_a_system_with_an_unknown_path_is_refused():
+    doc = {"seed": "x", "file": "seeds/x", "title": "t", "table": "t",
+           "systems": {"A": {"column": LB, "path": "l3-north"}}, "rows": []}
+    with pytest.raises(ValueError, match="path 'l3-north'"):
+        seed.parse(doc, "x.yaml")

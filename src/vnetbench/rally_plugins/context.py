@@ -21,12 +21,15 @@ PLACEMENTS = ("same-host", "cross-host")
 
 
 def testbed_yaml(vswitch: str, network: str, underlay_mtu: int | None, placements,
-                 security_groups: bool = False, path: str = "l2") -> str:
+                 security_groups: bool = False, path: str | list = "l2") -> str:
     """The context's testbed: a pair per placement on one vnet; with ``path``
-    l3-east-west, the pairs' second VMs on a second vnet, a router on h1 between them."""
+    l3-east-west, the pairs' second VMs on a second vnet, a router on h1 between them; a
+    list of paths: a pair per placement and path (a seed's bridge beside its router)."""
     net = f"{{type: {network}" + (f", underlay_mtu: {underlay_mtu}" if underlay_mtu else "") + "}"
-    routed = path != "l2"
-    pairs = "\n".join(f"  - {{placement: {p}" + (f", path: {path}}}" if routed else "}") for p in placements)
+    paths = [path] if isinstance(path, str) else list(path)
+    routed = any(p != "l2" for p in paths)
+    pairs = "\n".join(f"  - {{placement: {p}" + (f", path: {pa}}}" if pa != "l2" else "}")
+                       for pa in paths for p in placements)
     # on: every port in Neutron's default group (the pairs reach each other through it)
     sg = "security_groups: []\n" if security_groups else ""
     l3 = ("vnets: [{name: vnet1}, {name: vnet2}]\nrouters: [{name: r1, host: h1, vnets: [vnet1, vnet2]}]\n"
@@ -125,9 +128,12 @@ class VnetbenchTestbed(context.Context):
                       "properties": {"accommodation": {"type": ["array", "object", "string"]},
                                      "hosts": {"type": "integer", "minimum": 1, "maximum": 512},
                                      "density": {"type": "integer", "minimum": 1, "maximum": 512}}},
-            "path": {"enum": ["l2", "l3-east-west"], "description": "l2 (default): each pair on one "
-                     "vnet; l3-east-west: its second VM on a second vnet, a router on h1 between "
-                     "them (docs/routers.md)"},
+            "path": {"oneOf": [{"enum": ["l2", "l3-east-west"]},
+                               {"type": "array", "minItems": 1, "uniqueItems": True,
+                                "items": {"enum": ["l2", "l3-east-west"]}}],
+                     "description": "l2 (default): each pair on one vnet; l3-east-west: its second "
+                     "VM on a second vnet, a router on h1 between them (docs/routers.md); a list: a "
+                     "pair per placement and path in one testbed"},
             "security_groups": {"type": "boolean", "description": "every port with port security "
                                 "on, in Neutron's default group (egress anywhere, ingress from the "
                                 "group): the kind's firewall in every figure; default off"},

@@ -44,10 +44,12 @@ def cmd_reproduce(args) -> int:
         columns = list(dict.fromkeys(s.systems.values())) if args.seed_systems_only else s.columns
         print(f"measuring the columns of seed {s.id}: {', '.join(columns)} ({args.profile})",
               file=sys.stderr, flush=True)
+        routed = s.measured_paths != ["l2"]     # a router's pairs beside the bridge's, one testbed
         res = compare.run(args.profile, out_dir=Path(args.results), monitor=not args.no_monitor,
                           columns=columns, name=f"reproduce-{s.id}", tests=families(s),
                           task_args=s.task_args,
-                          testbed={"placements": args.placement})
+                          testbed={"placements": args.placement,
+                                   "path": s.measured_paths if routed else None})
         runs, out = load([res["dir"]]), res["dir"]
     results = judge.judge(s, table.build(runs))
     text = render.plain(s, results)

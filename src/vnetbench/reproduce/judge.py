@@ -61,14 +61,20 @@ def judge(seed: Seed, table: Table) -> list[RowResult]:
 
 
 def find_cells(seed: Seed, row: Row, table: Table) -> dict:
-    """{column label: Cell} of ROW's test, variable and placement, for the seed's columns."""
-    match = [r for r in table.rows if (r.test, r.variable, r.placement) == (row.test, row.variable, row.placement)]
+    """{where: Cell} of ROW's test, variable and placement for each of the seed's systems
+    (``Seed.where``: a column, and a routed system's path) and columns beside them."""
+    wheres = list(dict.fromkeys([*(seed.where(s) for s in seed.systems), *seed.beside]))
     out = {}
     for col in table.columns:
-        if col.label in seed.columns:
+        for where in wheres:
+            label, _, path = where.partition(" ")
+            if col.label != label:
+                continue
+            placement = f"{row.placement} {path}" if path else row.placement
+            match = [r for r in table.rows if (r.test, r.variable, r.placement) == (row.test, row.variable, placement)]
             cell = next((table.cell(r, col) for r in match if table.cell(r, col).record), None)
             na = next((table.cell(r, col) for r in table.rows if r.test == row.test and table.cell(r, col).na), None)
-            out[col.label] = cell or na or Cell()
+            out[where] = cell or na or Cell()
     return out
 
 
@@ -76,7 +82,7 @@ def judge_row(seed: Seed, row: Row, table: Table) -> RowResult:
     cells = find_cells(seed, row, table)
 
     def by_system(r: Row, cs: dict) -> dict:
-        return {s: cs.get(col, Cell()) for s, col in seed.systems.items()}
+        return {s: cs.get(seed.where(s), Cell()) for s in seed.systems}
     verdicts = []
     for c in row.claims:
         other = None

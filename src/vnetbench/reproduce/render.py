@@ -13,7 +13,7 @@ SIGN = {AGREES: "agrees", DIFFERS: "DIFFERS", CANNOT: "cannot tell here"}
 
 
 def header(seed: Seed) -> list[str]:
-    systems = ", ".join(f"{s} = {c}" for s, c in seed.systems.items())
+    systems = ", ".join(f"{s} = {seed.where(s)}" for s in seed.systems)
     return [f"seed {seed.id}: \"{seed.title}\", {seed.table} ({seed.file})",
             f"systems: {systems}" + (f"; measured beside them: {', '.join(seed.beside)}" if seed.beside else "")]
 
@@ -35,10 +35,10 @@ def _measured(r: RowResult, column: str) -> str:
 
 def _cells(seed: Seed, r: RowResult) -> list[tuple[str, str]]:
     out = []
-    for system, column in seed.systems.items():
+    for system in seed.systems:
         out.append((f"{system} (seed)", r.row.figures.get(system).show(r.row.unit)
                     if system in r.row.figures else "-"))
-        out.append((f"{column} (here)", _measured(r, column)))
+        out.append((f"{seed.where(system)} (here)", _measured(r, seed.where(system))))
     return out + [(f"{c} (here)", _measured(r, c)) for c in seed.beside]
 
 
@@ -91,8 +91,9 @@ def to_dict(seed: Seed, results: list[RowResult]) -> dict:
             "id": r.row.id, "source": {"file": seed.file, "table": seed.table, "row": r.row.source},
             "test": r.row.test, "variable": r.row.variable, "placement": r.row.placement,
             "metric": r.row.metric, "unit": r.row.unit,
-            "systems": {s: {"column": col, "seed": vars(r.row.figures[s]) if s in r.row.figures else None,
-                            **cell(r, col)} for s, col in seed.systems.items()},
+            "systems": {s: {"column": col, "path": (seed.paths or {}).get(s, "l2"),
+                            "seed": vars(r.row.figures[s]) if s in r.row.figures else None,
+                            **cell(r, seed.where(s))} for s, col in seed.systems.items()},
             "beside": {c: cell(r, c) for c in seed.beside},
             "claims": [{"says": v.claim.says, "kind": v.claim.kind, "systems": list(v.claim.systems),
                         "verdict": v.status, "reason": v.reason, "values": dict(v.values)}

@@ -70,13 +70,25 @@ class Seed:
     beside: tuple                   # columns measured in the same run with no seed figure
     rows: tuple
     task_args: dict = None          # more comparison-task arguments the rows need (measures)
+    paths: dict = None              # seed system -> its pairs' path, where not l2 (a router)
 
     def row(self, row_id: str) -> Row:
         return next(r for r in self.rows if r.id == row_id)
 
     @property
     def columns(self) -> list[str]:
+        """The configurations measured (a bridge and a router of one kind share one)."""
         return list(dict.fromkeys([*self.systems.values(), *self.beside]))
+
+    def where(self, system: str) -> str:
+        """Where SYSTEM's figures are: its column, and its path when routed
+        ("linuxbridge/flat l3-east-west"): the report's rows carry the path likewise."""
+        path = (self.paths or {}).get(system, "l2")
+        return self.systems[system] + ("" if path == "l2" else f" {path}")
+
+    @property
+    def measured_paths(self) -> list[str]:
+        return sorted({"l2", *(self.paths or {}).values()})
 
 
 def available() -> list[str]:
@@ -91,8 +103,19 @@ def load(seed_id: str) -> Seed:
     return parse(yaml.safe_load(path.read_text()), f"{seed_id}.yaml")
 
 
+PATHS = ("l2", "l3-east-west")
+
+
 def parse(d: dict, where: str) -> Seed:
-    systems = dict(d["systems"])
+    """A system is a column ("vswitch/network"), or {column, path} for a routed one."""
+    systems, paths = {}, {}
+    for name, spec in dict(d["systems"]).items():
+        if isinstance(spec, dict):
+            if spec.get("path", "l2") not in PATHS:
+                raise ValueError(f"{where}: system {name!r}: path {spec.get('path')!r} is not one of {PATHS}")
+            systems[name], paths[name] = spec["column"], spec.get("path", "l2")
+        else:
+            systems[name] = spec
     rows = tuple(_row(r, systems, f"{where}: row {r.get('id', i)}") for i, r in enumerate(d["rows"]))
     ids = {r.id for r in rows}
     for r in rows:
@@ -101,7 +124,8 @@ def parse(d: dict, where: str) -> Seed:
                 raise ValueError(f"{where}: row {r.id}: claim {c.says!r} compares with row "
                                  f"{c.than_row!r}, which the file does not have")
     return Seed(str(d["seed"]), d["file"], d["title"], d["table"], systems,
-                tuple(d.get("beside", ())), rows, dict(d.get("task_args") or {}))
+                tuple(d.get("beside", ())), rows, dict(d.get("task_args") or {}),
+                {k: v for k, v in paths.items() if v != "l2"})
 
 
 def _row(r: dict, systems: dict, where: str) -> Row:
