@@ -159,14 +159,15 @@ def test_the_routed_comparison_asks_every_testbed_for_its_path():
     assert [(tb.vm(p.vms[1]).nics[0].vnet, tb.router_of("vnet1").name) for p in tb.pairs] == [("vnet2", "r1")] * 2
 
 
+@pytest.mark.parametrize("way", ["l3-east-west", "north-south"])
 @pytest.mark.parametrize("name", ["icmp-rtt", "tcp-mss", "udp-streams", "broadcast", "flow-setup", "rfc2544",
                                   "fairness"])
-def test_every_family_task_takes_the_path(name):
+def test_every_family_task_takes_the_path(name, way):
     import yaml
     task = TASKS[0].parent / f"{name}.yaml"
-    text = render(task, **{"path": "l3-east-west"})
+    text = render(task, **{"path": way})
     validate(text)
     ctxs = [w["contexts"]["vnetbench_testbed"] for s in yaml.safe_load(text)["subtasks"] for w in s["workloads"]]
-    assert ctxs and all(c["path"] == "l3-east-west" for c in ctxs)
+    assert ctxs and all(c["path"] == way for c in ctxs)
     assert not any("path" in w["contexts"]["vnetbench_testbed"]
                    for s in yaml.safe_load(render(task))["subtasks"] for w in s["workloads"])

@@ -45,10 +45,22 @@ def repeat(dep, times: int, measure) -> tuple[dict, list]:
 
 
 def static_arp(dep, a: str, b: str) -> None:
-    """Permanent neighbour entries both ways on the pair's eth0: no ARP in the test."""
+    """Permanent neighbour entries both ways on the pair's eth0: no ARP in the test. Across
+    a router the neighbour is the router's interface on the sender's vnet; an external
+    host (no VM of the testbed) resolves its next hop itself."""
+    tb = dep.testbed
+    vms = {v.name: v for v in tb.vms}
     for x, y in ((a, b), (b, a)):
-        nic = dep.testbed.vm(y).nics[0]
-        dep.exec(x, ["ip", "neigh", "replace", str(nic.ip), "lladdr", nic.mac, "nud", "permanent",
+        if x not in vms:
+            continue
+        own = vms[x].nics[0]
+        peer = vms[y].nics[0] if y in vms else None
+        if peer is None or peer.vnet != own.vnet:      # off-link: the gateway is the neighbour
+            router = tb.router_of(own.vnet)
+            if router is None:
+                continue
+            peer = router.port(own.vnet)
+        dep.exec(x, ["ip", "neigh", "replace", str(peer.ip), "lladdr", peer.mac, "nud", "permanent",
                      "dev", "eth0"])
 
 

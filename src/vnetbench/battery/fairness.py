@@ -41,9 +41,10 @@ import subprocess
 from contextlib import ExitStack
 
 from vnetbench import cpu
-from vnetbench.battery.common import collect, result
+from vnetbench.battery.common import collect, not_applicable, result
 from vnetbench.battery.session import iperf3_server
 from vnetbench.results.record import now
+from vnetbench.testbed.model import NORTH_SOUTH
 from vnetbench.traffic import iperf3
 
 FLOW_PORT_BASE = 5301
@@ -147,6 +148,9 @@ def run(dep, pair, settings=SEED_SETTINGS, bottleneck_bps=100 * M, seconds=10, l
         raise ValueError(f"fairness: bottleneck_bps must be > 0, not {bottleneck_bps}")
     if background_bps is not None and background_bps <= 0:
         raise ValueError(f"fairness: background_bps must be > 0 or None, not {background_bps}")
+    if pair.path == NORTH_SOUTH:        # the bottleneck is the receiving VM's port: none outside
+        return [not_applicable(dep, pair, "udp_fairness", "the bottleneck is shaped on the receiving VM's "
+                               f"port; pair {pair.name}'s receiver is the external host {pair.vms[1]!r}")]
     mtu = dep.testbed.network.tenant_mtu
     length = length or mtu - 28
     with dep.shaped_port(*receiver_nic(dep.testbed, pair)) as (host, port):

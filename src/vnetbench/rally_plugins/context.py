@@ -20,6 +20,10 @@ from vnetbench.state import state_root
 PLACEMENTS = ("same-host", "cross-host")
 
 
+#: what lies between a pair's two ends (``Pair.path``)
+PATHS = ["l2", "l3-east-west", "north-south"]
+
+
 def testbed_yaml(vswitch: str, network: str, underlay_mtu: int | None, placements,
                  security_groups: bool = False, path: str | list = "l2") -> str:
     """The context's testbed: a pair per placement on one vnet; with ``path``
@@ -32,8 +36,9 @@ def testbed_yaml(vswitch: str, network: str, underlay_mtu: int | None, placement
                        for pa in paths for p in placements)
     # on: every port in Neutron's default group (the pairs reach each other through it)
     sg = "security_groups: []\n" if security_groups else ""
-    l3 = ("vnets: [{name: vnet1}, {name: vnet2}]\nrouters: [{name: r1, host: h1, vnets: [vnet1, vnet2]}]\n"
-          if routed else "")
+    gateway = ", external_gateway: true" if "north-south" in paths else ""
+    l3 = ("vnets: [{name: vnet1}, {name: vnet2}]\n"
+          f"routers: [{{name: r1, host: h1, vnets: [vnet1, vnet2]{gateway}}}]\n" if routed else "")
     return f"vswitch: {vswitch}\nnetwork: {net}\n{sg}{l3}pairs:\n{pairs}\n"
 
 
@@ -128,12 +133,13 @@ class VnetbenchTestbed(context.Context):
                       "properties": {"accommodation": {"type": ["array", "object", "string"]},
                                      "hosts": {"type": "integer", "minimum": 1, "maximum": 512},
                                      "density": {"type": "integer", "minimum": 1, "maximum": 512}}},
-            "path": {"oneOf": [{"enum": ["l2", "l3-east-west"]},
+            "path": {"oneOf": [{"enum": PATHS},
                                {"type": "array", "minItems": 1, "uniqueItems": True,
-                                "items": {"enum": ["l2", "l3-east-west"]}}],
+                                "items": {"enum": PATHS}}],
                      "description": "l2 (default): each pair on one vnet; l3-east-west: its second "
-                     "VM on a second vnet, a router on h1 between them (docs/routers.md); a list: a "
-                     "pair per placement and path in one testbed"},
+                     "VM on a second vnet, a router on h1 between them; north-south: a VM to an "
+                     "external host through the router's SNAT (docs/routers.md); a list: a pair "
+                     "per placement and path in one testbed"},
             "security_groups": {"type": "boolean", "description": "every port with port security "
                                 "on, in Neutron's default group (egress anywhere, ingress from the "
                                 "group): the kind's firewall in every figure; default off"},

@@ -54,6 +54,10 @@ class RunDeployment:
         return self.run.run_id
 
     def ip(self, vm: str, vnet: str | None = None) -> str:
+        """A VM NIC's address (the first NIC's, or VNET's); an external host's address."""
+        outside = next((h for h in self.testbed.external_hosts if h.name == vm), None)
+        if outside is not None:
+            return str(outside.ip)
         v = self.testbed.vm(vm)
         return str(v.nic(vnet).ip if vnet else v.nics[0].ip)
 

@@ -16,7 +16,7 @@ import jsonschema
 from vnetbench import inputs, kinds
 from vnetbench.errors import TestbedFileError
 from vnetbench.testbed.model import (
-    CROSS_HOST, DEFAULT_SG, EAST_WEST, L2, MIN_TENANT_MTU, SAME_HOST, SEGMENTATION_RANGE,
+    CROSS_HOST, DEFAULT_SG, EAST_WEST, L2, MIN_TENANT_MTU, NORTH_SOUTH, SAME_HOST, SEGMENTATION_RANGE,
     External, ExternalHost, FloatingIp, Host, Network, NetType, Nic, Pair, Qos, Router, RouterPort,
     SecurityGroup, SgRule, Testbed, Vm, Vnet, VSwitch, VSwitchKind,
 )
@@ -467,7 +467,9 @@ class _Builder:
         where = f"pairs[{i}]"
         placement = p["placement"]
         name = p.get("name") or ("same" if placement == SAME_HOST else "cross") + \
-            ("-ew" if p.get("path") == EAST_WEST else "")
+            {EAST_WEST: "-ew", NORTH_SOUTH: "-ns"}.get(p.get("path"), "")
+        if p.get("path") == NORTH_SOUTH:
+            return self._north_south(p, i, name, placement, hosts, vnets)
         want = 1 if placement == SAME_HOST else 2
         names = p.get("hosts") or [h.name for h in hosts[:want]]
         if placement == CROSS_HOST and (len(names) != 2 or names[0] == names[1]):
@@ -491,6 +493,40 @@ class _Builder:
                for s, h, v in zip("ab", pair_hosts, (vnet, peer or vnet))]
         return Pair(name=name, placement=placement, vnet=vnet,
                     vms=(f"{name}-a", f"{name}-b"), path=path, peer_vnet=peer), vms
+
+    def _north_south(self, p, i, name, placement, hosts, vnets):
+        """A VM on the pair's vnet and the first external host, through the router of the
+        vnet, which needs an external gateway; the VM on that router's host (same-host) or
+        on the next host (cross-host)."""
+        where = f"pairs[{i}]"
+        if "peer_vnet" in p:
+            self.fail(f"{where}.peer_vnet", "peer_vnet applies to path l3-east-west",
+                      "remove peer_vnet (north-south goes to the first external host)")
+        vnet = p.get("vnet", vnets[0].name)
+        if ("vnet", vnet) not in self.seen:
+            self.fail(f"{where}.vnet", f"vnet {vnet!r} is not declared", _one_of(vnets))
+        on = {v.name: ri for ri, ports in self.interfaces.items() for v, _ in ports}
+        router = self.doc["routers"][on[vnet]] if vnet in on else None
+        if router is None or not router.get("external_gateway"):
+            self.fail(f"{where}.path", f"vnet {vnet!r} has no router with an external gateway",
+                      f"declare a router with external_gateway: true and an interface on {vnet!r}")
+        gw_host = router.get("host", hosts[0].name)
+        others = [h.name for h in hosts if h.name != gw_host]
+        if p.get("hosts"):
+            (host,) = p["hosts"][:1]
+            if ("host", host) not in self.seen:
+                self.fail(f"{where}.hosts", f"host {host!r} is not declared", _one_of(hosts))
+        elif placement == SAME_HOST:
+            host = gw_host
+        elif others:
+            host = others[0]
+        else:
+            self.fail(f"{where}.placement", f"cross-host north-south needs a host other than the router's "
+                      f"({gw_host})", "declare a second host or use placement same-host")
+        outside = (self.doc.get("external_hosts") or [{"name": DEFAULT_EXTERNAL_HOST}])[0]["name"]
+        vm = (f"{where} (VM {name}-a)", {"name": f"{name}-a", "host": host, "vnets": [vnet]})
+        return Pair(name=name, placement=placement, vnet=vnet, vms=(f"{name}-a", outside),
+                    path=NORTH_SOUTH), [vm]
 
     def _peer_vnet(self, p, where, vnet, vnets) -> str:
         """The routed pair's second vnet: declared, on the same router as ``vnet``."""

@@ -65,6 +65,7 @@ CROSS_HOST = "cross-host"
 #: what lies between a pair's VMs: one vnet's switching, or a router between two vnets
 L2 = "l2"
 EAST_WEST = "l3-east-west"
+NORTH_SOUTH = "north-south"       # a VM to an external host, out through its router's NAT
 
 
 @dataclass(frozen=True)
@@ -171,7 +172,9 @@ class Vm:
 @dataclass(frozen=True)
 class Pair:
     """Two VMs placed on the same host or across hosts: on one vnet (``path`` l2), or
-    the second on ``peer_vnet``, a router between them (``path`` l3-east-west)."""
+    the second on ``peer_vnet``, a router between them (``path`` l3-east-west); or a VM
+    and an external host (``path`` north-south: ``vms[1]`` is the external host, the VM
+    on its router's host or on another one), through the router's SNAT."""
     name: str
     placement: str
     vnet: str
