@@ -12,6 +12,7 @@ Everything lives in the run's namespaces (journaled at creation): deleting them 
 
 from __future__ import annotations
 
+from vnetbench.testbed.model import NAMESPACE_ROUTERS
 from vnetbench.testbed.netns import links, nsops, offloads
 
 EXTERNAL_DEV = "eth0"         # an external host's NIC
@@ -41,14 +42,19 @@ def external_links(ctx) -> None:
             links.veth(fab, n.ext_host_port(i), EXTERNAL_DEV, n.external_ns(eh.name), EXTERNAL_MTU,
                        n.alias(f"external host={eh.name}"))
             links.up(fab, n.ext_host_port(i), master=n.ext_fabric_bridge)
+    # a kind whose routers are not namespaces bridges the external link itself, in OVS's
+    # userspace datapath here: then checksums must be computed where packets start (a
+    # kernel path keeps its offloads: TSO is most of a namespace router's TCP throughput)
+    userspace = ctx.datapath == "netdev" and ctx.kind.routers not in NAMESPACE_ROUTERS
     for host in gateway_hosts(tb):
         with nsops.rtnl(n.host_ns(host)) as ns:
             links.stamp(ns, n.ext_uplink, n.alias("external link"))
             links.up(ns, n.ext_uplink)
-        # a userspace datapath may bridge it: checksums are computed where packets start
-        offloads.off(n.host_ns(host), [(n.ext_uplink, ("tx",))])
+        if userspace:
+            offloads.off(n.host_ns(host), [(n.ext_uplink, ("tx",))])
     for eh in tb.external_hosts:
-        offloads.off(n.external_ns(eh.name), [(EXTERNAL_DEV, ("tx",))])
+        if userspace:
+            offloads.off(n.external_ns(eh.name), [(EXTERNAL_DEV, ("tx",))])
         with nsops.rtnl(n.external_ns(eh.name)) as ns:
             idx = links.index(ns, EXTERNAL_DEV)
             ns.link("set", index=idx, address=eh.mac)
