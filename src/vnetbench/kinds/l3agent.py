@@ -58,7 +58,7 @@ def _router(ctx, ri: int, router) -> None:
     with nsops.rtnl(n.host_ns(router.host)) as host:
         links.veth(host, port, GATEWAY_DEV, rns, EXTERNAL_MTU, n.alias(f"router={router.name} gateway"))
         links.up(host, port, master=n.ext_bridge)
-    fips = [f for f in tb.floating_ips if tb.router_of(f.vnet) == router]
+    fips = tb.floating_ips_of(router)
     with nsops.rtnl(rns) as ns:
         idx = links.index(ns, GATEWAY_DEV)
         ns.link("set", index=idx, address=router.gateway_mac)
@@ -73,9 +73,8 @@ def _router(ctx, ri: int, router) -> None:
 
 def nat_spec(router, fips, tb) -> dict:
     """What Neutron's agent knows of the router when it writes its NAT (the script's input)."""
-    fixed = {(vm.name, nic.vnet): str(nic.ip) for vm in tb.vms for nic in vm.nics}
     return {"device": GATEWAY_DEV, "gateway": str(router.gateway), "snat": router.snat,
-            "floating_ips": [[fixed[f.vm, f.vnet], str(f.ip)] for f in fips]}
+            "floating_ips": [[str(tb.vm(f.vm).nic(f.vnet).ip), str(f.ip)] for f in fips]}
 
 
 def apply_nat(rns: str, router, fips, tb) -> str:

@@ -494,6 +494,10 @@ class _Builder:
         return Pair(name=name, placement=placement, vnet=vnet,
                     vms=(f"{name}-a", f"{name}-b"), path=path, peer_vnet=peer), vms
 
+    def _router_index(self) -> dict:
+        """{vnet name: index of the router with an interface on it}."""
+        return {v.name: ri for ri, ports in self.interfaces.items() for v, _ in ports}
+
     def _north_south(self, p, i, name, placement, hosts, vnets):
         """A VM on the pair's vnet and the first external host, through the router of the
         vnet, which needs an external gateway; the VM on that router's host (same-host) or
@@ -505,7 +509,7 @@ class _Builder:
         vnet = p.get("vnet", vnets[0].name)
         if ("vnet", vnet) not in self.seen:
             self.fail(f"{where}.vnet", f"vnet {vnet!r} is not declared", _one_of(vnets))
-        on = {v.name: ri for ri, ports in self.interfaces.items() for v, _ in ports}
+        on = self._router_index()
         router = self.doc["routers"][on[vnet]] if vnet in on else None
         if router is None or not router.get("external_gateway"):
             self.fail(f"{where}.path", f"vnet {vnet!r} has no router with an external gateway",
@@ -530,7 +534,7 @@ class _Builder:
 
     def _peer_vnet(self, p, where, vnet, vnets) -> str:
         """The routed pair's second vnet: declared, on the same router as ``vnet``."""
-        on = {v.name: ri for ri, ports in self.interfaces.items() for v, _ in ports}
+        on = self._router_index()
         if vnet not in on:
             self.fail(f"{where}.path", f"vnet {vnet!r} has no router",
                       f"declare a router with interfaces on {vnet!r} and another vnet")

@@ -279,6 +279,10 @@ class Testbed:
         """The router with an interface on VNET (the loader allows one), or None."""
         return next((r for r in self.routers if any(p.vnet == vnet for p in r.ports)), None)
 
+    def floating_ips_of(self, router: Router) -> tuple[FloatingIp, ...]:
+        """The floating IPs ROUTER carries: those of its vnets."""
+        return tuple(f for f in self.floating_ips if self.router_of(f.vnet) == router)
+
     def floating_ip(self, vm: str, vnet: str) -> FloatingIp | None:
         return next((f for f in self.floating_ips if f.vm == vm and f.vnet == vnet), None)
 

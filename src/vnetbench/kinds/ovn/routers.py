@@ -63,10 +63,8 @@ def transaction(tb, run_id: str) -> list[str]:
         if r.snat:
             for p in r.ports:
                 tx += ["--", "lr-nat-add", r.name, "snat", str(r.gateway), str(tb.vnet(p.vnet).cidr)]
-        fixed = {(vm.name, nic.vnet): str(nic.ip) for vm in tb.vms for nic in vm.nics}
-        for f in tb.floating_ips:
-            if tb.router_of(f.vnet) == r:
-                tx += ["--", "lr-nat-add", r.name, "dnat_and_snat", str(f.ip), fixed[f.vm, f.vnet]]
+        for f in tb.floating_ips_of(r):
+            tx += ["--", "lr-nat-add", r.name, "dnat_and_snat", str(f.ip), str(tb.vm(f.vm).nic(f.vnet).ip)]
     return tx[1:]
 
 

@@ -19,7 +19,6 @@ EXTERNAL_DEV = "eth0"         # an external host's NIC
 EXTERNAL_MTU = 1500
 
 
-
 def gateway_hosts(tb) -> list[str]:
     """Hosts with a router's gateway: they get a link to the external network."""
     return [h.name for h in tb.hosts if any(r.host == h.name and r.gateway for r in tb.routers)]
