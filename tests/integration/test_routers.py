@@ -137,3 +137,37 @@ def test_the_battery_measures_north_south_through_snat(netns_up):
         flowsetup.run(dep, pair, rates=(10,), seconds=1, repetitions=1)
         text = seen(5.0)
     assert f"IP {dep.testbed.routers[0].gateway}." in text, text     # SNAT: the router's address
+
+
+SEED000 = {"svi": "examples/seed000-svi.yaml", "stick": "examples/seed000-stick.yaml"}
+ROOT = __import__("pathlib").Path(__file__).resolve().parents[2]
+
+
+@pytest.mark.parametrize("routing,kind,ntype", [("svi", "ovs", "vlan"), ("stick", "ovs", "vlan"),
+                                                ("svi", "linuxbridge", "vxlan")])
+def test_seed000_testbeds_route_between_vlans(netns_up, routing, kind, ntype):
+    """Seed 000's L3 switch (an SVI per VLAN on the switch) and router on a stick (a router
+    on one trunk port): inside a VLAN the TTL stays, across VLANs it drops by one; on the
+    stick every inter-VLAN packet crosses the trunk tagged, both VLANs on the one link (the
+    router's NIC sees each echo arrive in VLAN 10 and its reply arrive in VLAN 20); the
+    battery measures a pair across VLANs through it (RTT, TCP)."""
+    from vnetbench.battery import rtt, tcp
+    from vnetbench.testbed.model import Pair
+    text = (ROOT / SEED000[routing]).read_text().replace("vswitch: ovs", f"vswitch: {kind}")
+    dep = netns_up(loads(text.replace("type: vlan", f"type: {ntype}"), source=SEED000[routing]))
+    ip = lambda vm: dep.testbed.vm(vm).nics[0].ip           # noqa: E731
+    assert set(TTL.findall(ping(dep, "pc1", ip("pc2")).stdout)) == {"64"}
+    for src, dst in (("pc1", "pc3"), ("pc2", "pc4"), ("pc4", "pc1")):
+        assert set(TTL.findall(ping(dep, src, ip(dst)).stdout)) == {"63"}, (src, dst)
+    if routing == "stick":
+        argv_of = lambda dev: ["tcpdump", "-i", dev, "-nn", "-e", "-l", "-c", "4", "icmp"]   # noqa: E731
+        with session.capture(dep, None, argv_of, host="sw", link=dep.names.trunk(0)) as seen:
+            ping(dep, "pc1", ip("pc4"), count=2)
+            text = seen(5.0)
+        assert f"vlan 10, p 0, ethertype IPv4 (0x0800), {ip('pc1')} > {ip('pc4')}: ICMP echo request" in text, text
+        assert f"vlan 20, p 0, ethertype IPv4 (0x0800), {ip('pc4')} > {ip('pc1')}: ICMP echo reply" in text, text
+    pair = Pair("inter", "same-host", "vlan10", ("pc1", "pc3"), path="l3-east-west", peer_vnet="vlan20")
+    out = [rtt.run(dep, pair, mode="flood", count=50, repetitions=1)] + \
+        tcp.run(dep, pair, nominal_mss=[1448], seconds=1, repetitions=1)
+    assert {r.labels["path"] for r in out} == {"l3-east-west"}
+    assert out[0].samples["loss_pct"] == [0.0] and out[1].samples["gbps"][0] > 0.01

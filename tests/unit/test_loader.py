@@ -235,7 +235,8 @@ def test_examples_cover_every_implemented_combination():
     names = {p.stem for p in EXAMPLES}
     want = {f"{k}-{t.value}" for k in ("linuxbridge", "ovs") for t in NetType} | {"ovn-geneve", "ovn-vxlan"}
     want |= {f"ovs-openflow-{t.value}" for t in NetType} | {"vrouter-gre", "faucet-vlan", "faucet-flat"}
-    assert want | {"two-vnets-same-cidr", "scale-4x32", "jumbo-vxlan", "routed-two-subnets"} == names
+    assert want | {"two-vnets-same-cidr", "scale-4x32", "jumbo-vxlan", "routed-two-subnets", "seed000-svi",
+                   "seed000-stick"} == names
 
 
 @pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.name)

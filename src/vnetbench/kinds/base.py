@@ -65,6 +65,8 @@ class Kind:
     #: outside it, on a port, the same namespace); "": none yet (``no_routers`` says why)
     routers: str = ""
     no_routers: str = ""
+    #: seed 000's inter-VLAN testbeds it realises (``Router.routing``: "svi", "stick")
+    switch_routing: tuple = ()
     #: brought up by ``vnetbench demo`` (no controller to wait for, or a fast one)
     demo: bool = False
 
@@ -127,6 +129,19 @@ class Kind:
         whose ``routers`` is "l3-agent" or "external"."""
         from vnetbench.kinds import l3agent
         l3agent.namespace_routers(ctx)
+
+    def why_not_switch_routing(self, caps, routing: str) -> str | None:
+        """Why this kind cannot be seed 000's L3 switch ("svi") or carry its router on a
+        stick ("stick"); None when it can."""
+        if routing in self.switch_routing:
+            return None
+        return (f"routing: {routing} (seed 000's inter-VLAN testbeds) is realised on linuxbridge (svi) "
+                f"and ovs (svi, stick), not on {self.name}; leave routing out for its own router")
+
+    def netns_svi(self, ctx, ri: int, router) -> None:
+        """Make the vSwitch of ROUTER's host an L3 switch for its vnets (``l3agent.svi``
+        with the kind's per-vnet interfaces)."""
+        raise NotImplementedError
 
     def netns_remove_router_interface(self, dep, router, vnet: str) -> None:
         """Remove ROUTER's interface on VNET as the kind's cloud does."""

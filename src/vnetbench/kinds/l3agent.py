@@ -27,6 +27,7 @@ from pathlib import Path
 
 from vnetbench.errors import BuildError
 from vnetbench.kinds import neutron_sg
+from vnetbench.testbed.model import SVI
 from vnetbench.testbed.netns import links, nsops, proc
 from vnetbench.testbed.netns.l3 import EXTERNAL_MTU, gateway_hosts
 
@@ -44,7 +45,25 @@ def namespace_routers(ctx) -> None:
             links.bridge(ns, n.ext_bridge, EXTERNAL_MTU, n.alias("external bridge (br-ex)"))
             links.up(ns, n.ext_uplink, master=n.ext_bridge)
     for ri, router in enumerate(tb.routers):
-        _router(ctx, ri, router)
+        if router.routing == SVI:
+            ctx.kind.netns_svi(ctx, ri, router)
+        else:               # the kind's router or a router on a stick: a namespace
+            _router(ctx, ri, router)
+
+
+def svi(ctx, router, devices) -> None:
+    """Seed 000's L3 switch: ROUTER's addresses (and MACs) on the vSwitch host's own
+    interfaces DEVICES, one per interface in order (the kind's: a Linux bridge per vnet, an
+    OVS internal port per tag), and IP forwarding in that host: its kernel routes between
+    its VLANs, as the seed's OVS and LiSA switches do (Figures 4 and 5)."""
+    tb, hns = ctx.testbed, ctx.names.host_ns(router.host)
+    nsops.sysctl(hns, "net/ipv4/ip_forward", "1")
+    with nsops.rtnl(hns) as ns:
+        for port, dev in zip(router.ports, devices, strict=True):
+            ns.link("set", index=links.index(ns, dev), address=port.mac)
+            links.stamp(ns, dev, ctx.names.alias(f"router={router.name} svi vnet={port.vnet}"))
+            links.address(ns, dev, port.ip, tb.vnet(port.vnet).cidr.prefixlen)
+            links.up(ns, dev)
 
 
 def _router(ctx, ri: int, router) -> None:

@@ -159,20 +159,25 @@ class UdpStream(_Base):
     TEST = "udp_stream"
 
     def run(self, sessions=(1, 5), seconds=60, bitrate_bps=None, length=None,
-            background_bps=None, repetitions=3, placements=None):
+            background_bps=None, repetitions=3, placements=None, background="pair",
+            background_length=None):
         """Unidirectional UDP with p parallel sessions; loss measured at the receiver.
 
         :param sessions: parallel session counts
         :param seconds: duration per repetition (seed: 60)
         :param bitrate_bps: offered rate per session, None = unlimited
         :param length: datagram payload bytes (default: tenant MTU - 28)
-        :param background_bps: rate of a CBR background flow, None = none
+        :param background_bps: rate of each CBR background flow, None = none
         :param repetitions: repetitions per point
         :param placements: same-host and/or cross-host
+        :param background: "pair" (one flow beside the measured one) or "seed000" (seed
+            000's flows among the VMs of the pair's router: ``udp.background_flows``)
+        :param background_length: background datagram payload bytes (default: length)
         """
         from vnetbench.battery import udp
         results = self._battery(placements, lambda dep, pair: udp.run(
-            dep, pair, tuple(sessions), seconds, bitrate_bps, length, background_bps, repetitions),
+            dep, pair, tuple(sessions), seconds, bitrate_bps, length, background_bps, repetitions,
+            background, background_length),
             UDP_KEYS, "UDP streams")
         if results:
             self.add_output(complete=charts.lines("UDP loss % vs sessions", charts.series(

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from vnetbench import kinds
 from vnetbench.errors import PrerequisiteError, UnsupportedError
-from vnetbench.testbed.model import NetType, Testbed, VSwitchKind
+from vnetbench.testbed.model import ROUTER, NetType, Testbed, VSwitchKind
 
 CLONE_NEWNET = 0x40000000
 AF_XDP = 44          # socket.AF_XDP is not in Python's socket module
@@ -110,6 +110,10 @@ class Capabilities:
         kind = kinds.of(testbed)
         if not kind.routers:
             return kind.no_routers or f"{kind.name} does not realise routers on the embedded testbed yet"
+        for r in testbed.routers:
+            why = kind.why_not_switch_routing(self, r.routing) if r.routing != ROUTER else None
+            if why:
+                return f"router {r.name!r}: {why}"
         if testbed.port_security:
             return ("routers with security groups are not realised on the embedded testbed yet "
                     "(a router's ports are exempt from them in Neutron); remove port_security or the routers")

@@ -7,7 +7,7 @@ import ipaddress
 
 from vnetbench import kinds
 from vnetbench.testbed.model import (
-    External, ExternalHost, FloatingIp, Host, Network, NetType, Nic, Pair, Qos, Router, RouterPort,
+    ROUTER, External, ExternalHost, FloatingIp, Host, Network, NetType, Nic, Pair, Qos, Router, RouterPort,
     SecurityGroup, SgRule, Testbed, Vm, Vnet, VSwitch, VSwitchKind,
 )
 
@@ -75,7 +75,7 @@ def _routing(d: dict) -> dict:
     return {
         "routers": tuple(Router(r["name"], r["host"], tuple(RouterPort(p["vnet"], _ip(p["ip"]), p["mac"])
                                                           for p in r["ports"]),
-                                _opt_ip(r["gateway"]), r["gateway_mac"], r["snat"])
+                                _opt_ip(r["gateway"]), r["gateway_mac"], r["snat"], r.get("routing", ROUTER))
                          for r in d.get("routers", ())),
         "external": None if ext is None else External(ipaddress.IPv4Network(ext["cidr"]), _ip(ext["gateway"])),
         "external_hosts": tuple(ExternalHost(h["name"], _ip(h["ip"]), h["mac"])

@@ -17,7 +17,7 @@ from vnetbench import inputs, kinds
 from vnetbench.errors import TestbedFileError
 from vnetbench.testbed.model import (
     CROSS_HOST, DEFAULT_SG, EAST_WEST, L2, MIN_TENANT_MTU, NORTH_SOUTH, SAME_HOST, SEGMENTATION_RANGE,
-    External, ExternalHost, FloatingIp, Host, Network, NetType, Nic, Pair, Qos, Router, RouterPort,
+    ROUTER, External, ExternalHost, FloatingIp, Host, Network, NetType, Nic, Pair, Qos, Router, RouterPort,
     SecurityGroup, SgRule, Testbed, Vm, Vnet, VSwitch, VSwitchKind,
 )
 
@@ -470,6 +470,8 @@ class _Builder:
             {EAST_WEST: "-ew", NORTH_SOUTH: "-ns"}.get(p.get("path"), "")
         if p.get("path") == NORTH_SOUTH:
             return self._north_south(p, i, name, placement, hosts, vnets)
+        if "vms" in p:
+            return self._declared_pair(p, where, name, placement), []
         want = 1 if placement == SAME_HOST else 2
         names = p.get("hosts") or [h.name for h in hosts[:want]]
         if placement == CROSS_HOST and (len(names) != 2 or names[0] == names[1]):
@@ -494,6 +496,46 @@ class _Builder:
         return Pair(name=name, placement=placement, vnet=vnet,
                     vms=(f"{name}-a", f"{name}-b"), path=path, peer_vnet=peer), vms
 
+    def _declared_pair(self, p, where, name, placement) -> Pair:
+        """A pair of VMs declared in ``vms`` (a seed's own machines, e.g. seed 000's PCs):
+        the first one's NIC on ``vnet`` (default: its first), the second on that vnet (l2)
+        or on another vnet of the same router (l3-east-west); the placement their hosts'."""
+        raw = {v.get("name"): v for v in self.doc.get("vms") or []}
+        for field_ in ("hosts", "peer_vnet"):
+            if field_ in p:
+                self.fail(f"{where}.{field_}", f"{field_} is taken from the declared VMs of vms",
+                          f"remove {field_} (or vms, to have the pair's VMs made)")
+        for vm in p["vms"]:
+            if vm not in raw:
+                self.fail(f"{where}.vms", f"VM {vm!r} is not declared in vms",
+                          "name two VMs of vms: " + ", ".join(map(repr, raw)) if raw else "declare them in vms")
+        a, b = (raw[vm] for vm in p["vms"])
+        if a is b:
+            self.fail(f"{where}.vms", f"a pair of VM {a['name']!r} with itself", "name two different VMs")
+        nets = lambda vm: [r if isinstance(r, str) else r["name"] for r in vm.get("vnets") or []]  # noqa: E731
+        vnet = p.get("vnet") or (nets(a) or [None])[0]
+        if vnet not in nets(a):
+            self.fail(f"{where}.vnet", f"VM {a['name']!r} has no NIC on vnet {vnet!r}",
+                      "give the vnet of one of its NICs")
+        path, peer = (L2, None) if vnet in nets(b) else (EAST_WEST, self._routed_peer(where, vnet, b, nets(b)))
+        if p.get("path", path) != path:
+            self.fail(f"{where}.path", f"VMs {a['name']!r} and {b['name']!r} meet on path {path}, not "
+                      f"{p['path']}", f"write path: {path} or leave it out")
+        got = SAME_HOST if a.get("host") == b.get("host") else CROSS_HOST
+        if got != placement:
+            self.fail(f"{where}.placement", f"VMs {a['name']!r} and {b['name']!r} are {got}, not "
+                      f"{placement}", f"write placement: {got}")
+        return Pair(name=name, placement=placement, vnet=vnet, vms=tuple(p["vms"]), path=path, peer_vnet=peer)
+
+    def _routed_peer(self, where, vnet, b, b_nets) -> str:
+        """The second declared VM's vnet that the first's router also routes."""
+        on = self._router_index()
+        peer = next((v for v in b_nets if vnet in on and on.get(v) == on[vnet]), None)
+        if peer is None:
+            self.fail(f"{where}.vms", f"VM {b['name']!r} is neither on vnet {vnet!r} nor on another vnet "
+                      "of its router", "pair VMs of one vnet, or of two vnets of one router")
+        return peer
+
     def _router_index(self) -> dict:
         """{vnet name: index of the router with an interface on it}."""
         return {v.name: ri for ri, ports in self.interfaces.items() for v, _ in ports}
@@ -503,9 +545,10 @@ class _Builder:
         vnet, which needs an external gateway; the VM on that router's host (same-host) or
         on the next host (cross-host)."""
         where = f"pairs[{i}]"
-        if "peer_vnet" in p:
-            self.fail(f"{where}.peer_vnet", "peer_vnet applies to path l3-east-west",
-                      "remove peer_vnet (north-south goes to the first external host)")
+        for field_, paths in (("peer_vnet", "path l3-east-west"), ("vms", "paths l2 and l3-east-west")):
+            if field_ in p:
+                self.fail(f"{where}.{field_}", f"{field_} applies to {paths}",
+                          f"remove {field_} (north-south pairs a VM of its own with the first external host)")
         vnet = p.get("vnet", vnets[0].name)
         if ("vnet", vnet) not in self.seen:
             self.fail(f"{where}.vnet", f"vnet {vnet!r} is not declared", _one_of(vnets))
@@ -635,7 +678,11 @@ class _Routing:
         out = []
         for ri, r in enumerate(self.raw):
             where, index = f"routers[{ri}]", len(self.vms) + ri
-            gw = r.get("external_gateway", False)
+            gw, routing = r.get("external_gateway", False), r.get("routing", ROUTER)
+            if gw and routing != ROUTER:
+                self.b.fail(f"{where}.external_gateway", f"a router with routing: {routing} routes between "
+                            "its VLANs only (seed 000's inter-VLAN testbeds)",
+                            "remove external_gateway, or leave routing out (the kind's own router)")
             for field_ in ("gateway_ip", "snat"):
                 if field_ in r and not gw:
                     self.b.fail(f"{where}.{field_}", f"{field_} applies to a router with an external gateway",
@@ -645,7 +692,8 @@ class _Routing:
             out.append(Router(
                 name=r["name"], host=r.get("host", self.hosts[0].name), ports=ports,
                 gateway=self.pool.take(r.get("gateway_ip"), f"{where}.gateway_ip") if gw else None,
-                gateway_mac=_mac(index, len(ports)) if gw else None, snat=r.get("snat", True) if gw else False))
+                gateway_mac=_mac(index, len(ports)) if gw else None, snat=r.get("snat", True) if gw else False,
+                routing=routing))
         return tuple(out)
 
     def _floating_ips(self, routers) -> tuple[FloatingIp, ...]:

@@ -197,13 +197,18 @@ class Router:
     """A tenant router on ``host`` (the network node of Neutron's legacy L3 agent; kinds
     that route elsewhere say so): east-west between its vnets; with ``gateway`` (its
     address on the external network) north-south, with SNAT for VMs without a floating
-    IP when ``snat``."""
+    IP when ``snat``. ``routing`` SVI or STICK makes it one of seed 000's inter-VLAN
+    testbeds instead of the kind's router: an interface per vnet on the vSwitch of
+    ``host`` (the L3 switch), or a router namespace on one trunk port of it (router on a
+    stick); both east-west only."""
     name: str
     host: str
     ports: tuple[RouterPort, ...]
     gateway: ipaddress.IPv4Address | None = None
     gateway_mac: str | None = None
     snat: bool = True
+    #: how it is made: ROUTER (the kind's tenant router), SVI or STICK (seed 000's testbeds)
+    routing: str = "router"
 
     def port(self, vnet: str) -> RouterPort:
         for p in self.ports:
@@ -294,23 +299,28 @@ class Testbed:
         """Everything whose NICs are ports of the vSwitches: the VMs, then, where the kind
         routes in a namespace (``Kind.routers`` in NAMESPACE_ROUTERS), each router as its
         namespace holding one port per interface (Neutron's legacy L3 agent plugs a
-        router's qr- ports as a VM's; an OVN logical router has no port of its own).
+        router's qr- ports as a VM's; an OVN logical router has no port of its own), and
+        each router on a stick (its subinterfaces; the kind puts them behind its trunk).
         Positions are the VMs' first, so a VM's index is the same in ``vms`` and here."""
         from vnetbench import kinds
-        if kinds.get(self.vswitch.kind).routers not in NAMESPACE_ROUTERS:
-            return self.vms
-        return self.vms + tuple(router_holder(r) for r in self.routers)
+        in_ns = kinds.get(self.vswitch.kind).routers in NAMESPACE_ROUTERS
+        return self.vms + tuple(router_holder(r) for r in self.routers
+                                if r.routing == STICK or (r.routing == ROUTER and in_ns))
 
     def attached_on(self, host: str) -> tuple[Vm, ...]:
         return tuple(vm for vm in self.attached if vm.host == host)
 
     def vnets_on(self, host: str) -> tuple[Vnet, ...]:
         used = {nic.vnet for vm in self.attached_on(host) for nic in vm.nics}
+        used |= {p.vnet for r in self.routers if r.routing == SVI and r.host == host for p in r.ports}
         return tuple(v for v in self.vnets if v.name in used)
 
 
 #: how kinds route (``Kind.routers``) whose routers are namespaces with ports on the vSwitch
 NAMESPACE_ROUTERS = ("l3-agent", "external")
+#: ``Router.routing``: the kind's own tenant router, or seed 000's inter-VLAN testbeds
+ROUTER, SVI, STICK = "router", "svi", "stick"
+ROUTINGS = (ROUTER, SVI, STICK)
 
 
 def router_holder(r: Router) -> Vm:

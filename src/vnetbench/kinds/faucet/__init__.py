@@ -24,6 +24,7 @@ class Faucet(Ovs):
                 "configure it beside Neutron, which this backend does not model")
     demo = False
     routers = ""
+    switch_routing = ()               # Ovs's svi/stick wiring is in its own transaction
     no_routers = "Faucet's inter-VLAN routing (faucet_vips) is not realised on the embedded testbed yet"
     firewall = ""                     # not Neutron's OVS agent: its firewall is not inherited
 

@@ -19,6 +19,7 @@ class LinuxBridge(Kind):
     demo = True
     remote_bridges = "linux-per-vnet"
     routers = "l3-agent"
+    switch_routing = ("svi",)
     firewall = "neutron iptables firewall (IptablesFirewallDriver, python3-neutron, in the host)"
 
     def why_not(self, caps, ntype, datapath):
@@ -29,6 +30,20 @@ class LinuxBridge(Kind):
             return (f"linuxbridge over {ntype} is not wired by the netns backend yet "
                     f"(it needs a {LINKS[ntype][0]} device per remote host); use ovs")
         return None
+
+    def why_not_switch_routing(self, caps, routing):
+        if routing == "stick":      # a trunk: tagged frames on one port of the bridge
+            missing = caps is not None and caps.links.get("vlan")
+            return ("a router on a stick needs a trunk, which a Linux bridge carries through 802.1q "
+                    "VLAN devices or bridge VLAN filtering" + (f"; {caps.link_missing('vlan')}" if missing
+                                                                else " (not wired by the netns backend yet)")
+                    + "; use ovs (a trunk port)")
+        return super().why_not_switch_routing(caps, routing)
+
+    def netns_svi(self, ctx, ri, router):
+        """Each vnet's bridge is the switch's interface on it (the seed's LiSA SVIs)."""
+        from vnetbench.kinds import l3agent
+        l3agent.svi(ctx, router, [ctx.names.lb_bridge(ctx.vnet_index(p.vnet)) for p in router.ports])
 
     def why_not_egress(self, caps):
         if caps.links.get("ifb"):

@@ -24,6 +24,7 @@ class Ovn(Ovs):
     openstack_environment = "ml2-ovn"
     demo = True
     routers = "ovn"                   # logical routers (kinds/ovn/routers.py)
+    switch_routing = ()               # Ovs's svi/stick wiring is in its own transaction
     firewall = ("OVN ACLs on port groups as Neutron's OVN driver writes them (allow-related, "
                 "neutron_pg_drop; conntrack in the userspace datapath)")
 

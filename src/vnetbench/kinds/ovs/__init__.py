@@ -43,6 +43,7 @@ class Ovs(Kind):
     demo = True
     remote_bridges = "ovs-vlan"
     routers = "l3-agent"
+    switch_routing = ("svi", "stick")
     firewall = ("neutron openvswitch firewall (OVSFirewallDriver, python3-neutron, conntrack "
                 "flows on the host's OVS)")
 
@@ -84,6 +85,12 @@ class Ovs(Kind):
         netns.wire(ctx)
         if ctx.testbed.port_security:     # Neutron's OVS firewall driver, as the agent runs it
             firewall.start(ctx)
+
+    def netns_svi(self, ctx, ri, router):
+        """The internal ports ``netns.switch_routing`` put on the integration bridge, one
+        per vnet tagged with its local VLAN (the seed's Figure 4)."""
+        from vnetbench.kinds import l3agent
+        l3agent.svi(ctx, router, [ctx.names.svi(ri, k) for k in range(len(router.ports))])
 
     def netns_expire(self, dep, layers):
         if "datapath" in layers:

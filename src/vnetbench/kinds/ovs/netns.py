@@ -21,7 +21,7 @@ import os
 
 from vnetbench.kinds.ovs import agent as ovs_agent
 from vnetbench.kinds.ovs import firewall, pipeline
-from vnetbench.testbed.model import NetType
+from vnetbench.testbed.model import STICK, SVI, NetType
 from vnetbench.testbed.netns import links, nsops, offloads, proc, veths
 
 AGENT = "neutron-openvswitch-agent"
@@ -214,6 +214,9 @@ class OvsHost:
         ntype, secured, split = tb.network.type, tb.port_security, firewall.two_bridges(tb)
         if secured:     # the agent's pipeline (firewall.flows), not NORMAL alone
             tx += ["--", "set", "Bridge", names.ovs_int, "fail_mode=secure"]
+        sticks = {r.name: ri for ri, r in enumerate(tb.routers) if r.routing == STICK and r.host == host.name}
+        for ri in sticks.values():
+            tx += _bridge(names.stick_bridge(ri), datapath, own)
         for vnet in tb.vnets_on(host.name):
             vi = ctx.vnet_index(vnet.name)
             tag = local_vlan(tb, vnet, vi)
@@ -222,13 +225,15 @@ class OvsHost:
                     if nic.vnet == vnet.name:
                         port = names.vm_port(ctx.vm_index(vm.name), n)
                         extra = firewall.port_columns(ctx, port, vm, n, nic, tag) if secured else []
-                        tx += _port(names.ovs_int, port, own, f"tag={tag}", *extra)
+                        bridge = names.stick_bridge(sticks[vm.name]) if vm.name in sticks else names.ovs_int
+                        tx += _port(bridge, port, own, f"tag={tag}", *extra)
             if ntype is NetType.FLAT:
                 tx += _port(names.ovs_int, names.physnet(vi), own, f"tag={tag}")
             elif ntype.is_tunnel and not split:
                 tx += tunnel_ports(ctx, host, vnet, vi, names.ovs_int, own, f"tag={tag}")
         if split:
             tx += firewall.tunnel_bridge(ctx, host, datapath, own)
+        tx += switch_routing(ctx, host, own)
         for i, (port, qos) in enumerate(ctx.qos_ports(host.name)):
             if not qos.egress:
                 tx += qos_columns(port, i, qos, own)
@@ -239,6 +244,31 @@ class OvsHost:
             tx += ["--", "set", "Interface", names.ovs_phy, f"mtu_request={tb.network.underlay_mtu}"]
             tx += _port(names.ovs_phy, names.uplink, own)
         return tx
+
+
+def switch_routing(ctx, host, own) -> list[str]:
+    """Seed 000's inter-VLAN testbeds on HOST's integration bridge, as the seed's OVS
+    configuration makes them (its Figures 4 and 8): per SVI router an internal port per
+    vnet tagged with the vnet's local VLAN (the host's kernel routes between them:
+    ``l3agent.svi``); per router on a stick a trunk port carrying its vnets' VLANs, whose
+    far end is the router's one NIC. This kernel has no 802.1q devices, so that NIC's
+    subinterfaces are split off by a bridge of the same vswitchd with an access port per
+    tag (``Names.stick_bridge``; ``_transaction`` puts the router's ports there): tagged
+    frames cross the trunk link both ways, as on the seed's wire."""
+    tb, names, tx = ctx.testbed, ctx.names, []
+    tags = lambda r: [local_vlan(tb, tb.vnet(p.vnet), ctx.vnet_index(p.vnet)) for p in r.ports]  # noqa: E731
+    for ri, r in enumerate(tb.routers):
+        if r.host != host.name:
+            continue
+        if r.routing == SVI:
+            for k, tag in enumerate(tags(r)):
+                tx += _port(names.ovs_int, names.svi(ri, k), own, f"tag={tag}")
+                tx += ["--", "set", "Interface", names.svi(ri, k), "type=internal", f"mac=\"{r.ports[k].mac}\""]
+        elif r.routing == STICK:
+            trunks = "trunks=" + ",".join(map(str, tags(r)))
+            tx += _port(names.ovs_int, names.trunk(ri), own, trunks)
+            tx += _port(names.stick_bridge(ri), names.trunk_nic(ri), own, trunks)
+    return tx
 
 
 def local_vlan(tb, vnet, vi: int) -> int:
@@ -313,7 +343,7 @@ def offloads_off(ctx, host, afxdp: bool) -> None:
     by_ns: dict[str, list] = {n.host_ns(host.name): []}
     for v in veths.host_veths(ctx.testbed, n, host.name):
         by_ns[n.host_ns(host.name)].append((v.name, ("tx",)))
-        far = ("tx", *peer) if v.role == veths.VM_NIC else peer
+        far = ("tx", *peer) if v.role in (veths.VM_NIC, veths.TRUNK) else peer   # OVS's own too
         by_ns.setdefault(v.peer_ns, []).append((v.peer, far))
     for ns, devices in by_ns.items():
         offloads.off(ns, devices)

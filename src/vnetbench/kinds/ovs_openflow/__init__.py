@@ -23,6 +23,7 @@ class OvsOpenFlow(Ovs):
     # Floodlight v0.90's Forwarding has no L3: tenants route through a router outside the
     # fabric, on a port (router on a stick); the same namespace router as Neutron's agent's
     routers = "external"
+    switch_routing = ()               # Ovs's svi/stick wiring is in its own transaction
     remote_bridges = None             # its controller is not built on a remote hypervisor
     openstack_environment = "openflow-controller"
     demo = False

@@ -34,6 +34,7 @@ class VRouter(Ovs):
     openstack_environment = "tungsten-fabric"
     demo = False
     routers = ""
+    switch_routing = ()               # Ovs's svi/stick wiring is in its own transaction
     no_routers = ("the vRouter's inter-VN routing and floating-IP VRFs are not realised on the "
                   "embedded testbed yet")
     firewall = ("Contrail security groups in the vRouter agent: rules evaluated at each flow's "

@@ -63,6 +63,7 @@ class _Build(Context):
         self._vms()
         if tb.external is not None:
             l3.external_links(self)
+        l3.trunk_links(self)
         progress(f"namespaces and links ready ({time.monotonic() - t0:.2f} s)")
         self.kind.netns_wire(self)
         progress(f"vSwitches ready ({time.monotonic() - t0:.2f} s)")

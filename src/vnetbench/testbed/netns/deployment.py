@@ -11,7 +11,7 @@ from vnetbench import kinds
 from vnetbench.state import Run
 from vnetbench.testbed.base import RunDeployment
 from vnetbench.testbed.deployment import CONTROLLER_DIR
-from vnetbench.testbed.model import Testbed
+from vnetbench.testbed.model import ROUTER, SVI, Testbed
 from vnetbench.testbed.netns import proc, veths
 from vnetbench.testbed.netns.names import Names
 
@@ -32,8 +32,10 @@ class Deployment(RunDeployment):
         A router's or an external host's name runs it there (a router on its host's CPUs;
         an external host, outside the cloud, on none in particular)."""
         tb = self.testbed
-        if any(r.name == vm for r in tb.routers):
-            return proc.in_netns(self.names.vm_ns(vm), argv, tb.host(tb.router(vm).host).cpus)
+        if any(r.name == vm for r in tb.routers):       # an L3 switch is its host itself
+            r = tb.router(vm)
+            ns = self.names.host_ns(r.host) if r.routing == SVI else self.names.vm_ns(vm)
+            return proc.in_netns(ns, argv, tb.host(r.host).cpus)
         if any(h.name == vm for h in tb.external_hosts):
             return proc.in_netns(self.names.external_ns(vm), argv)
         v = tb.vm(vm)
@@ -150,6 +152,10 @@ class Deployment(RunDeployment):
         does (``l3.remove_interface``); journaled first, recorded in the run's meta."""
         r = self.testbed.router(router)
         r.port(vnet)                                  # KeyError naming both, before any change
+        if r.routing != ROUTER:
+            from vnetbench.errors import UnsupportedError
+            raise UnsupportedError(f"router {r.name!r} (routing: {r.routing}): removing an interface applies "
+                                   "to the kind's own router (routing: router)")
         in_use = [f for f in self.testbed.floating_ips if f.vnet == vnet]
         if in_use:                                    # Neutron: RouterInterfaceInUseByFloatingIP
             from vnetbench.errors import VnetbenchError

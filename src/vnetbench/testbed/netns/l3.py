@@ -12,7 +12,7 @@ Everything lives in the run's namespaces (journaled at creation): deleting them 
 
 from __future__ import annotations
 
-from vnetbench.testbed.model import NAMESPACE_ROUTERS
+from vnetbench.testbed.model import NAMESPACE_ROUTERS, STICK
 from vnetbench.testbed.netns import links, nsops, offloads
 
 EXTERNAL_DEV = "eth0"         # an external host's NIC
@@ -62,8 +62,21 @@ def external_links(ctx) -> None:
             links.up(ns, EXTERNAL_DEV)
 
 
-
-
+def trunk_links(ctx) -> None:
+    """Each router on a stick's trunk link: a veth in its host, one end for the vSwitch's
+    trunk port, the other the router's one NIC (the kind splits it into subinterfaces:
+    ``ovs.netns.switch_routing``). Before the kinds wire the hosts."""
+    tb, n = ctx.testbed, ctx.names
+    for ri, r in enumerate(tb.routers):
+        if r.routing != STICK:
+            continue
+        hns = n.host_ns(r.host)
+        with nsops.rtnl(hns) as ns:
+            links.veth(ns, n.trunk(ri), n.trunk_nic(ri), hns, tb.network.tenant_mtu,
+                       n.alias(f"router={r.name} trunk (switch end)"))
+            links.stamp(ns, n.trunk_nic(ri), n.alias(f"router={r.name} trunk (router's NIC)"))
+            links.up(ns, n.trunk(ri))
+            links.up(ns, n.trunk_nic(ri))
 
 
 def default_routes(ctx) -> None:

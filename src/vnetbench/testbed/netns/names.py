@@ -149,6 +149,25 @@ class Names:
         """The host's end of router ``router_i``'s gateway link (Neutron's qg- port)."""
         return _ifname(f"rg{self.rid}-{router_i}")
 
+    # seed 000's inter-VLAN testbeds (``Router.routing``): an L3 switch's interfaces, a
+    # router on a stick's trunk and what takes its subinterfaces apart
+    def svi(self, router_i: int, port_k: int) -> str:
+        """The vSwitch host's interface on router ``router_i``'s ``port_k``-th vnet (an SVI)."""
+        return _ifname(f"sv{self.rid}-{router_i}-{port_k}")
+
+    def trunk(self, router_i: int) -> str:
+        """The switch's end of router ``router_i``'s trunk link (a trunk port of the vSwitch)."""
+        return _ifname(f"tk{self.rid}-{router_i}")
+
+    def trunk_nic(self, router_i: int) -> str:
+        """The router's end of its trunk link: its one NIC, carrying every VLAN tagged."""
+        return _ifname(f"kn{self.rid}-{router_i}")
+
+    def stick_bridge(self, router_i: int) -> str:
+        """What splits router ``router_i``'s trunk NIC into one subinterface per VLAN where
+        the kernel has no 802.1q devices: an OVS bridge with an access port per tag."""
+        return _ifname(f"bk{self.rid}-{router_i}")
+
     # management network (controller <-> hosts), apart from the tenant underlay
     @property
     def mgmt_bridge(self) -> str:

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from vnetbench.testbed.model import NetType, Testbed
+from vnetbench.testbed.model import STICK, NetType, Testbed
 from vnetbench.testbed.netns.names import Names
 
-UPLINK, PHYSNET, VM_NIC = "uplink", "physnet", "vm"
+UPLINK, PHYSNET, VM_NIC, TRUNK = "uplink", "physnet", "vm", "trunk"
 
 
 @dataclass(frozen=True)
@@ -34,7 +34,8 @@ class HostVeth:
 
 def wires(testbed: Testbed, host: str) -> list[Wire]:
     """HOST's veths as the builder makes them: the uplink, one physnet per vnet on a
-    flat network, one per VM NIC. Pure: counts and choices need no run."""
+    flat network, one per VM NIC (routers' too), one trunk per router on a stick (both
+    ends in the host: ``l3.trunk_links``). Pure: counts and choices need no run."""
     out = [Wire(UPLINK)]
     if testbed.network.type is NetType.FLAT:
         vnet_i = {v.name: i for i, v in enumerate(testbed.vnets)}
@@ -42,6 +43,7 @@ def wires(testbed: Testbed, host: str) -> list[Wire]:
     for vm_i, vm in enumerate(testbed.attached):
         if vm.host == host:
             out += [Wire(VM_NIC, (vm_i, k)) for k in range(len(vm.nics))]
+    out += [Wire(TRUNK, (ri,)) for ri, r in enumerate(testbed.routers) if r.routing == STICK and r.host == host]
     return out
 
 
@@ -56,6 +58,9 @@ def host_veths(testbed: Testbed, names: Names, host: str) -> list[HostVeth]:
         elif w.role == PHYSNET:
             (vi,) = w.index
             out.append(HostVeth(w.role, names.physnet(vi), names.fabric_ns, names.fabric_physnet(hi, vi)))
+        elif w.role == TRUNK:
+            (ri,) = w.index
+            out.append(HostVeth(w.role, names.trunk(ri), names.host_ns(host), names.trunk_nic(ri)))
         else:
             vm_i, k = w.index
             out.append(HostVeth(w.role, names.vm_port(vm_i, k), names.vm_ns(testbed.attached[vm_i].name),
