@@ -18,8 +18,10 @@ from vnetbench.traffic import iperf3
 BACKGROUND_PORT = iperf3.DEFAULT_PORT + 1
 #: the background's schemes: "pair" (one flow src -> dst beside the measured one), "seed000"
 BACKGROUNDS = ("pair", "seed000")
-#: seconds the background runs before and after the measured flow
+#: seconds the background runs before (the measured flow's omitted start) and after it
 BACKGROUND_MARGIN_S = 1
+#: what a UDP stream's set-up (a datagram each way) takes on a quiet network, with room
+STREAM_SETUP_S = 0.3
 
 
 def background_flows(testbed, pair, scheme: str = "pair") -> list[tuple[str, str]]:
@@ -83,24 +85,38 @@ def run(dep, pair, sessions=(1, 5), seconds=60, bitrate_bps=None, length=None,
 
 def _one(dep, src, dst, sessions, seconds, bitrate_bps, length, bg):
     """The measured flow's receiver-side results, and each background flow's (delivered
-    Gbit/s and loss %, or the reason it has none) once it ran to its end."""
+    Gbit/s and loss %, or the reason it has none) once it ran to its end. With a background
+    the measured flow starts first, on a quiet network (iperf3 sets a UDP stream up with a
+    datagram each way, which a loaded switch may drop: no measurement then, not a lossy
+    one); the background follows at once, and the measured flow's first
+    BACKGROUND_MARGIN_S seconds, while it starts, are left out (iperf3 ``-O``)."""
+    margin = BACKGROUND_MARGIN_S if bg["flows"] else 0
     client = iperf3.client_command(iperf3.ClientParams(
-        dest=dep.ip(dst), seconds=seconds, protocol="udp", parallel=sessions,
+        dest=dep.ip(dst), seconds=seconds + margin, omit_s=margin, protocol="udp", parallel=sessions,
         bitrate_bps=bitrate_bps, length=length))
     with ExitStack() as stack:
         stack.enter_context(iperf3_server(dep, dst))
+        servers = []
+        for i, (_, d) in enumerate(bg["flows"]):    # one server each: several flows share a VM
+            servers.append(BACKGROUND_PORT + i)
+            stack.enter_context(iperf3_server(dep, d, BACKGROUND_PORT + i))
+        measured = dep.popen(src, client, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        stack.callback(stop, measured, 10)
         clients = []
-        for i, (s, d) in enumerate(bg["flows"]):
-            port = BACKGROUND_PORT + i          # one server each: several flows share a VM
-            stack.enter_context(iperf3_server(dep, d, port))
+        if bg["flows"]:
+            time.sleep(STREAM_SETUP_S)
+        for port, (s, d) in zip(servers, bg["flows"]):
             argv = iperf3.client_command(iperf3.ClientParams(
-                dest=dep.ip(d), port=port, seconds=seconds + 2 * BACKGROUND_MARGIN_S, protocol="udp",
+                dest=dep.ip(d), port=port, seconds=seconds + 2 * margin, protocol="udp",
                 bitrate_bps=bg["bps"], length=bg["length"]))
             clients.append(dep.popen(s, argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True))
             stack.callback(stop, clients[-1], 10)
-        if clients:
-            time.sleep(BACKGROUND_MARGIN_S)     # the background is on before the measured flow
-        res = iperf3.parse(dep.exec(src, client, timeout=seconds + 30).stdout)
+        try:
+            text = measured.communicate(timeout=seconds + margin + 30)[0]
+        except subprocess.TimeoutExpired:
+            raise RuntimeError(f"udp_stream: the measured iperf3 client in {src} did not end within "
+                               f"{seconds + margin + 30:.0f} s") from None
+        res = iperf3.parse(text)
         return res, [_background(flow, c, seconds) for flow, c in zip(bg["flows"], clients)]
 
 

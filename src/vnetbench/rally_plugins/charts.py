@@ -9,15 +9,16 @@ METRICS_TITLE = "vnetbench metrics"     # the SLA reads this table
 
 
 def metrics_table(results, keys) -> dict:
-    """Additive table ('<placement> <point> <metric>' -> mean over repetitions), drawn by
-    VnetbenchStats: Rally's StatsTable would label every value "(sec)"."""
+    """Additive table ('<placement> [<path>] <point> <metric>' -> mean over repetitions; the
+    path only when routed, so a routed pair's row is not merged with its placement's L2
+    one), drawn by VnetbenchStats: Rally's StatsTable would label every value "(sec)"."""
     rows = []
     for r in results:
-        point = r.labels.get("point", "")
+        where = (r.labels["placement"], r.labels.get("path", ""), r.labels.get("point", ""))
         for k in keys:
             mean = r.metrics.get(k, {}).get("mean")
             if mean is not None:
-                rows.append([" ".join(x for x in (r.labels["placement"], point, k) if x), mean])
+                rows.append([" ".join(x for x in (*where, k) if x), mean])
     return {"title": METRICS_TITLE, "chart_plugin": "VnetbenchStats", "data": rows,
             "description": "means over repetitions; CPU% = vSwitch processes of all hosts, 100% = one CPU"}
 
@@ -25,14 +26,14 @@ def metrics_table(results, keys) -> dict:
 def results_table(title, results, keys) -> dict:
     """Complete Table: one row per measured point, each value with the spread the report
     shows (vnetbench.results.spread: ±sd for RTT, CI / range / nothing by repetitions)."""
-    cols = ["placement", "point"] + [f"{k} (mean, spread)" for k in keys]
+    cols = ["placement", "path", "point"] + [f"{k} (mean, spread)" for k in keys]
     rows = []
     for r in results:
         cells = []
         for k in keys:
             s = spread.of(r, k) if k in r.samples else None
             cells.append("-" if s is None else s.text() + (" !" if s.unstable else ""))
-        rows.append([r.labels["placement"], r.labels.get("point", "")] + cells)
+        rows.append([r.labels["placement"], r.labels.get("path", "l2"), r.labels.get("point", "")] + cells)
     return {"title": title, "chart_plugin": "Table", "data": {"cols": cols, "rows": rows},
             "description": spread.NOTES[0]}
 
