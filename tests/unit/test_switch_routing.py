@@ -197,3 +197,16 @@ def test_seed000_background_needs_the_seeds_two_vlans_behind_one_router():
         background_flows(plain, plain.pairs[0], "seed000")
     with pytest.raises(ValueError, match="one of pair, seed000"):
         background_flows(routed, plain.pairs[0], "cbr")
+
+
+def test_rallys_metrics_table_keeps_a_routed_pairs_rows_apart():
+    """Two pairs on one placement (seed 000's pc1 -> pc2 and pc1 -> pc3): the routed one's
+    rows carry its path, so Rally does not merge them into one statistic."""
+    from vnetbench.rally_plugins import charts
+    from vnetbench.results.record import Result
+    mk = lambda **path: Result("udp_stream", {"placement": "same-host", "point": "p=1", **path},  # noqa: E731
+                               {"loss_pct": [0.0]})
+    rows = charts.metrics_table([mk(), mk(path="l3-east-west")], ["loss_pct"])["data"]
+    assert [name for name, _ in rows] == ["same-host p=1 loss_pct", "same-host l3-east-west p=1 loss_pct"]
+    table = charts.results_table("t", [mk(), mk(path="l3-east-west")], ["loss_pct"])["data"]
+    assert [row[:3] for row in table["rows"]] == [["same-host", "l2", "p=1"], ["same-host", "l3-east-west", "p=1"]]
