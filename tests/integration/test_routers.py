@@ -171,3 +171,29 @@ def test_seed000_testbeds_route_between_vlans(netns_up, routing, kind, ntype):
         tcp.run(dep, pair, nominal_mss=[1448], seconds=1, repetitions=1)
     assert {r.labels["path"] for r in out} == {"l3-east-west"}
     assert out[0].samples["loss_pct"] == [0.0] and out[1].samples["gbps"][0] > 0.01
+
+
+def test_seed002_router_beside_the_bridge_on_a_short_profile(netns_up):
+    """Seed 002's section 5 on a short profile: a Linux router (a namespace between two
+    vnets of the host's bridges) beside the Linux bridge (one vnet), 64 B frames: echo
+    latency with the path idle at 1 fps and in a stream of 1,000 fps (which one is higher is
+    reported by ``vnetbench reproduce 002``, never asserted), and an overload step at 150 %
+    of the unpaced receive rate, which loses frames on both paths, with the data-plane CPU
+    of each point (CPU against offered rate)."""
+    from vnetbench.battery import rfc2544
+    from vnetbench.rally_plugins.context import testbed_yaml
+    dep = netns_up(loads(testbed_yaml("linuxbridge", "flat", None, ["same-host"], path=["l2", "l3-east-west"]),
+                         source="<seed 002>"))
+    by_path = {}
+    for pair in dep.testbed.pairs:
+        recs = rfc2544.run(dep, pair, frame_sizes=[64], trial_s=1, measures=("latency_at",),
+                           latency_rates=(1, 1000), latency_loads=(150,), latency_at_count=3)
+        by_path[pair.path] = {r.labels["point"]: r for r in recs}
+    assert set(by_path) == {"l2", "l3-east-west"}
+    for path, points in by_path.items():
+        assert set(points) == {"64B latency at 1 fps", "64B latency at 1000 fps", "64B latency at 150% of ceiling"}
+        for r in points.values():
+            assert r.samples["rtt_avg_ms"][0] > 0 and r.samples["cpu_pct"][0] is not None, (path, r.labels)
+        over = points["64B latency at 150% of ceiling"]
+        assert over.samples["loss_pct"][0] > 0, (path, over.samples, over.extra)
+        assert points["64B latency at 1000 fps"].samples["loss_pct"][0] == 0.0, path

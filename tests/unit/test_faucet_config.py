@@ -82,3 +82,18 @@ def test_faucets_own_checker_accepts_it(ntype, tmp_path):
     done = subprocess.run([str(check), str(path)], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     assert '"dp_id": 2' in done.stdout
+
+
+@pytest.mark.parametrize("row,within_s,connected", [
+    # recorded rows of `ovs-vsctl --format=json --columns=is_connected,status list Controller`
+    ([True, ["map", [["sec_since_connect", "1"], ["state", "ACTIVE"]]]], 2.5, True),
+    # right after Faucet stopped: OVS has not noticed, the connection is the old Faucet's
+    ([True, ["map", [["sec_since_connect", "14"], ["state", "ACTIVE"]]]], 0.03, False),
+    ([False, ["map", [["last_error", "Connection refused"], ["sec_since_disconnect", "2"],
+                      ["state", "BACKOFF"]]]], 5.0, False),
+    ([True, ["map", []]], 5.0, False),
+])
+def test_a_restarted_faucet_counts_only_connections_made_since(row, within_s, connected):
+    """Faucet takes seconds to import os-ken and listen; a bridge that still shows the
+    stopped Faucet's connection is not connected to the new one."""
+    assert netns.controller_connected_since(row, within_s) is connected

@@ -172,8 +172,12 @@ def test_seed_002_asks_the_comparison_for_its_rfc2544_points():
     from vnetbench.battery import rfc2544
     cfg = rfc2544.Config(latency_rates=tuple(s.task_args["rfc_latency_rates"]),
                          latency_loads=tuple(s.task_args["rfc_latency_loads"]))
-    made = {f"64B latency at {rfc2544.point_name(w)}" for _, w in rfc2544.latency_points(cfg, 60000.0)}
-    assert made == variables                   # every row has its point, every point its row
+    points = [rfc2544.point_name(w) for _, w in rfc2544.latency_points(cfg, 60000.0)]
+    made = {f"{f}B latency at {p}" for f in s.task_args["rfc_frames"] for p in points}
+    assert variables <= made                   # every row has its point
+    assert {f"64B latency at {p}" for p in points} <= variables     # the 64 B points each a row
+    sizes = {f"{f}B throughput" for f in s.task_args["rfc_frames"]}
+    assert {r.variable for r in s.rows if r.test == "rfc2544_throughput"} == sizes
 
 
 def test_renderings_carry_seed_and_measured_side_by_side():

@@ -169,7 +169,7 @@ def run(dep, pair, frame_sizes=None, trial_s=2, resolution_pct=2.0, max_trials=1
         repetitions=1, measures=MEASURES, loss_steps=LOSS_STEPS, latency_count=100,
         pdr_loss_pct=0.5, ceiling_factor=1.0, settle_s=0.0, b2b_gap_s=0.1,
         b2b_max_load_pct=25.0, b2b_resolution=10, jumbo=True, latency_rates=LATENCY_RATES,
-        latency_loads=LATENCY_LOADS) -> list:
+        latency_loads=LATENCY_LOADS, latency_at_count=5) -> list:
     """RFC 2544 per frame size for one pair; see the module docstring for the method.
 
     ``frame_sizes``: inner frames incl. FCS (default 64..1518, plus jumbo if the tenant
@@ -184,7 +184,8 @@ def run(dep, pair, frame_sizes=None, trial_s=2, resolution_pct=2.0, max_trials=1
                  pdr_loss_pct=pdr_loss_pct, ceiling_factor=ceiling_factor, settle_s=settle_s,
                  loss_steps=tuple(loss_steps), latency_count=latency_count, b2b_gap_s=b2b_gap_s,
                  b2b_max_load_pct=b2b_max_load_pct, b2b_resolution=b2b_resolution,
-                 latency_rates=tuple(latency_rates), latency_loads=tuple(latency_loads))
+                 latency_rates=tuple(latency_rates), latency_loads=tuple(latency_loads),
+                 latency_at_count=latency_at_count)
     cfg = replace(cfg, trial_s=int(cfg.trial_s))
     frames, skipped = plan_frames(dep.testbed.network.tenant_mtu,
                                   tuple(frame_sizes) if frame_sizes else None, jumbo)

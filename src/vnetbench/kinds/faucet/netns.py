@@ -220,19 +220,34 @@ def start_again(dep, name: str = NAME) -> None:
     if running_pid(dep.run.dir):
         return
     from vnetbench.testbed.netns.context import context
+    started = time.monotonic()
     start_controller(dep.run, dep.names, dep.testbed)
     ctx = context(dep)
     hosts = [FaucetHost(ctx, h) for h in dep.testbed.hosts]
-    deadline = time.monotonic() + READY_TIMEOUT_S
-    while not all(_connected(o) for o in hosts):
+    deadline = started + READY_TIMEOUT_S
+    while not all(_connected(o, time.monotonic() - started) for o in hosts):
         if time.monotonic() > deadline:
             raise BuildError(f"the bridges did not reconnect to Faucet ({report(dep.run.dir)})")
         time.sleep(0.1)
     wait_ready(ctx, hosts)
 
 
-def _connected(o: OvsHost) -> bool:
-    return o.vsctl("--bare", "--columns=is_connected", "list", "Controller").split() == ["true"]
+def _connected(o: OvsHost, within_s: float) -> bool:
+    """Whether O's bridge is connected to a Faucet that connected within the last
+    WITHIN_S seconds: right after a stop OVS may not have noticed yet, and its
+    ``is_connected`` (still true) is the Faucet that went; the new one takes seconds to
+    import os-ken and listen."""
+    rows = json.loads(o.vsctl("--format=json", "--columns=is_connected,status", "list", "Controller"))["data"]
+    return len(rows) == 1 and controller_connected_since(rows[0], within_s)
+
+
+def controller_connected_since(row, within_s: float) -> bool:
+    """ROW (is_connected, status) of ``ovs-vsctl --format=json list Controller``: connected,
+    and for no longer than WITHIN_S seconds (status ``sec_since_connect``)."""
+    connected, status = row
+    pairs = dict(status[1]) if isinstance(status, list) and status and status[0] == "map" else {}
+    since = pairs.get("sec_since_connect")
+    return connected is True and since is not None and int(since) <= within_s + 1
 
 
 def port_number(testbed, vm, k: int) -> int:
