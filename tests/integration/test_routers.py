@@ -144,10 +144,12 @@ ROOT = __import__("pathlib").Path(__file__).resolve().parents[2]
 
 
 @pytest.mark.parametrize("routing,kind,ntype", [("svi", "ovs", "vlan"), ("stick", "ovs", "vlan"),
-                                                ("svi", "linuxbridge", "vxlan")])
+                                                ("svi", "linuxbridge", "vxlan"), ("svi", "faucet", "vlan")])
 def test_seed000_testbeds_route_between_vlans(netns_up, routing, kind, ntype):
-    """Seed 000's L3 switch (an SVI per VLAN on the switch) and router on a stick (a router
-    on one trunk port): inside a VLAN the TTL stays, across VLANs it drops by one; on the
+    """Seed 000's L3 switch (an SVI per VLAN on the switch; on faucet Faucet's own
+    inter-VLAN routing) and router on a stick (a router on one trunk port): inside a VLAN
+    the TTL stays, across VLANs it drops by one (Faucet drops the first packet to a host it
+    has not resolved yet: the TTLs of the echoes that came back are checked); on the
     stick every inter-VLAN packet crosses the trunk tagged, both VLANs on the one link (the
     router's NIC sees each echo arrive in VLAN 10 and its reply arrive in VLAN 20); the
     battery measures a pair across VLANs through it (RTT, TCP)."""

@@ -97,3 +97,21 @@ def test_a_restarted_faucet_counts_only_connections_made_since(row, within_s, co
     """Faucet takes seconds to import os-ken and listen; a bridge that still shows the
     stopped Faucet's connection is not connected to the new one."""
     assert netns.controller_connected_since(row, within_s) is connected
+
+
+def test_an_l3_switch_is_faucets_own_inter_vlan_routing():
+    """Seed 000's L3 switch on faucet (routing: svi): the router's address per VLAN as
+    its faucet_vips (with the router's MAC) and a routers entry joining the VLANs, as
+    Faucet's docs/configuration.rst configures inter-VLAN routing."""
+    from pathlib import Path
+    from vnetbench.testbed.loader import load
+    text = (Path(__file__).resolve().parents[2] / "examples/seed000-svi.yaml").read_text()
+    tb = loads(text.replace("vswitch: ovs", "vswitch: faucet"), source="svi.yaml", online_cpus=[0, 1])
+    doc = config.faucet_yaml(tb, Names("abc123"))
+    (r,) = tb.routers
+    assert doc["routers"] == {"l3sw": {"vlans": ["vlan10", "vlan20"]}}
+    assert doc["vlans"]["vlan10"]["faucet_vips"] == ["198.19.1.254/24"]
+    assert doc["vlans"]["vlan20"]["faucet_vips"] == ["198.19.2.254/24"]
+    assert doc["vlans"]["vlan20"]["faucet_mac"] == r.port("vlan20").mac
+    assert "routers" not in config.faucet_yaml(load(Path(__file__).resolve().parents[2] / "examples/faucet-vlan.yaml"),
+                                                 Names("abc123"))

@@ -75,7 +75,8 @@ def test_an_unknown_routing_is_refused_by_the_schema():
     ("linuxbridge", "vxlan", SVI, None),
     ("linuxbridge", "vxlan", STICK, "CONFIG_VLAN_8021Q"),
     ("ovn", "geneve", SVI, "not on ovn"), ("ovs-openflow", "vxlan", STICK, "not on ovs-openflow"),
-    ("vrouter", "gre", SVI, "vRouter"), ("faucet", "vlan", SVI, "faucet_vips"),
+    ("vrouter", "gre", SVI, "not on vrouter"), ("faucet", "vlan", SVI, None),
+    ("faucet", "vlan", STICK, "not on faucet"),
 ])
 def test_which_kinds_realise_which_testbed(kind, ntype, routing, refused):
     why = _caps("Operation not supported").why_not_routers(_tb(routing, kind=kind, ntype=ntype))

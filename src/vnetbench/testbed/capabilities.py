@@ -108,7 +108,8 @@ class Capabilities:
         if not (testbed.routers or testbed.external):
             return None
         kind = kinds.of(testbed)
-        if not kind.routers:
+        own = [r for r in testbed.routers if r.routing == ROUTER]
+        if not kind.routers and (own or testbed.external):
             return kind.no_routers or f"{kind.name} does not realise routers on the embedded testbed yet"
         for r in testbed.routers:
             why = kind.why_not_switch_routing(self, r.routing) if r.routing != ROUTER else None

@@ -24,8 +24,9 @@ class Faucet(Ovs):
                 "configure it beside Neutron, which this backend does not model")
     demo = False
     routers = ""
-    switch_routing = ()               # Ovs's svi/stick wiring is in its own transaction
-    no_routers = "Faucet's inter-VLAN routing (faucet_vips) is not realised on the embedded testbed yet"
+    switch_routing = ("svi",)         # Faucet's own inter-VLAN routing (faucet_vips)
+    no_routers = ("Faucet routes between VLANs only as an L3 switch (a router with routing: svi: "
+                  "faucet_vips); it has no tenant router of Neutron's kind and does not NAT")
     firewall = ""                     # not Neutron's OVS agent: its firewall is not inherited
 
     def why_not_security_groups(self, caps):
@@ -53,6 +54,11 @@ class Faucet(Ovs):
         from vnetbench.testbed.flowstate import FlowState
         return (FlowState("controller", LEARN_TIMEOUT_S, "Faucet learned hosts, dp timeout 300 s"),
                 *super().flow_layers(testbed))
+
+    def netns_svi(self, ctx, ri, router):
+        """Nothing to add on the host: faucet.yaml already gives the router's VLANs their
+        ``faucet_vips`` and its ``routers`` entry (``config.faucet_yaml``), and Faucet
+        answers ARP for the addresses and routes between the VLANs in its own flows."""
 
     def netns_start(self, ctx):
         from vnetbench.kinds.faucet import netns

@@ -6,12 +6,16 @@ host's VM ports (untagged members of their vnet's VLAN) and its way to the other
 on ``vlan`` the uplink, a trunk tagged with every VLAN the host carries, through the
 fabric's bridge (the underlay as a VLAN trunk); on ``flat`` one physnet port per vnet,
 untagged. Port numbers are fixed here and requested from OVS (``ofport_request``), since
-Faucet names ports by number (docs/configuration.rst, "interfaces").
+Faucet names ports by number (docs/configuration.rst, "interfaces"). A router with
+``routing: svi`` (seed 000's L3 switch) is Faucet's own inter-VLAN routing: each of its
+VLANs gets the router's address as its ``faucet_vips`` (Faucet answers ARP and ICMP for
+it, with ``faucet_mac``) and a ``routers`` entry joins them (docs/configuration.rst,
+"routers").
 """
 
 from __future__ import annotations
 
-from vnetbench.testbed.model import NetType
+from vnetbench.testbed.model import SVI, NetType
 
 #: Faucet's default cookie on every flow it installs (dp.py: 1524372928)
 COOKIE = 0x5ADC15C0
@@ -85,4 +89,12 @@ def faucet_yaml(testbed, names, removed=(), built=None) -> dict:
         if interfaces:
             dps[host.name] = {"dp_id": dpid(hi), "hardware": "Open vSwitch",
                               "timeout": LEARN_TIMEOUT_S, "interfaces": interfaces}
-    return {"vlans": vlans, "dps": dps}
+    doc = {"vlans": vlans, "dps": dps}
+    svis = [r for r in testbed.routers if r.routing == SVI and all(p.vnet in vlans for p in r.ports)]
+    for r in svis:     # seed 000's L3 switch: Faucet routes between the VLANs itself
+        for p in r.ports:
+            vlans[p.vnet].update(faucet_vips=[f"{p.ip}/{testbed.vnet(p.vnet).cidr.prefixlen}"],
+                                 faucet_mac=p.mac)
+    if svis:
+        doc["routers"] = {r.name: {"vlans": [p.vnet for p in r.ports]} for r in svis}
+    return doc
