@@ -238,10 +238,11 @@ def _parser():
                    help="only these VM pair placements (default: both)")
     s.add_argument("--run", help="measure this running testbed (id or name; one column, kept up) "
                    "instead of building one per workload: boot slow guests once")
-    s.add_argument("--path", choices=["l2", "l3-east-west", "north-south"], default="l2",
+    s.add_argument("--path", choices=["l2", "l3-east-west", "north-south", "floating-ip"], default="l2",
                    help="l3-east-west: each pair's VMs on two vnets, a router between them; "
-                        "north-south: a VM to an external host through the router's SNAT "
-                        "(docs/routers.md); broadcast is N/A across a router (default: %(default)s)")
+                        "north-south: a VM to an external host through the router's SNAT; "
+                        "floating-ip: the external host to a VM's floating IP, through the router's "
+                        "DNAT (docs/routers.md); broadcast is N/A across a router (default: %(default)s)")
     s.add_argument("--test", action="append", dest="tests", choices=COMPARE_FAMILIES,
                    help="only this family of the battery (repeat for several; default: all)")
     s.add_argument("--security-groups", action="store_true",

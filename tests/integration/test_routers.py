@@ -199,3 +199,31 @@ def test_seed002_router_beside_the_bridge_on_a_short_profile(netns_up):
         over = points["64B latency at 150% of ceiling"]
         assert over.samples["loss_pct"][0] > 0, (path, over.samples, over.extra)
         assert points["64B latency at 1000 fps"].samples["loss_pct"][0] == 0.0, path
+
+
+def test_the_battery_measures_into_a_floating_ip(netns_up):
+    """The external host to a VM's floating IP (``path: floating-ip``): the VM on h2
+    behind r1 on h1; RTT, TCP (its MSS checked where the external host sends) and new
+    connections/s go to the floating IP, the router DNATs them, and the VM sees them come
+    from the external host's own address (inbound traffic to a floating IP is not SNAT'd)."""
+    from vnetbench.battery import flowsetup, rtt, tcp
+    from vnetbench.rally_plugins.context import testbed_yaml
+    dep = netns_up(loads(testbed_yaml("ovs", "vxlan", None, ["cross-host"], path="floating-ip"),
+                         source="<floating-ip pair>"))
+    (pair,) = dep.testbed.pairs
+    outside, vm = pair.vms
+    (fip,) = dep.testbed.floating_ips
+    assert outside == dep.testbed.external_hosts[0].name and dep.testbed.vm(vm).host == "h2"
+    assert dep.reach(outside, vm) == str(fip.ip) and fip.vm == vm
+    out = [rtt.run(dep, pair, mode="flood", count=50, repetitions=1),
+           *tcp.run(dep, pair, nominal_mss=[1448], seconds=1, repetitions=1),
+           *flowsetup.run(dep, pair, rates=(100,), seconds=1, repetitions=1)]
+    assert {r.labels["path"] for r in out} == {"floating-ip"}
+    assert out[0].samples["loss_pct"] == [0.0] and out[1].samples["gbps"][0] > 0.01
+    assert out[1].extra["wire"][0]["mss_ok"] and out[1].extra["wire"][0]["captured_at"] == "external host eth0"
+    assert out[2].samples["loss_pct"] == [0.0]
+    with session.capture(dep, vm, ["tcpdump", "-i", "eth0", "-nn", "-l", "-c", "1",
+                                   "tcp[tcpflags] & tcp-syn != 0 and tcp[tcpflags] & tcp-ack == 0"]) as seen:
+        flowsetup.run(dep, pair, rates=(10,), seconds=1, repetitions=1)
+        text = seen(5.0)
+    assert f"IP {dep.ip(outside)}." in text and f" > {dep.ip(vm)}." in text, text

@@ -201,3 +201,26 @@ def test_ovn_writes_the_routers_as_neutrons_ovn_driver_does():
         "lr-nat-add r1 dnat_and_snat 198.18.128.3 198.19.2.1"}
     assert [v.name for v in tb.attached] == ["a", "b"]      # no namespace: a logical router
     assert routers.remove_interface("r1", "red") == ["lrp-del", "lrp-r1-red", "--", "lsp-del", "rp-r1-red"]
+
+
+def test_a_floating_ip_pair_is_the_outside_to_a_vm_of_its_own_with_a_floating_ip():
+    """``path: floating-ip``: the external host first, then a VM made for the pair with a
+    floating IP of its own (after any declared one); its traffic is addressed there."""
+    from types import SimpleNamespace
+    from vnetbench.rally_plugins.context import testbed_yaml
+    from vnetbench.testbed.base import RunDeployment
+    tb = loader.loads(testbed_yaml("ovs", "vxlan", None, ["same-host", "cross-host"], path="floating-ip"),
+                      source="t.yaml", online_cpus=[0, 1])
+    same, cross = tb.pairs
+    assert same.vms == ("outside", "same-fip-a") and cross.vms == ("outside", "cross-fip-a")
+    assert [(v.name, v.host) for v in tb.vms] == [("same-fip-a", "h1"), ("cross-fip-a", "h2")]
+    assert [(f.vm, str(f.ip)) for f in tb.floating_ips] == [("same-fip-a", "198.18.128.3"),
+                                                            ("cross-fip-a", "198.18.128.4")]
+    dep = RunDeployment.__new__(RunDeployment)
+    dep.testbed, dep.run = tb, SimpleNamespace(run_id="x")
+    assert dep.reach("outside", "cross-fip-a") == "198.18.128.4"       # from outside: the floating IP
+    assert dep.reach("same-fip-a", "cross-fip-a") == dep.ip("cross-fip-a")   # inside: the fixed one
+    assert dep.reach("cross-fip-a", "outside") == "198.18.128.1"
+    no_gw = TWO_SUBNETS.split("floating_ips")[0].replace(", external_gateway: true", "")
+    with pytest.raises(errors.TestbedFileError, match=r"pairs\[0\].path: vnet 'blue' has no router with an external"):
+        loader.loads(no_gw + "pairs: [{placement: same-host, vnet: blue, path: floating-ip}]\n", source="t.yaml")

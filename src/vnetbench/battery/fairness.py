@@ -233,7 +233,7 @@ def _one(dep, dst, srcs, rates, seconds, length, background_bps, bg_src, host, p
         before = _qdisc_stats(dep, host, port)
         with cpu.Window(dep) as window:
             clients = [(p, dep.popen(src, iperf3.client_command(iperf3.ClientParams(
-                dest=dep.ip(dst), port=p, seconds=seconds, protocol="udp",
+                dest=dep.reach(src, dst), port=p, seconds=seconds, protocol="udp",
                 bitrate_bps=int(rate), length=length)), stdout=subprocess.PIPE,
                 stderr=subprocess.DEVNULL, text=True)) for p, src, rate in flows]
             try:

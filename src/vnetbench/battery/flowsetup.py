@@ -51,7 +51,7 @@ def start_server(dep, vm: str) -> subprocess.Popen:
 
 def _one(dep, src, dst, rate, seconds, deadline_ms):
     before = _datapath(dep)
-    argv = flowgen.client_command(flowgen.ClientParams(target=dep.ip(dst), rate=rate,
+    argv = flowgen.client_command(flowgen.ClientParams(target=dep.reach(src, dst), rate=rate,
                                                        duration_s=seconds, deadline_ms=deadline_ms))
     res = flowgen.parse(dep.exec(src, argv, timeout=seconds + 30).stdout)
     after = _datapath(dep)

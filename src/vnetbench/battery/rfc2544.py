@@ -358,7 +358,7 @@ def _latency(dep, src, dst, frame, rate, seconds, cfg):
 
     def probe(dep_):
         time.sleep(0.3)                       # the stream is flowing
-        p = ping.PingParams(dest=dep_.ip(dst), count=cfg.latency_count,
+        p = ping.PingParams(dest=dep_.reach(src, dst), count=cfg.latency_count,
                             interval_s=cfg.latency_interval_s, payload=payload, reply_timeout_s=1)
         return ping.parse(dep_.exec(src, ping.command(p), timeout=probe_s + 30).stdout)
     res = udp_trial(dep, src, dst, payload, bitrate_bps(rate, frame), seconds,
@@ -405,7 +405,7 @@ def _latency_at(dep, src, dst, frame, rate, cfg):
         seconds = max(cfg.trial_s, math.ceil(cfg.latency_count * cfg.latency_interval_s + 1))
         return _latency(dep, src, dst, frame, rate, seconds, cfg)
     interval = 1.0 / rate
-    p = ping.PingParams(dest=dep.ip(dst), count=cfg.latency_at_count, interval_s=interval,
+    p = ping.PingParams(dest=dep.reach(src, dst), count=cfg.latency_at_count, interval_s=interval,
                         payload=payload_of(frame), reply_timeout_s=1)
     with cpu.Window(dep) as w:
         rtt = ping.parse(dep.exec(src, ping.command(p),

@@ -51,7 +51,7 @@ def sweep(dep, pair, payloads=None, count=50, interval_s=0.01, repetitions=3):
 
 
 def _flood(dep, src, dst, count, interval_s, payload):
-    params = ping.PingParams(dest=dep.ip(dst), count=count, interval_s=interval_s, payload=payload)
+    params = ping.PingParams(dest=dep.reach(src, dst), count=count, interval_s=interval_s, payload=payload)
     out = dep.exec(src, ping.command(params), timeout=count * max(interval_s, 0.001) + 30)
     return _metrics(ping.parse(out.stdout))
 
@@ -63,7 +63,7 @@ def _deferred(dep, src, dst, count, payload, gap_s, expired):
             dep.expire_flows([s.layer for s in expired])
         if gap_s:
             time.sleep(gap_s)
-        params = ping.PingParams(dest=dep.ip(dst), count=1, payload=payload, reply_timeout_s=2)
+        params = ping.PingParams(dest=dep.reach(src, dst), count=1, payload=payload, reply_timeout_s=2)
         res = ping.parse(dep.exec(src, ping.command(params), timeout=10).stdout)
         rtts += res["samples_ms"]
         lost += res["transmitted"] - res["received"]

@@ -39,7 +39,7 @@ def run(dep, pair, nominal_mss=mss.SEED_MSS, seconds=10, repetitions=3, verify_o
 
 
 def _one(dep, src, dst, used, seconds, verify):
-    client = iperf3.client_command(iperf3.ClientParams(dest=dep.ip(dst), seconds=seconds, mss=used))
+    client = iperf3.client_command(iperf3.ClientParams(dest=dep.reach(src, dst), seconds=seconds, mss=used))
     if not verify:
         with iperf3_server(dep, dst):
             return iperf3.parse(dep.exec(src, client, timeout=seconds + 30).stdout), {}
@@ -56,7 +56,10 @@ def _capture_point(dep, src) -> tuple[str | None, str, str]:
     """(host, interface, where): the host side of the sender's port, the wire as the
     vSwitch sees it, whatever the VM is (a namespace, a guest whose capture would run over
     its command channel); where the hosts are not ours (a cloud's compute nodes), the
-    sender's own NIC inside the VM, the last point the tenant can see."""
+    sender's own NIC inside the VM, the last point the tenant can see; an external host's
+    own NIC (it sends from outside the cloud)."""
+    if any(h.name == src for h in dep.testbed.external_hosts):
+        return None, "eth0", "external host eth0"
     try:
         host, port = dep.vm_port(src)
         return host, port, "host port"

@@ -23,7 +23,7 @@ def udp_trial(dep, src, dst, payload, bps, seconds, burst=None, port=iperf3.DEFA
     failure (e.g. its control connection starved under overload) is retried once
     (``attempts``), so one hiccup does not void a long search; ``retried`` says so."""
     argv = iperf3.client_command(iperf3.ClientParams(
-        dest=dep.ip(dst), port=port, seconds=seconds, protocol="udp",
+        dest=dep.reach(src, dst), port=port, seconds=seconds, protocol="udp",
         bitrate_bps=bps or None, length=payload))
     if burst:
         argv = with_burst(argv, burst)
@@ -75,5 +75,5 @@ def with_burst(argv, burst: int) -> list:
 
 def _learn(dep, src, dst):
     """Learning frames: two echoes so ARP and the vSwitch's flows exist before a trial."""
-    dep.exec(src, ping.command(ping.PingParams(dest=dep.ip(dst), count=2, interval_s=0.05,
+    dep.exec(src, ping.command(ping.PingParams(dest=dep.reach(src, dst), count=2, interval_s=0.05,
                                                reply_timeout_s=1)), timeout=10)

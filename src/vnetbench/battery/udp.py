@@ -92,7 +92,7 @@ def _one(dep, src, dst, sessions, seconds, bitrate_bps, length, bg):
     BACKGROUND_MARGIN_S seconds, while it starts, are left out (iperf3 ``-O``)."""
     margin = BACKGROUND_MARGIN_S if bg["flows"] else 0
     client = iperf3.client_command(iperf3.ClientParams(
-        dest=dep.ip(dst), seconds=seconds + margin, omit_s=margin, protocol="udp", parallel=sessions,
+        dest=dep.reach(src, dst), seconds=seconds + margin, omit_s=margin, protocol="udp", parallel=sessions,
         bitrate_bps=bitrate_bps, length=length))
     with ExitStack() as stack:
         stack.enter_context(iperf3_server(dep, dst))
@@ -107,7 +107,7 @@ def _one(dep, src, dst, sessions, seconds, bitrate_bps, length, bg):
             time.sleep(STREAM_SETUP_S)
         for port, (s, d) in zip(servers, bg["flows"]):
             argv = iperf3.client_command(iperf3.ClientParams(
-                dest=dep.ip(d), port=port, seconds=seconds + 2 * margin, protocol="udp",
+                dest=dep.reach(s, d), port=port, seconds=seconds + 2 * margin, protocol="udp",
                 bitrate_bps=bg["bps"], length=bg["length"]))
             clients.append(dep.popen(s, argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True))
             stack.callback(stop, clients[-1], 10)

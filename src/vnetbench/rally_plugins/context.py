@@ -21,7 +21,7 @@ PLACEMENTS = ("same-host", "cross-host")
 
 
 #: what lies between a pair's two ends (``Pair.path``)
-PATHS = ["l2", "l3-east-west", "north-south"]
+PATHS = ["l2", "l3-east-west", "north-south", "floating-ip"]
 
 
 def testbed_yaml(vswitch: str, network: str, underlay_mtu: int | None, placements,
@@ -36,7 +36,7 @@ def testbed_yaml(vswitch: str, network: str, underlay_mtu: int | None, placement
                        for pa in paths for p in placements)
     # on: every port in Neutron's default group (the pairs reach each other through it)
     sg = "security_groups: []\n" if security_groups else ""
-    gateway = ", external_gateway: true" if "north-south" in paths else ""
+    gateway = ", external_gateway: true" if {"north-south", "floating-ip"} & set(paths) else ""
     l3 = ("vnets: [{name: vnet1}, {name: vnet2}]\n"
           f"routers: [{{name: r1, host: h1, vnets: [vnet1, vnet2]{gateway}}}]\n" if routed else "")
     return f"vswitch: {vswitch}\nnetwork: {net}\n{sg}{l3}pairs:\n{pairs}\n"

@@ -103,7 +103,7 @@ def load(seed_id: str) -> Seed:
     return parse(yaml.safe_load(path.read_text()), f"{seed_id}.yaml")
 
 
-PATHS = ("l2", "l3-east-west", "north-south")
+PATHS = ("l2", "l3-east-west", "north-south", "floating-ip")
 
 
 def parse(d: dict, where: str) -> Seed:

@@ -61,6 +61,16 @@ class RunDeployment:
         v = self.testbed.vm(vm)
         return str(v.nic(vnet).ip if vnet else v.nics[0].ip)
 
+    def reach(self, src: str, dst: str) -> str:
+        """The address SRC sends to to reach DST: from outside the cloud (an external host)
+        a VM's floating IP, where it has one (its router DNATs it to the fixed address the
+        VM's own tools bind to, ``ip``); else DST's own address."""
+        if any(h.name == src for h in self.testbed.external_hosts):
+            fip = next((f for f in self.testbed.floating_ips if f.vm == dst), None)
+            if fip is not None:
+                return str(fip.ip)
+        return self.ip(dst)
+
     def exec(self, vm: str, argv, timeout: float | None = 60) -> subprocess.CompletedProcess:
         return subprocess.run(self.vm_argv(vm, argv), capture_output=True, text=True,
                               timeout=timeout, stdin=subprocess.DEVNULL)

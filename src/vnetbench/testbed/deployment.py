@@ -47,6 +47,9 @@ class Deployment(Protocol):
     def ip(self, vm: str, vnet: str | None = None) -> str:
         """The VM's address on VNET (its first NIC by default)."""
 
+    def reach(self, src: str, dst: str) -> str:
+        """The address SRC sends to to reach DST (from outside the cloud: its floating IP)."""
+
     def vm_argv(self, vm: str, argv: Sequence[str]) -> list[str]:
         """ARGV as run in the VM (for a caller that runs it itself: ``testbed exec``)."""
 

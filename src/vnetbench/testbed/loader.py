@@ -16,7 +16,8 @@ import jsonschema
 from vnetbench import inputs, kinds
 from vnetbench.errors import TestbedFileError
 from vnetbench.testbed.model import (
-    CROSS_HOST, DEFAULT_SG, EAST_WEST, L2, MIN_TENANT_MTU, NORTH_SOUTH, SAME_HOST, SEGMENTATION_RANGE,
+    CROSS_HOST, DEFAULT_SG, EAST_WEST, FLOATING_IP, L2, MIN_TENANT_MTU, NORTH_SOUTH, SAME_HOST,
+    SEGMENTATION_RANGE,
     ROUTER, External, ExternalHost, FloatingIp, Host, Network, NetType, Nic, Pair, Qos, Router, RouterPort,
     SecurityGroup, SgRule, Testbed, Vm, Vnet, VSwitch, VSwitchKind,
 )
@@ -439,6 +440,7 @@ class _Builder:
 
     def _vms(self, hosts, vnets, interfaces=None):
         self.interfaces = interfaces or {}
+        self.implicit_fips = []         # (where, floating_ips entry) of floating-ip pairs
         raw_vms = list(self.doc.get("vms") or [])
         raw_pairs = self.doc.get("pairs")
         if raw_pairs is None and not raw_vms:
@@ -467,8 +469,8 @@ class _Builder:
         where = f"pairs[{i}]"
         placement = p["placement"]
         name = p.get("name") or ("same" if placement == SAME_HOST else "cross") + \
-            {EAST_WEST: "-ew", NORTH_SOUTH: "-ns"}.get(p.get("path"), "")
-        if p.get("path") == NORTH_SOUTH:
+            {EAST_WEST: "-ew", NORTH_SOUTH: "-ns", FLOATING_IP: "-fip"}.get(p.get("path"), "")
+        if p.get("path") in (NORTH_SOUTH, FLOATING_IP):
             return self._north_south(p, i, name, placement, hosts, vnets)
         if "vms" in p:
             return self._declared_pair(p, where, name, placement), []
@@ -572,6 +574,11 @@ class _Builder:
                       f"({gw_host})", "declare a second host or use placement same-host")
         outside = (self.doc.get("external_hosts") or [{"name": DEFAULT_EXTERNAL_HOST}])[0]["name"]
         vm = (f"{where} (VM {name}-a)", {"name": f"{name}-a", "host": host, "vnets": [vnet]})
+        if p["path"] == FLOATING_IP:     # the VM gets a floating IP of its own; outside sends
+            self.implicit_fips.append((f"{where} (the floating IP of VM {name}-a)",
+                                       {"vm": f"{name}-a", "vnet": vnet}))
+            return Pair(name=name, placement=placement, vnet=vnet, vms=(outside, f"{name}-a"),
+                        path=FLOATING_IP), [vm]
         return Pair(name=name, placement=placement, vnet=vnet, vms=(f"{name}-a", outside),
                     path=NORTH_SOUTH), [vm]
 
@@ -626,7 +633,8 @@ class _Routing:
 
     def build(self) -> dict:
         doc = self.doc
-        if not (self.raw or "external" in doc or doc.get("external_hosts") or doc.get("floating_ips")):
+        if not (self.raw or "external" in doc or doc.get("external_hosts") or doc.get("floating_ips")
+                or self.b.implicit_fips):
             return {}
         wanted = "external" in doc or bool(doc.get("external_hosts") or doc.get("floating_ips")) \
             or any(r.get("external_gateway") for r in self.raw)
@@ -698,8 +706,8 @@ class _Routing:
 
     def _floating_ips(self, routers) -> tuple[FloatingIp, ...]:
         vms, seen, out = {v.name: v for v in self.vms}, {}, []
-        for i, f in enumerate(self.doc.get("floating_ips") or []):
-            where = f"floating_ips[{i}]"
+        declared = [(f"floating_ips[{i}]", f) for i, f in enumerate(self.doc.get("floating_ips") or [])]
+        for where, f in declared + self.b.implicit_fips:        # then the floating-ip pairs' own
             vm = vms.get(f["vm"])
             if vm is None:
                 self.b.fail(f"{where}.vm", f"VM {f['vm']!r} is not declared", _one_of(self.vms))

@@ -66,6 +66,8 @@ CROSS_HOST = "cross-host"
 L2 = "l2"
 EAST_WEST = "l3-east-west"
 NORTH_SOUTH = "north-south"       # a VM to an external host, out through its router's NAT
+FLOATING_IP = "floating-ip"       # an external host to a VM's floating IP, in through DNAT
+PATHS = (L2, EAST_WEST, NORTH_SOUTH, FLOATING_IP)
 
 
 @dataclass(frozen=True)
@@ -174,7 +176,9 @@ class Pair:
     """Two VMs placed on the same host or across hosts: on one vnet (``path`` l2), or
     the second on ``peer_vnet``, a router between them (``path`` l3-east-west); or a VM
     and an external host (``path`` north-south: ``vms[1]`` is the external host, the VM
-    on its router's host or on another one), through the router's SNAT."""
+    on its router's host or on another one), through the router's SNAT; or the other way,
+    to the VM's floating IP (``path`` floating-ip: ``vms[0]`` is the external host, DNAT at
+    the router)."""
     name: str
     placement: str
     vnet: str
