@@ -26,8 +26,9 @@ from vnetbench.traffic import broadcast as bc
 
 def run(dep, pair, kinds=("arp", "icmp"), rate_pps=1000, seconds=5, repetitions=3):
     if pair.path != L2:         # a router ends a broadcast domain: nothing to measure across it
+        far = pair.peer_vnet or "the external network"
         return [not_applicable(dep, pair, "broadcast", f"broadcast does not cross a router (pair {pair.name} "
-                               f"is {pair.path}: {pair.vnet} -> {pair.peer_vnet})", kind=kind)
+                               f"is {pair.path}: {pair.vnet} <-> {far})", kind=kind)
                 for kind in kinds]
     src, dst = pair.vms
     static_arp(dep, src, dst)
