@@ -218,7 +218,9 @@ def test_seed_002s_router_is_the_routed_pair_of_the_bridges_column():
     the Linux bridge, measured in one testbed; each system's cell is found at its path,
     and the claim between them is judged on both."""
     s = seed.load("002")
-    assert s.columns == [LB] and s.measured_paths == ["l2", "l3-east-west"]
+    assert s.columns == [LB, "ovs/vxlan", "ovs-openflow/vxlan", "ovn/geneve"]   # every kind's router beside
+    assert s.measured_paths == ["l2", "l3-east-west"]
+    assert list(dict.fromkeys(s.systems.values())) == [LB]       # --seed-systems-only: one column
     assert s.where("Linux router") == "linuxbridge/flat l3-east-west" and s.where("Linux bridge") == LB
     recs = [routed_rec("rfc2544_latency", "64B latency at 1000 fps", "same-host", "rtt_avg_ms", [0.030, 0.031, 0.030]),
             routed_rec("rfc2544_latency", "64B latency at 1000 fps", "same-host", "rtt_avg_ms", [0.041, 0.040, 0.041],
@@ -240,3 +242,11 @@ def test_a_system_with_an_unknown_path_is_refused():
            "systems": {"A": {"column": LB, "path": "l3-north"}}, "rows": []}
     with pytest.raises(ValueError, match="path 'l3-north'"):
         seed.parse(doc, "x.yaml")
+
+
+@pytest.mark.parametrize("beside", ["ovn", "ovn/geneve east-west"])
+def test_a_column_beside_is_vswitch_network_and_maybe_a_path(beside):
+    d = {"seed": "9", "file": "f", "title": "t", "table": "T", "systems": {"A": "a/b"}, "beside": [beside],
+         "rows": []}
+    with pytest.raises(ValueError, match="is not 'vswitch/network' or 'vswitch/network PATH'"):
+        seed.parse(d, "x.yaml")

@@ -67,7 +67,7 @@ class Seed:
     title: str
     table: str
     systems: dict                   # seed system -> vnetbench column "vswitch/network"
-    beside: tuple                   # columns measured in the same run with no seed figure
+    beside: tuple                   # measured in the same run, no seed figure: "column [path]"
     rows: tuple
     task_args: dict = None          # more comparison-task arguments the rows need (measures)
     paths: dict = None              # seed system -> its pairs' path, where not l2 (a router)
@@ -77,8 +77,9 @@ class Seed:
 
     @property
     def columns(self) -> list[str]:
-        """The configurations measured (a bridge and a router of one kind share one)."""
-        return list(dict.fromkeys([*self.systems.values(), *self.beside]))
+        """The configurations measured (a bridge and a router of one kind share one; a
+        column beside with a path, "ovn/geneve l3-east-west", is its column's)."""
+        return list(dict.fromkeys([*self.systems.values(), *(b.partition(" ")[0] for b in self.beside)]))
 
     def where(self, system: str) -> str:
         """Where SYSTEM's figures are: its column, and its path when routed
@@ -88,7 +89,8 @@ class Seed:
 
     @property
     def measured_paths(self) -> list[str]:
-        return sorted({"l2", *(self.paths or {}).values()})
+        beside = {b.partition(" ")[2] for b in self.beside} - {""}
+        return sorted({"l2", *(self.paths or {}).values(), *beside})
 
 
 def available() -> list[str]:
@@ -123,6 +125,11 @@ def parse(d: dict, where: str) -> Seed:
             if c.than_row and c.than_row not in ids:
                 raise ValueError(f"{where}: row {r.id}: claim {c.says!r} compares with row "
                                  f"{c.than_row!r}, which the file does not have")
+    for b in d.get("beside", ()):
+        column, _, path = str(b).partition(" ")
+        if "/" not in column or (path and path not in PATHS):
+            raise ValueError(f"{where}: beside {b!r} is not 'vswitch/network' or 'vswitch/network PATH' "
+                             f"(PATH one of {', '.join(PATHS)})")
     return Seed(str(d["seed"]), d["file"], d["title"], d["table"], systems,
                 tuple(d.get("beside", ())), rows, dict(d.get("task_args") or {}),
                 {k: v for k, v in paths.items() if v != "l2"})
