@@ -227,3 +227,41 @@ def test_the_battery_measures_into_a_floating_ip(netns_up):
         flowsetup.run(dep, pair, rates=(10,), seconds=1, repetitions=1)
         text = seen(5.0)
     assert f"IP {dep.ip(outside)}." in text and f" > {dep.ip(vm)}." in text, text
+
+
+ROUTED_SG = """
+vswitch: {kind}
+network: {{type: vxlan}}
+security_groups:
+  - name: web
+    rules:
+      - {{direction: ingress, protocol: icmp}}
+vnets: [{{name: blue}}, {{name: red}}]
+vms:
+  - {{name: a, host: h1, vnets: [{{name: blue, security_groups: [web]}}]}}
+  - {{name: b, host: h2, vnets: [{{name: red, security_groups: [web]}}]}}
+  - {{name: c, host: h2, vnets: [red]}}
+routers:
+  - {{name: r1, host: h1, vnets: [blue, red], external_gateway: true}}
+floating_ips:
+  - {{vm: b}}
+  - {{vm: c}}
+"""
+
+
+@pytest.mark.parametrize("kind", ["linuxbridge", "ovs", "ovn"])
+def test_routed_traffic_meets_each_ports_security_groups(netns_up, kind):
+    """Routers with security groups, as Neutron has them: the router's ports are not
+    filtered (ovs: Neutron's OVS firewall takes them as trusted ports, which sends their
+    traffic into the ingress pipeline of the port it goes to), every VM port is, on either
+    side of the router. a and b (group web: ICMP in from anywhere) reach each other across
+    r1 both ways, and the outside reaches b's floating IP; c (group default: in only from
+    its members) is reached neither from a nor from outside, but goes out itself."""
+    tb = loads(ROUTED_SG.format(kind=kind), source="<routed with security groups>")
+    dep = netns_up(tb)
+    fip = {f.vm: str(f.ip) for f in tb.floating_ips}
+    got = lambda src, dst: ping(dep, src, dst, count=2, wait_s=1).returncode == 0   # noqa: E731
+    expected = {("a", dep.ip("b")): True, ("b", dep.ip("a")): True, ("c", dep.ip("a")): True,
+                ("outside", fip["b"]): True, ("c", str(tb.external.gateway)): True,
+                ("a", dep.ip("c")): False, ("outside", fip["c"]): False}
+    assert {k: got(*k) for k in expected} == expected

@@ -104,9 +104,12 @@ def test_each_seeds_comparison_task_renders_with_its_task_args(seed_id):
                   **(s.task_args or {}), **({"path": s.measured_paths} if routed else {}))
     validate(text)
     if seed_id == "002":
-        (args,) = _scenario_args(text, "VnetBench.rfc2544")
-        assert args["measures"] == ["throughput", "latency_at"] and args["repetitions"] == 3
-        assert args["latency_rates"] == [1, 1000] and args["latency_loads"] == [50, 150]
+        per_column = _scenario_args(text, "VnetBench.rfc2544")
+        assert len(per_column) == len(s.columns) == 4         # the bridge's, and each kind's router beside
+        for args in per_column:
+            assert args["measures"] == ["throughput", "latency_at"] and args["repetitions"] == 3
+            assert args["latency_rates"] == [1, 1000] and args["latency_loads"] == [50, 150]
+            assert args["frame_sizes"] == [64, 512, 1518]
         ctxs = [w["contexts"]["vnetbench_testbed"] for st in yaml.safe_load(text)["subtasks"]
                 for w in st["workloads"]]
         assert ctxs and all(c["path"] == ["l2", "l3-east-west"] for c in ctxs)

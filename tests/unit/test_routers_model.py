@@ -103,9 +103,13 @@ def test_each_kind_builds_routers_or_says_why_not(kind):
             caps().require(tb)
 
 
-def test_routers_with_security_groups_are_refused_until_realised():
+def test_routers_with_security_groups_build_where_the_kind_has_both():
+    """Router ports are unfiltered (port security off), as Neutron's router interfaces:
+    the testbed builds wherever the kind realises routers and security groups."""
     tb = loader.loads(TWO_SUBNETS + "security_groups: []\n", source="t.yaml")
-    assert "security groups" in caps().why_not_routers(tb)
+    assert caps().why_not_routers(tb) is None
+    assert all(not n.port_security for r in tb.attached if r.name == "r1" for n in r.nics)
+    assert all(n.port_security for v in tb.vms for n in v.nics)
 
 
 # --- any routed document ----------------------------------------------------------
@@ -224,3 +228,17 @@ def test_a_floating_ip_pair_is_the_outside_to_a_vm_of_its_own_with_a_floating_ip
     no_gw = TWO_SUBNETS.split("floating_ips")[0].replace(", external_gateway: true", "")
     with pytest.raises(errors.TestbedFileError, match=r"pairs\[0\].path: vnet 'blue' has no router with an external"):
         loader.loads(no_gw + "pairs: [{placement: same-host, vnet: blue, path: floating-ip}]\n", source="t.yaml")
+
+
+def test_the_sg_agent_asks_for_the_routers_ports_and_the_server_leaves_them_out():
+    """Neutron's OVS agent asks the server about every port of its bridge; the reply has
+    no security information for a router interface, so the agent's driver takes it as a
+    trusted port. The payload carries the router's ports apart (``trusted``)."""
+    from vnetbench.kinds import neutron_sg
+    tb = loader.loads(TWO_SUBNETS + "security_groups: []\n", source="t.yaml")
+    dev = lambda vm, n: f"{vm}-{n}"              # noqa: E731
+    on_h1 = neutron_sg.payload(tb, "abc123", "h1", device=dev, trusted=True)
+    assert on_h1["trusted"] == [neutron_sg.port_id("abc123", "r1", 0), neutron_sg.port_id("abc123", "r1", 1)]
+    assert not set(on_h1["trusted"]) & set(on_h1["devices"])
+    assert neutron_sg.payload(tb, "abc123", "h2", device=dev, trusted=True)["trusted"] == []
+    assert "trusted" not in neutron_sg.payload(tb, "abc123", "h1", device=dev)     # linuxbridge's agent

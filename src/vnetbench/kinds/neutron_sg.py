@@ -81,10 +81,15 @@ def neutron_python_missing(python: str = SYSTEM_PYTHON) -> str | None:
             f"installs it): {(done.stderr.strip().splitlines() or ['?'])[-1]}")
 
 
-def payload(tb: Testbed, run_id: str, host: str, device, bridge=None) -> dict:
+def payload(tb: Testbed, run_id: str, host: str, device, bridge=None, trusted=False) -> dict:
     """The RPC reply for every VM port on ``host``; ``device(vm_name, nic_index)`` gives
     the port's host-side device name, ``bridge(vnet_name)`` (linuxbridge) the name of
-    the vnet's bridge, which Neutron would call brq<network id> (key ``bridge``, ours)."""
+    the vnet's bridge, which Neutron would call brq<network id> (key ``bridge``, ours).
+    ``trusted``: also the ids of the host's router ports (key ``trusted``, ours): the
+    agent asks for them too, and the server's reply leaves them out, as Neutron's leaves
+    out a ``network:router_interface`` port, so the driver passes them unfiltered
+    (``process_trusted_ports``: OVS's firewall then sends their traffic to the ingress
+    pipeline of the port it goes to)."""
     devices, groups, remote = {}, {}, set()
     for vm in tb.vms_on(host):
         for n, nic in enumerate(vm.nics):
@@ -109,4 +114,9 @@ def payload(tb: Testbed, run_id: str, host: str, device, bridge=None) -> dict:
     members = {sg_id(run_id, g): {"IPv4": sorted([str(nic.ip), nic.mac]
                                                  for nic in secgroups.member_nics(tb, g))}
                for g in sorted(remote, key=lambda g: sg_id(run_id, g))}
-    return {"devices": devices, "security_groups": groups, "sg_member_ips": members}
+    out = {"devices": devices, "security_groups": groups, "sg_member_ips": members}
+    if trusted:
+        vms = {v.name for v in tb.vms}
+        out["trusted"] = [port_id(run_id, r.name, n) for r in tb.attached_on(host) if r.name not in vms
+                          for n in range(len(r.nics))]
+    return out

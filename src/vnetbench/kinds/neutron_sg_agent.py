@@ -134,7 +134,7 @@ def _serve(agent, rpc, line: str) -> dict:
         if "payload" in cmd:
             rpc.payload = cmd["payload"]
         if op == "prepare":
-            agent.prepare_devices_filter(list(cmd.get("devices") or rpc.payload["devices"]))
+            agent.prepare_devices_filter(list(cmd.get("devices") or _all(rpc.payload)))
         elif op == "rules_updated":
             agent.security_groups_rule_updated(cmd["groups"])
         elif op == "members_updated":
@@ -157,7 +157,13 @@ def _ovs_restarted(agent, rpc) -> None:
     port as added, so each is filtered again (``setup_port_filters``)."""
     from neutron_lib.callbacks import events, registry, resources
     registry.publish(resources.AGENT, events.OVS_RESTARTED, agent)
-    agent.prepare_devices_filter(list(rpc.payload["devices"]))
+    agent.prepare_devices_filter(_all(rpc.payload))
+
+
+def _all(payload) -> list:
+    """Every device the agent asks the server about: its VMs' ports and its routers' (which
+    the reply leaves out: ``prepare_devices_filter`` then treats them as trusted)."""
+    return [*payload["devices"], *payload.get("trusted", ())]
 
 
 def main(argv=None) -> int:

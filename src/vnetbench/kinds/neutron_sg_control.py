@@ -36,6 +36,7 @@ class Agent:
     device: Callable                     # (ctx) -> (vm, nic index) -> device
     bridge: Callable | None = None       # (ctx) -> (vnet) -> bridge name
     args: Callable = field(default=lambda ctx, host: [])
+    trusted: bool = False                # the host's router ports go to the driver as trusted
 
 
 def rundir(ctx, host) -> Path:
@@ -51,7 +52,7 @@ def socket_path(ctx, host) -> Path:
 def payload(agent: Agent, ctx, host) -> dict:
     """Neutron's RPC view of this host's ports, with the kind's device and bridge names."""
     return neutron_sg.payload(ctx.testbed, ctx.run.run_id, host.name, device=agent.device(ctx),
-                              bridge=agent.bridge and agent.bridge(ctx))
+                              bridge=agent.bridge and agent.bridge(ctx), trusted=agent.trusted)
 
 
 def start(agent: Agent, ctx) -> None:

@@ -34,8 +34,13 @@ def testbed_yaml(vswitch: str, network: str, underlay_mtu: int | None, placement
     routed = any(p != "l2" for p in paths)
     pairs = "\n".join(f"  - {{placement: {p}" + (f", path: {pa}}}" if pa != "l2" else "}")
                        for pa in paths for p in placements)
-    # on: every port in Neutron's default group (the pairs reach each other through it)
+    # on: every port in Neutron's default group (the pairs reach each other through it);
+    # a floating IP is reached from outside only where a rule admits the external network
     sg = "security_groups: []\n" if security_groups else ""
+    if security_groups and "floating-ip" in paths:
+        sg = ("security_groups:\n  - name: default\n    rules:\n"
+              "      - {direction: ingress, remote_group: default}\n"
+              "      - {direction: ingress, remote_ip_prefix: 198.18.128.0/24}   # the external network\n")
     gateway = ", external_gateway: true" if {"north-south", "floating-ip"} & set(paths) else ""
     l3 = ("vnets: [{name: vnet1}, {name: vnet2}]\n"
           f"routers: [{{name: r1, host: h1, vnets: [vnet1, vnet2]{gateway}}}]\n" if routed else "")

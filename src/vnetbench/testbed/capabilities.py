@@ -115,9 +115,6 @@ class Capabilities:
             why = kind.why_not_switch_routing(self, r.routing) if r.routing != ROUTER else None
             if why:
                 return f"router {r.name!r}: {why}"
-        if testbed.port_security:
-            return ("routers with security groups are not realised on the embedded testbed yet "
-                    "(a router's ports are exempt from them in Neutron); remove port_security or the routers")
         return None
 
     def why_not_security_groups(self, testbed: Testbed) -> str | None:
