@@ -14,7 +14,7 @@ from vnetbench import signals
 from vnetbench.errors import VnetbenchError
 from vnetbench.inputs import excerpt, one_line
 from vnetbench.testbed import options
-from vnetbench.testbed.model import NetType, VSwitchKind
+from vnetbench.testbed.model import PATHS, NetType, VSwitchKind
 from vnetbench.testbed.options import build_options, libvirt_uris  # noqa: F401  (libvirt_uris: API)
 from vnetbench.cli_testbed import (
     fault_parsers, cmd_capabilities, cmd_cleanup, cmd_down, cmd_exec, cmd_schema, cmd_status, cmd_up,
@@ -238,7 +238,7 @@ def _parser():
                    help="only these VM pair placements (default: both)")
     s.add_argument("--run", help="measure this running testbed (id or name; one column, kept up) "
                    "instead of building one per workload: boot slow guests once")
-    s.add_argument("--path", choices=["l2", "l3-east-west", "north-south", "floating-ip"], default="l2",
+    s.add_argument("--path", choices=PATHS, default="l2",
                    help="l3-east-west: each pair's VMs on two vnets, a router between them; "
                         "north-south: a VM to an external host through the router's SNAT; "
                         "floating-ip: the external host to a VM's floating IP, through the router's "

@@ -74,9 +74,9 @@ def test_an_unknown_routing_is_refused_by_the_schema():
     ("ovs", "vlan", SVI, None), ("ovs", "vlan", STICK, None), ("ovs", "vxlan", STICK, None),
     ("linuxbridge", "vxlan", SVI, None),
     ("linuxbridge", "vxlan", STICK, "CONFIG_VLAN_8021Q"),
-    ("ovn", "geneve", SVI, "not on ovn"), ("ovs-openflow", "vxlan", STICK, "not on ovs-openflow"),
-    ("vrouter", "gre", SVI, "not on vrouter"), ("faucet", "vlan", SVI, None),
-    ("faucet", "vlan", STICK, "not on faucet"),
+    ("ovn", "geneve", SVI, "not realised on ovn"), ("ovs-openflow", "vxlan", STICK, "not realised on ovs-openflow"),
+    ("vrouter", "gre", SVI, "not realised on vrouter"), ("faucet", "vlan", SVI, None),
+    ("faucet", "vlan", STICK, "not realised on faucet"),
 ])
 def test_which_kinds_realise_which_testbed(kind, ntype, routing, refused):
     why = _caps("Operation not supported").why_not_routers(_tb(routing, kind=kind, ntype=ntype))

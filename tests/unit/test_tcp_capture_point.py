@@ -10,7 +10,8 @@ from vnetbench.errors import UnsupportedError
 class _Dep:
     def __init__(self, port=None):
         self.port = port
-        self.testbed = SimpleNamespace(external_hosts=(SimpleNamespace(name="outside"),))
+        self.testbed = SimpleNamespace(external_host=lambda name: SimpleNamespace(name=name)
+                                       if name == "outside" else None)
 
     def vm_port(self, vm, nic=0):
         if self.port is None:

@@ -58,7 +58,7 @@ def _capture_point(dep, src) -> tuple[str | None, str, str]:
     its command channel); where the hosts are not ours (a cloud's compute nodes), the
     sender's own NIC inside the VM, the last point the tenant can see; an external host's
     own NIC (it sends from outside the cloud)."""
-    if any(h.name == src for h in dep.testbed.external_hosts):
+    if dep.testbed.external_host(src) is not None:
         return None, "eth0", "external host eth0"
     try:
         host, port = dep.vm_port(src)

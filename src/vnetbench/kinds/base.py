@@ -135,8 +135,8 @@ class Kind:
         stick ("stick"); None when it can."""
         if routing in self.switch_routing:
             return None
-        return (f"routing: {routing} (seed 000's inter-VLAN testbeds) is realised on linuxbridge (svi), "
-                f"ovs (svi, stick) and faucet (svi), not on {self.name}; leave routing out for its own router")
+        return (f"routing: {routing} (seed 000's inter-VLAN testbeds) is not realised on {self.name}; "
+                "leave routing out for its own router")
 
     def netns_svi(self, ctx, ri: int, router) -> None:
         """Make the vSwitch of ROUTER's host an L3 switch for its vnets (``l3agent.svi``

@@ -16,12 +16,9 @@ from rally.task import context
 
 from vnetbench import kinds
 from vnetbench.state import state_root
+from vnetbench.testbed.model import PATHS   # what lies between a pair's two ends (Pair.path)
 
 PLACEMENTS = ("same-host", "cross-host")
-
-
-#: what lies between a pair's two ends (``Pair.path``)
-PATHS = ["l2", "l3-east-west", "north-south", "floating-ip"]
 
 
 def testbed_yaml(vswitch: str, network: str, underlay_mtu: int | None, placements,
@@ -38,9 +35,10 @@ def testbed_yaml(vswitch: str, network: str, underlay_mtu: int | None, placement
     # a floating IP is reached from outside only where a rule admits the external network
     sg = "security_groups: []\n" if security_groups else ""
     if security_groups and "floating-ip" in paths:
+        from vnetbench.testbed.loader import DEFAULT_EXTERNAL
         sg = ("security_groups:\n  - name: default\n    rules:\n"
               "      - {direction: ingress, remote_group: default}\n"
-              "      - {direction: ingress, remote_ip_prefix: 198.18.128.0/24}   # the external network\n")
+              f"      - {{direction: ingress, remote_ip_prefix: {DEFAULT_EXTERNAL}}}   # the external network\n")
     gateway = ", external_gateway: true" if {"north-south", "floating-ip"} & set(paths) else ""
     l3 = ("vnets: [{name: vnet1}, {name: vnet2}]\n"
           f"routers: [{{name: r1, host: h1, vnets: [vnet1, vnet2]{gateway}}}]\n" if routed else "")
@@ -138,9 +136,9 @@ class VnetbenchTestbed(context.Context):
                       "properties": {"accommodation": {"type": ["array", "object", "string"]},
                                      "hosts": {"type": "integer", "minimum": 1, "maximum": 512},
                                      "density": {"type": "integer", "minimum": 1, "maximum": 512}}},
-            "path": {"oneOf": [{"enum": PATHS},
+            "path": {"oneOf": [{"enum": list(PATHS)},
                                {"type": "array", "minItems": 1, "uniqueItems": True,
-                                "items": {"enum": PATHS}}],
+                                "items": {"enum": list(PATHS)}}],
                      "description": "l2 (default): each pair on one vnet; l3-east-west: its second "
                      "VM on a second vnet, a router on h1 between them; north-south: a VM to an "
                      "external host through the router's SNAT (docs/routers.md); a list: a pair "

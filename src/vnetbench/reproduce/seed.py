@@ -9,6 +9,7 @@ from importlib import resources
 import yaml
 
 from vnetbench.errors import VnetbenchError
+from vnetbench.testbed.model import PATHS
 
 KINDS = ("highest", "lowest", "greater", "about", "at_most", "at_least")
 
@@ -103,9 +104,6 @@ def load(seed_id: str) -> Seed:
         raise VnetbenchError(f"seed {seed_id!r}: no such data file; the seeds with figures are "
                              f"{', '.join(available())}")
     return parse(yaml.safe_load(path.read_text()), f"{seed_id}.yaml")
-
-
-PATHS = ("l2", "l3-east-west", "north-south", "floating-ip")
 
 
 def parse(d: dict, where: str) -> Seed:

@@ -55,7 +55,7 @@ class RunDeployment:
 
     def ip(self, vm: str, vnet: str | None = None) -> str:
         """A VM NIC's address (the first NIC's, or VNET's); an external host's address."""
-        outside = next((h for h in self.testbed.external_hosts if h.name == vm), None)
+        outside = self.testbed.external_host(vm)
         if outside is not None:
             return str(outside.ip)
         v = self.testbed.vm(vm)
@@ -65,7 +65,7 @@ class RunDeployment:
         """The address SRC sends to to reach DST: from outside the cloud (an external host)
         a VM's floating IP, where it has one (its router DNATs it to the fixed address the
         VM's own tools bind to, ``ip``); else DST's own address."""
-        if any(h.name == src for h in self.testbed.external_hosts):
+        if self.testbed.external_host(src) is not None:
             fip = next((f for f in self.testbed.floating_ips if f.vm == dst), None)
             if fip is not None:
                 return str(fip.ip)

@@ -114,7 +114,9 @@ class Capabilities:
         for r in testbed.routers:
             why = kind.why_not_switch_routing(self, r.routing) if r.routing != ROUTER else None
             if why:
-                return f"router {r.name!r}: {why}"
+                where = ", ".join(f"{k.name} ({', '.join(k.switch_routing)})" for k in kinds.all_kinds()
+                                  if k.switch_routing)
+                return f"router {r.name!r}: {why} (realised on {where})"
         return None
 
     def why_not_security_groups(self, testbed: Testbed) -> str | None:

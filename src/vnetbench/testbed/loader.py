@@ -545,7 +545,8 @@ class _Builder:
     def _north_south(self, p, i, name, placement, hosts, vnets):
         """A VM on the pair's vnet and the first external host, through the router of the
         vnet, which needs an external gateway; the VM on that router's host (same-host) or
-        on the next host (cross-host)."""
+        on the next host (cross-host). North-south: the VM sends, out through SNAT;
+        floating-ip: the external host sends, to the floating IP the VM gets here."""
         where = f"pairs[{i}]"
         for field_, paths in (("peer_vnet", "path l3-east-west"), ("vms", "paths l2 and l3-east-west")):
             if field_ in p:

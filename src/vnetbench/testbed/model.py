@@ -68,6 +68,8 @@ EAST_WEST = "l3-east-west"
 NORTH_SOUTH = "north-south"       # a VM to an external host, out through its router's NAT
 FLOATING_IP = "floating-ip"       # an external host to a VM's floating IP, in through DNAT
 PATHS = (L2, EAST_WEST, NORTH_SOUTH, FLOATING_IP)
+#: ``Router.routing``: the kind's own tenant router, or seed 000's inter-VLAN testbeds
+ROUTER, SVI, STICK = "router", "svi", "stick"
 
 
 @dataclass(frozen=True)
@@ -212,7 +214,7 @@ class Router:
     gateway_mac: str | None = None
     snat: bool = True
     #: how it is made: ROUTER (the kind's tenant router), SVI or STICK (seed 000's testbeds)
-    routing: str = "router"
+    routing: str = ROUTER
 
     def port(self, vnet: str) -> RouterPort:
         for p in self.ports:
@@ -292,6 +294,10 @@ class Testbed:
         """The floating IPs ROUTER carries: those of its vnets."""
         return tuple(f for f in self.floating_ips if self.router_of(f.vnet) == router)
 
+    def external_host(self, name: str) -> ExternalHost | None:
+        """The external host NAME (a machine outside the cloud), or None: a VM or router."""
+        return next((h for h in self.external_hosts if h.name == name), None)
+
     def floating_ip(self, vm: str, vnet: str) -> FloatingIp | None:
         return next((f for f in self.floating_ips if f.vm == vm and f.vnet == vnet), None)
 
@@ -322,9 +328,6 @@ class Testbed:
 
 #: how kinds route (``Kind.routers``) whose routers are namespaces with ports on the vSwitch
 NAMESPACE_ROUTERS = ("l3-agent", "external")
-#: ``Router.routing``: the kind's own tenant router, or seed 000's inter-VLAN testbeds
-ROUTER, SVI, STICK = "router", "svi", "stick"
-ROUTINGS = (ROUTER, SVI, STICK)
 
 
 def router_holder(r: Router) -> Vm:

@@ -36,7 +36,7 @@ class Deployment(RunDeployment):
             r = tb.router(vm)
             ns = self.names.host_ns(r.host) if r.routing == SVI else self.names.vm_ns(vm)
             return proc.in_netns(ns, argv, tb.host(r.host).cpus)
-        if any(h.name == vm for h in tb.external_hosts):
+        if tb.external_host(vm) is not None:
             return proc.in_netns(self.names.external_ns(vm), argv)
         v = tb.vm(vm)
         return proc.in_netns(self.names.vm_ns(v.name), argv, v.cpus)
