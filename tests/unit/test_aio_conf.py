@@ -54,6 +54,22 @@ def test_neutron_ml2_ovs_netdev_on_the_owned_bridges():
     assert _parse(conf.neutron(LAY))["DEFAULT"]["api_workers"] == "1"
 
 
+def test_the_l3_agent_is_legacy_on_veths_of_the_owned_bridge_and_the_outside_is_apart():
+    """Legacy routers (no DVR/HA/metadata proxy) with the router service plugin; router
+    ports as veths (the netdev datapath's taps stop carrying traffic in a namespace); the
+    external network a twin subnet in the other /16, its outside namespace and veth
+    named by the run (IFNAMSIZ), its gateway the outside host."""
+    l3 = _parse(conf.l3_agent(LAY))
+    assert l3["DEFAULT"]["interface_driver"] == "openvswitch" and l3["DEFAULT"]["ovs_use_veth"] == "true"
+    assert l3["DEFAULT"]["agent_mode"] == "legacy" and l3["DEFAULT"]["enable_metadata_proxy"] == "false"
+    assert l3["ovs"]["integration_bridge"] == LAY.br_int and l3["ovs"]["datapath_type"] == "netdev"
+    assert l3["ovs"]["ovsdb_connection"] == LAY.ovsdb
+    assert "router" in _parse(conf.neutron(LAY))["DEFAULT"]["service_plugins"].split(",")
+    assert LAY.external_cidr == "198.18.250.0/24" and LAY.outside_cidr == "198.18.250.1/24"
+    assert len(LAY.outside_link) <= 15 and LAY.run_id in LAY.outside_netns
+    assert LAY.netns_dir.parent == LAY.state
+
+
 def test_the_capacity_hand_off_reaches_placement():
     """--ovs-kpps: the OVS agent reports the packet rate; Neutron's placement plugin (with
     credentials for Placement) syncs it; without it, no inventory line."""
@@ -112,13 +128,13 @@ def test_a_daemons_last_error_line_is_the_exception_not_oslos_closing_line():
 
 
 class _FakeCloud:
-    """Just what Aio._wait_compute reads: a hypervisor, a live OVS agent, PCPU inventory."""
+    """Just what Aio._wait_compute reads: a hypervisor, live OVS and L3 agents, PCPU inventory."""
     class compute:
         hypervisors = staticmethod(lambda details: [object()])
 
     class network:
-        agents = staticmethod(lambda: [type("A", (), {"agent_type": "Open vSwitch agent",
-                                                      "is_alive": True})()])
+        agents = staticmethod(lambda: [type("A", (), {"agent_type": t, "is_alive": True})()
+                                       for t in ("Open vSwitch agent", "L3 agent")])
 
     class placement:
         resource_providers = staticmethod(lambda: ["rp"])

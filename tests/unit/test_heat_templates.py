@@ -163,6 +163,12 @@ def _secured():
     return st.parameters(tb, RID, st.Options(cloud="c", mgmt_network="flat"), True, "k")
 
 
+def _routed():
+    tb = load(EXAMPLES / "routed-two-subnets.yaml", online_cpus=[0, 1])
+    return st.parameters(tb, RID, st.Options(cloud="c", mgmt_network="flat", external_network="public",
+                                             outside="netns:out"), True, "k")
+
+
 ENV = hot.TEMPLATES / "env"
 CASES = {
     "admin-vxlan": (MAIN, ENV / "ml2-ovs.yaml", _params("vxlan")),
@@ -184,6 +190,9 @@ CASES = {
                                              "run_id": RID}),
     "sgrule": (hot.TEMPLATES / "sgrule.yaml", None, {"index": "0", "rules": _secured()["sg_cross_rules"]}),
     "vm-secured": (hot.TEMPLATES / "vm.yaml", None, {**VM, "index": "0", "layout": _secured()["vm_layout"]}),
+    "routed": (MAIN, ENV / "ml2-ovs.yaml", _routed()),
+    "vm-fip": (hot.TEMPLATES / "vm.yaml", None, {**VM, "index": "1", "layout": _routed()["vm_layout"],
+                                                 "floating_network": "public", "router_ports": ["r:a", "r:b"]}),
     "member-open": (hot.TEMPLATES / "pair.yaml", None, {**MEMBER, "port_overrides": False, "secured": True,
                                                         "security_groups": [f"vnb-{RID}-open"]}),
 }
@@ -356,3 +365,27 @@ def test_heat_gives_a_secured_port_its_groups_and_an_open_one_none(resolved):
     member = _props(resolved["member-open"], "port_a")
     assert member["security_groups"] == [f"vnb-{RID}-open"]
     assert "port_security_enabled" not in member["value_specs"]   # not the member's to say
+
+
+def test_heat_resolves_a_routed_testbed(resolved):
+    """One Neutron router between the two subnets (their gateways its interface
+    addresses: the VMs' default route), its gateway on the external network with SNAT;
+    the VMs wait for its interfaces, b gets a floating IP there and a does not."""
+    r = resolved["routed"]
+    assert r["conditions"]["routed_a"] and r["conditions"]["routed_b"] and r["conditions"]["router_gateway"]
+    assert _props(r, "subnet_a")["gateway_ip"] == "198.19.1.254"
+    assert _props(r, "subnet_b")["gateway_ip"] == "198.19.2.254"
+    assert _props(r, "router")["external_gateway_info"] == {"network": "public", "enable_snat": True}
+    assert f"run-{RID}" in _props(r, "router")["tags"]
+    vms = _props(r, "vms")["resource_def"]["properties"]
+    assert vms["floating_network"] == "public"
+    assert [(e["name"], e["vnet"], e["fip"]) for e in vms["layout"]] == [("a", "a", False), ("b", "b", True)]
+    fip = resolved["vm-fip"]
+    assert _props(fip, "floating_ip")["floating_network"] == "public"
+    assert "floating_ip" not in resolved["vm"]["resources"]      # no floating network: none
+
+
+def test_an_unrouted_testbed_has_no_router_and_subnets_without_gateway(resolved):
+    r = resolved["vm-list"]
+    assert not r["conditions"]["routed"] and "router" not in r["resources"]
+    assert _props(r, "subnet_a")["gateway_ip"] is None

@@ -24,15 +24,18 @@ def _awk(tmp_path, want, doc: Path) -> list[str]:
 
 def test_network_data_gives_mac_address_mtu(tmp_path):
     rows = _awk(tmp_path, "nics", DATA / "network_data.json")
-    assert rows == [f"{m} {a} {t}" for m, a, t in recorded_nics()]
+    assert rows == [" ".join(map(str, nic)) for nic in recorded_nics()]
 
 
 def recorded_nics():
     import json
     doc = json.loads((DATA / "network_data.json").read_text())
     links = {l["id"]: l for l in doc["links"]}
+    def gateway(n):
+        return [r["gateway"] for r in n.get("routes", []) if r["network"] == "0.0.0.0"][:1]
     return [(links[n["link"]]["ethernet_mac_address"], f"{n['ip_address']}/{n['netmask']}",
-             links[n["link"]].get("mtu") or 1500) for n in doc["networks"] if n["type"] == "ipv4"]
+             links[n["link"]].get("mtu") or 1500, *gateway(n))
+            for n in doc["networks"] if n["type"] == "ipv4"]
 
 
 def test_several_links_and_nested_routes(tmp_path):
@@ -44,7 +47,8 @@ def test_several_links_and_nested_routes(tmp_path):
                    ' "gateway": "198.19.1.1"}]}, {"id": "n1", "type": "ipv4_dhcp", "link": "t2"},'
                    ' {"id": "n2", "type": "ipv4", "link": "t2", "ip_address": "198.18.3.3",'
                    ' "netmask": "255.255.0.0", "routes": []}], "services": []}')
-    assert _awk(tmp_path, "nics", doc) == ["fa:16:3e:00:00:01 198.19.1.5/255.255.255.0 1450",
+    # the default route's gateway where the subnet has one (a router's interface)
+    assert _awk(tmp_path, "nics", doc) == ["fa:16:3e:00:00:01 198.19.1.5/255.255.255.0 1450 198.19.1.1",
                                            "fa:16:3e:00:00:02 198.18.3.3/255.255.0.0 1500"]
 
 

@@ -161,13 +161,15 @@ class Aio:
             raise VnetbenchError("aio: an OVS userspace datapath already runs in the root namespace "
                                  "(link ovs-netdev: another AIO?); two cannot share it; take that "
                                  "one down first ('aio down --state ITS_DIR')")
-        net = ipaddress.ip_network(self.lay.cidr)
+        nets = [ipaddress.ip_network(c) for c in (self.lay.cidr, self.lay.external_cidr)]
         addrs = _run(["ip", "-o", "addr", "show"], "ip addr")
         for line in addrs.splitlines():
             parts = line.split()
-            if parts[2] == "inet" and ipaddress.ip_interface(parts[3]).ip in net:
-                raise VnetbenchError(f"aio: {parts[3]} on {parts[1]} is inside the AIO subnet "
-                                     f"{net}; pass --cidr with a free /24 of 198.18.0.0/15")
+            for net in nets:
+                if parts[2] == "inet" and ipaddress.ip_interface(parts[3]).ip in net:
+                    raise VnetbenchError(f"aio: {parts[3]} on {parts[1]} is inside the AIO subnet "
+                                         f"{net}; pass --cidr with a free /24 of 198.19.0.0/16 "
+                                         "(its twin in 198.18.0.0/16 is the external network)")
 
     def _start(self, name, argv, env=None, port=None, timeout_s=120):
         entry = self.daemons.start(name, argv, env=env)
@@ -243,9 +245,32 @@ class Aio:
         _run(["ip", "link", "set", br, "up"], f"{br} up")
         # the userspace datapath does not fill in checksums the kernel left to offload
         _run(["ethtool", "-K", br, "tx", "off"], f"ethtool on {br}")
+        self._outside()
         # the VM taps stay up (a tap's IFF_UP can be lost as ovs-vswitchd opens it)
         self._start("tapkeeper", [sys.executable, "-m", "vnetbench.aio.tapkeeper", "--db",
                                   self.lay.ovsdb, "--bridge", self.lay.br_int], env=self.ovs_env())
+
+    def _outside(self) -> None:
+        """A machine outside the cloud, on its external network (the provider network the
+        routers' gateways and floating IPs are on): a namespace with a veth into the
+        provider bridge, at the subnet's second address. North-south traffic runs between
+        it and the guests' floating IPs, never through the runner's own namespace."""
+        lay = self.lay
+        ns, link = lay.outside_netns, lay.outside_link
+        self.journal.record("netns", name=ns)
+        _run(["ip", "netns", "add", ns], f"netns {ns}")
+        _run(["ip", "link", "add", link, "type", "veth", "peer", "name", "eth0", "netns", ns],
+             f"veth {link}")
+        inside = ["ip", "netns", "exec", ns]
+        _run([*inside, "ip", "addr", "add", lay.outside_cidr, "dev", "eth0"], f"address in {ns}")
+        for dev in ("lo", "eth0"):
+            _run([*inside, "ip", "link", "set", dev, "up"], f"{dev} up in {ns}")
+        # its own TCP segments leave with full checksums (the userspace datapath fills none in)
+        _run([*inside, "ethtool", "-K", "eth0", "tx", "off"], f"ethtool in {ns}")
+        _run(["ip", "link", "set", link, "up"], f"{link} up")
+        # an access port of the external network's VLAN on the provider bridge
+        self.vsctl("add-port", lay.br_phys, link, "--", "set", "port", link,
+                   f"tag={conf.EXTERNAL_VLAN}", what=f"port {link} on {lay.br_phys}")
 
     def _start_ovs(self) -> None:
         run = self.lay.ovs_run
@@ -392,10 +417,23 @@ class Aio:
         self.daemons.start("heat-engine", ["heat-engine", *heat])
         self.daemons.start("neutron-openvswitch-agent", ["neutron-openvswitch-agent", *agent],
                            env=self.ovs_env())
+        self._l3_agent([*neutron, "--config-file", str(lay.conf_path("neutron", "l3_agent.ini"))])
         self._compute_argv = ["nova-compute", *nova]
         self.daemons.start("nova-compute", self._compute_argv, env=self.ovs_env())
         for name, entry in entries.items():
             wait_port(lay.port(name), f"{name}-api", 240, entry, lay.logs)
+
+    def _l3_agent(self, args: list[str]) -> None:
+        """neutron-l3-agent in a mount namespace of its own whose /run/netns is the AIO's
+        netns dir: the router namespaces it makes (qrouter-<uuid>, named by Neutron) are the
+        AIO's by place, invisible to other programs' namespace lists, and freed when the
+        agent's mount namespace goes with it -- nothing is ever removed by its name."""
+        self.lay.netns_dir.mkdir(parents=True, exist_ok=True)
+        Path("/run/netns").mkdir(parents=True, exist_ok=True)
+        self.daemons.start("neutron-l3-agent", [
+            "unshare", "--mount", "--propagation", "private", "--", "sh", "-c",
+            'mount --bind "$0" /run/netns && exec "$@"', str(self.lay.netns_dir),
+            "neutron-l3-agent", *args], env=self.ovs_env())
 
     # --- cloud resources (openstacksdk) ---------------------------------------------------
     def _auth(self, user="admin", project="admin") -> dict:
@@ -453,6 +491,16 @@ class Aio:
                                 cidr=self.lay.cidr, enable_dhcp=False,
                                 gateway_ip=self.lay.host_cidr.split("/")[0],
                                 allocation_pools=[{"start": start, "end": end}])
+        ext = c.network.create_network(name=conf.EXTERNAL_NAME, is_router_external=True,
+                                       provider_network_type="vlan",
+                                       provider_physical_network=conf.PHYSNET,
+                                       provider_segmentation_id=conf.EXTERNAL_VLAN)
+        net = ipaddress.ip_network(self.lay.external_cidr)
+        c.network.create_subnet(network_id=ext.id, name=conf.EXTERNAL_NAME, ip_version=4,
+                                cidr=str(net), enable_dhcp=False,
+                                gateway_ip=self.lay.outside_cidr.split("/")[0],
+                                allocation_pools=[{"start": str(net.network_address + 10),
+                                                   "end": str(net.broadcast_address - 1)}])
         flavor = c.compute.create_flavor(name=FLAVOR, ram=256, vcpus=1, disk=1, is_public=True)
         c.compute.create_flavor_extra_specs(flavor, {"hw:cpu_policy": "dedicated"})
         c.compute.create_flavor(name=FLAVOR_SHARED, ram=256, vcpus=1, disk=1, is_public=True)
@@ -491,11 +539,13 @@ class Aio:
                     continue
                 raise VnetbenchError(f"aio: {entry['name']} exited: {_tail(log)} (log: {log})")
             hyps = [h for h in c.compute.hypervisors(details=True)]
-            agents = [a for a in c.network.agents() if a.agent_type == "Open vSwitch agent"]
+            agents = {a.agent_type: a for a in c.network.agents()}
+            silent = [t for t in ("Open vSwitch agent", "L3 agent")
+                      if not (t in agents and agents[t].is_alive)]
             if not hyps:
                 last = "no hypervisor in the cell yet"
-            elif not (agents and agents[0].is_alive):
-                last = "the OVS agent has not reported"
+            elif silent:
+                last = f"the {' and the '.join(silent)} has not reported"
             else:
                 rps = list(c.placement.resource_providers())
                 inv = [i for rp in rps for i in c.placement.resource_provider_inventories(rp)]
@@ -522,6 +572,11 @@ class Aio:
         lines = []
         for e in self.current():
             lines.append(f"{e['name']:28} pid {e['pid']:>7}  {'running' if alive(e) else 'GONE'}")
+        for e in self.journal.entries():
+            if e["kind"] == "netns":     # the outside host: --outside netns:NAME
+                here = Path("/run/netns", e["name"]).exists()
+                lines.append(f"outside netns:{e['name']} ({self.lay.outside_cidr})  "
+                             f"{'running' if here else 'GONE'}")
         return lines
 
     def down(self, progress=print) -> list[str]:
@@ -542,7 +597,13 @@ class Aio:
             problems += stop([e for e in procs if e["name"] not in OVS_DAEMONS], marker=None)
             problems += self._ovs_clear(ovs)
             problems += stop(procs, marker=str(self.state))
-            for sub in ("data", "etc", "ovs"):
+            for e in entries:
+                if e["kind"] == "netns" and Path("/run/netns", e["name"]).exists():
+                    try:        # its veth goes with it
+                        _run(["ip", "netns", "delete", e["name"]], f"deleting netns {e['name']}")
+                    except VnetbenchError as exc:
+                        problems.append(str(exc))
+            for sub in ("data", "etc", "ovs", "netns"):
                 shutil.rmtree(self.state / sub, ignore_errors=True)
             for f in ("clouds.yaml", "meta.json", "mysql.sock", "mariadb.pid", "timings.json"):
                 (self.state / f).unlink(missing_ok=True)

@@ -21,6 +21,11 @@ NETWORK_TYPES = tuple(t.value for t in NetType)
 TUNNEL_TYPES = tuple(t.value for t in NetType if t.is_tunnel)
 IMAGE_NAME = "vnetbench-guest"
 NETWORK_NAME = "vnetbench-flat"
+# the external network (router:external) of routers' gateways and floating IPs: a VLAN of
+# the physnet, apart from the flat network the runner reaches the guests on (a guest's
+# management NIC there would otherwise answer the outside host directly, around its router)
+EXTERNAL_NAME = "vnetbench-public"
+EXTERNAL_VLAN = 4000
 REGION = "RegionOne"
 
 
@@ -87,6 +92,35 @@ class Layout:
         """The host's address on the provider bridge: the subnet's first address."""
         net = ipaddress.ip_network(self.cidr)
         return f"{net.network_address + 1}/{net.prefixlen}"
+
+    @property
+    def external_cidr(self) -> str:
+        """The external subnet: the flat subnet's twin in the other half of 198.18.0.0/15
+        (198.19.250.0/24 -> 198.18.250.0/24)."""
+        net = ipaddress.ip_network(self.cidr)
+        return str(ipaddress.ip_network((int(net.network_address) ^ 0x10000, net.prefixlen)))
+
+    @property
+    def outside_cidr(self) -> str:
+        """The outside namespace's address on the external network (its first): a machine
+        beyond the routers, their upstream gateway (the external subnet's gateway_ip)."""
+        net = ipaddress.ip_network(self.external_cidr)
+        return f"{net.network_address + 1}/{net.prefixlen}"
+
+    @property
+    def outside_netns(self) -> str:
+        return f"vnbaio{self.run_id}-outside"
+
+    @property
+    def outside_link(self) -> str:
+        """Its veth's end on the provider bridge (the other end is the namespace's eth0)."""
+        return f"vnb{self.run_id}-ox"
+
+    @property
+    def netns_dir(self) -> Path:
+        """The L3 agent's /run/netns (its mount namespace's): its router namespaces are
+        the AIO's by place, and go when the agent's mount namespace goes."""
+        return self.state / "netns"
 
     @property
     def pool(self) -> tuple[str, str]:
@@ -216,7 +250,7 @@ def neutron(lay: Layout) -> str:
         "host": lay.host, "bind_host": "127.0.0.1", "bind_port": lay.port("neutron"),
         # placement: the OVS agent's resource providers (bandwidth, packet rate) in Placement,
         # so Nova schedules a port's QoS minimum guarantees (vnetbench.capacity.openstack)
-        "core_plugin": "ml2", "service_plugins": "qos,placement", "auth_strategy": "keystone",
+        "core_plugin": "ml2", "service_plugins": "router,qos,placement", "auth_strategy": "keystone",
         "api_workers": 1, "rpc_workers": 1, "rpc_state_report_workers": 1,
         "state_path": lay.data("neutron"), "api_paste_config": "/etc/neutron/api-paste.ini",
         "notify_nova_on_port_status_changes": True, "notify_nova_on_port_data_changes": True})
@@ -254,6 +288,20 @@ def ovs_agent(lay: Layout) -> str:
         "securitygroup": {"firewall_driver": "openvswitch"}})
 
 
+def l3_agent(lay: Layout) -> str:
+    """Neutron's legacy L3 agent on the one node (no DVR, no HA, no metadata proxy): a
+    router namespace per router, its ports on the integration bridge. ovs_use_veth: the
+    netdev datapath's internal ports are taps that stop carrying traffic once moved into
+    a namespace, so each router port is a veth (the OVS-DPDK deployments' setting)."""
+    return ini({
+        "DEFAULT": {"host": lay.host, "interface_driver": "openvswitch", "ovs_use_veth": True,
+                    "agent_mode": "legacy", "enable_metadata_proxy": False},
+        "agent": {"root_helper": "env", "root_helper_daemon": ""},
+        # datapath_type: the driver turns the veth's offloads off for the userspace datapath
+        "ovs": {"integration_bridge": lay.br_int, "ovsdb_connection": lay.ovsdb,
+                "datapath_type": "netdev"}})
+
+
 def heat(lay: Layout) -> str:
     c = _common(lay, "heat")
     c["DEFAULT"].update({
@@ -280,4 +328,5 @@ def files(lay: Layout) -> dict[Path, str]:
             lay.conf_path("neutron"): neutron(lay),
             lay.conf_path("neutron", "ml2_conf.ini"): ml2(lay),
             lay.conf_path("neutron", "openvswitch_agent.ini"): ovs_agent(lay),
+            lay.conf_path("neutron", "l3_agent.ini"): l3_agent(lay),
             lay.conf_path("heat"): heat(lay)}

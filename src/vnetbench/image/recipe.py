@@ -123,7 +123,7 @@ if [ -n "$static" ]; then
 elif configdrive; then      # an OpenStack VM: addresses from the config drive
   awk -v want=nics -f /etc/vnetbench/cdjson.awk /run/config/openstack/latest/network_data.json \
     > /run/cdnics
-  while read mac cidr mtu; do    # each NIC by its MAC, waited for (up to 10 s): a second
+  while read mac cidr mtu gw; do    # each NIC by its MAC, waited for (up to 10 s): a second
     i=0; dev=""                   # NIC may appear after the first under load
     while [ -z "$dev" ] && [ $i -lt 100 ]; do
       for nic in /sys/class/net/eth*; do
@@ -132,6 +132,8 @@ elif configdrive; then      # an OpenStack VM: addresses from the config drive
       [ -z "$dev" ] && { sleep 0.1; i=$((i+1)); }
     done
     [ -n "$dev" ] && ip link set $dev mtu $mtu up && ip addr add $cidr dev $dev
+    # the subnet's gateway (a router's interface): the first NIC's that has one
+    [ -n "$dev" ] && [ -n "$gw" ] && ip route add default via $gw dev $dev 2>/dev/null
     [ -z "$dev" ] && echo "no NIC with MAC $mac after 10 s"
   done < /run/cdnics
 else
@@ -173,7 +175,8 @@ esac
 
 # The config drive's JSON read without a JSON tool (the guest has busybox awk): one token
 # per line, nesting tracked by depth. want=nics prints "mac address/netmask mtu" for each
-# IPv4 network of network_data.json, want=keys the public keys of meta_data.json. Strings
+# IPv4 network of network_data.json (and its default route's gateway where the subnet has
+# one), want=keys the public keys of meta_data.json. Strings
 # holding brackets or braces would confuse it; these files carry none where it reads.
 CDJSON_AWK = r"""
 { doc = doc $0 " " }
@@ -181,6 +184,7 @@ function close_obj(list) {
   if (list == "links") { mac[cur["id"]] = cur["ethernet_mac_address"]; mtu[cur["id"]] = cur["mtu"] }
   if (list == "networks" && cur["type"] == "ipv4") {
     nets++; link[nets] = cur["link"]; addr[nets] = cur["ip_address"] "/" cur["netmask"]
+    gw[nets] = cur["default_gw"]
   }
   for (k in cur) delete cur[k]
 }
@@ -190,17 +194,25 @@ END {
   for (i = 1; i <= n; i++) {
     t = tok[i]; gsub(/^[ \t]+|[ \t]+$/, "", t)
     if (t == "{" || t == "[") { d++; under[d] = pend; pend = ""; continue }
-    if (t == "}" || t == "]") { if (d == 3 && t == "}") close_obj(under[2]); d--; continue }
+    if (t == "}" || t == "]") {
+      if (d == 5 && t == "}" && under[4] == "routes") {     # a route of the network at depth 3
+        if (rt["network"] == "0.0.0.0" && rt["netmask"] == "0.0.0.0") cur["default_gw"] = rt["gateway"]
+        for (k in rt) delete rt[k]
+      }
+      if (d == 3 && t == "}") close_obj(under[2]); d--; continue
+    }
     if (t !~ /^"/) continue
     k = t; sub(/^"/, "", k); sub(/".*/, "", k)
     if (t ~ /:$/) { pend = k; continue }           # a list or an object follows
     v = t; sub(/^"[^"]*"[ \t]*:[ \t]*/, "", v); gsub(/^"|"$/, "", v)
     if (d == 3) cur[k] = v
+    if (d == 5) rt[k] = v
     if (want == "keys" && d == 2 && under[2] == "public_keys") { sub(/\\n$/, "", v); print v }
   }
   for (i = 1; i <= nets; i++) {
     m = mtu[link[i]]; if (m !~ /^[0-9]+$/) m = 1500
-    if (mac[link[i]] != "") print mac[link[i]], addr[i], m
+    if (mac[link[i]] == "") continue
+    if (gw[i] != "") print mac[link[i]], addr[i], m, gw[i]; else print mac[link[i]], addr[i], m
   }
 }
 """

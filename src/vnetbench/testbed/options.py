@@ -35,6 +35,12 @@ ARGUMENTS = (
                                         "physnet1)")),
     (("--flavor",), dict(help="openstack: an existing (pinned) flavor (default: the stack makes "
                               "a pinned one, admin only)")),
+    (("--external-network",), dict(help="openstack: the cloud's external network, for a testbed's "
+                                         "router gateway and floating IPs (the AIO's: vnetbench-flat)")),
+    (("--outside",), dict(metavar="netns:NAME",
+                          help="openstack: the testbed's external host, a network namespace of "
+                               "this machine on the external network (the AIO makes one: "
+                               "'aio status' names it)")),
     (("--gateway",), dict(help="openstack: SSH jump host [user@]host[:port] to the VMs")),
     (("--mgmt-network",), dict(help="openstack: a network this machine reaches; each VM of the "
                                     "testbed's 'vms:' gets a second NIC there for SSH while its "
@@ -110,6 +116,7 @@ def build_options(ns, command: str = "testbed up") -> dict:
                 "flavor": ns.flavor or "", "gateway": ns.gateway or "",
                 "physical_network": ns.physical_network or "",
                 "mgmt_network": ns.mgmt_network or "",
+                "external_network": ns.external_network or "", "outside": ns.outside or "",
                 "prometheus": ns.prometheus or "", "timeout_s": ns.timeout,
                 "no_server_groups": bool(ns.no_server_groups), "pinned": not ns.unpinned}
     return {}

@@ -26,10 +26,6 @@ POLL_S = 3.0
 def up(testbed, cloud_name: str = "", progress=lambda msg: None, caps=None,
        **options) -> OpenstackDeployment:
     """Build TESTBED on CLOUD (a clouds.yaml entry); OPTIONS are stack.Options' fields."""
-    if testbed.routers or testbed.external:
-        from vnetbench.errors import UnsupportedError
-        raise UnsupportedError(f"{testbed.source}: routers and floating IPs are not carried into the Heat "
-                               "stack yet (docs/routers.md); use the netns backend, or remove routers")
     opts = st.Options(cloud=cloud_name, clouds_yaml=options.pop("clouds_yaml", None) or cloud.config_file(),
                       **options)
     conn = cloud.connect(opts.cloud, opts.clouds_yaml)
@@ -90,6 +86,7 @@ class _Build:
         servers = self._servers(vms)
         vms, servers = self._fallback(vms, servers)
         tb = st.realised(self.tb, vms, *self._network(vms))
+        tb = self._routing(tb, vms, outputs.get("router") or {})
         tb = self._verify(tb, servers)
         self.run.write_meta(testbed=to_dict(tb), servers={v: s["server"] for v, s in vms.items()},
                             mgmt={v: s["mgmt_ip"] for v, s in vms.items() if s.get("mgmt_ip")},
@@ -167,10 +164,30 @@ class _Build:
             mtus.append(net.mtu or self.tb.network.tenant_mtu)
         return cidrs, min(mtus)
 
+    def _routing(self, tb, vms, router: dict):
+        """TB with the cloud's north-south addresses (``stack.realised_routing``): its
+        external subnet, the router's gateway, the floating IPs, the outside host's."""
+        if not tb.routers or tb.routers[0].gateway is None:
+            return tb
+        name = self.opts.external_network
+        try:
+            net = self.conn.network.find_network(name, ignore_missing=False)
+            subnet = next(iter(self.conn.network.subnets(network_id=net.id, ip_version=4)))
+        except StopIteration:
+            raise BuildError(f"external network {name}: no IPv4 subnet") from None
+        except Exception as exc:
+            raise cloud.error(exc, f"external network {name}") from None
+        outside = outside_address(self.opts.outside, subnet.cidr) if tb.external_hosts else ""
+        self.run.write_meta(router=router.get("id"))
+        return st.realised_routing(tb, vms, router.get("gateway_ip") or "", subnet.cidr,
+                                   subnet.gateway_ip or "", outside)
+
     def _verify(self, tb, servers):
         """TB as verified: with ``drop_misplaced``, without the pairs Nova placed wrong
         (named in the run's meta, ``dropped_pairs``); any other problem fails the build."""
-        pairs = [(p.name, p.placement, *p.vms) for p in tb.pairs]
+        # a pair with the outside host: where the router runs is the cloud's choice
+        pairs = [(p.name, p.placement, *p.vms) for p in tb.pairs
+                 if not any(tb.external_host(v) for v in p.vms)]
         place = verify.placement(pairs, servers, self.admin)
         dropped = dict(place.misplaced) if self.opts.drop_misplaced else {}
         if dropped:
@@ -213,6 +230,25 @@ class _Build:
             self.run.record("process", pid=master.pid, starttime=proc.starttime(master.pid),
                             vm=v.name, argv=["ssh", "master"])
         progress(f"openstack: {len(tb.vms)} guests answer over SSH ({time.monotonic() - t0:.0f} s)")
+
+
+def outside_address(outside: str, cidr: str) -> str:
+    """The address of the outside host (``netns:NAME``) on the external subnet CIDR."""
+    import ipaddress
+    ns = outside.removeprefix("netns:")
+    try:
+        out = subprocess.run(["ip", "-n", ns, "-j", "-4", "addr", "show"], capture_output=True,
+                             text=True, timeout=10, check=True).stdout
+    except (subprocess.CalledProcessError, subprocess.TimeoutExpired) as exc:
+        raise BuildError(f"--outside {outside}: no such network namespace here ({exc})") from None
+    import json
+    net = ipaddress.ip_network(cidr)
+    for link in json.loads(out or "[]"):
+        for a in link.get("addr_info", []):
+            if ipaddress.ip_address(a["local"]) in net:
+                return a["local"]
+    raise BuildError(f"--outside {outside}: no address on the external subnet {cidr}; put the "
+                     "namespace on the external network")
 
 
 def _open(ssh, deadline: float, conn, got: dict):

@@ -5,11 +5,13 @@ do (host-side commands, vSwitch internals, faults) is an UnsupportedError with w
 
 from __future__ import annotations
 
+import subprocess
 from pathlib import Path
 
 from vnetbench.errors import UnsupportedError
 from vnetbench.image.channel import Ssh
 from vnetbench.testbed.base import RunDeployment
+from vnetbench.testbed.netns import proc
 from vnetbench.testbed.sshguests import SshGuests
 
 NOT_OURS = "the cloud's compute nodes are not vnetbench's"
@@ -30,6 +32,27 @@ class OpenstackDeployment(SshGuests, RunDeployment):
         address = (meta.get("mgmt") or {}).get(vm) or self.ip(vm)
         return Ssh(address, self.run.dir / "guest-key", mux_dir(self.run_id),
                    jump=meta.get("options", {}).get("gateway") or None)
+
+    # -- the outside host: a namespace of this machine on the external network --------
+
+    def _outside(self, name: str) -> str | None:
+        """The namespace of the external host NAME (--outside netns:NS), None for a VM."""
+        if self.testbed.external_host(name) is None:
+            return None
+        return (self.run.meta().get("options") or {}).get("outside", "").removeprefix("netns:")
+
+    def vm_argv(self, vm: str, argv) -> list[str]:
+        ns = self._outside(vm)
+        return proc.in_netns(ns, argv) if ns else SshGuests.vm_argv(self, vm, argv)
+
+    def popen(self, vm: str, argv, **kwargs):
+        ns = self._outside(vm)
+        if not ns:
+            return SshGuests.popen(self, vm, argv, **kwargs)
+        p = subprocess.Popen(proc.in_netns(ns, argv), start_new_session=True, **kwargs)
+        self.run.record("process", pid=p.pid, starttime=proc.starttime(p.pid), vm=vm,
+                        argv=list(map(str, argv)))
+        return p
 
     # -- the host side: the cloud's, not ours -----------------------------------------
 
@@ -111,6 +134,25 @@ class OpenstackDeployment(SshGuests, RunDeployment):
         finally:
             conn.close()
         self.run.write_meta(removed_vnets=sorted({*meta.get("removed_vnets", []), v.name}))
+
+    def remove_router_interface(self, router: str, vnet: str) -> None:
+        """Remove the router's interface on VNET as a tenant does (Neutron's
+        remove_router_interface by subnet); returns when Neutron answered, the L3 agent
+        unplugs after (the functional row measures when traffic stops). The stack's own
+        delete later passes over the interface that is gone."""
+        from vnetbench.testbed.openstack import cloud
+        self.testbed.router(router).port(vnet)          # a KeyError names what is not there
+        meta = self.run.meta()
+        vm = next(v.name for v in self.testbed.vms if v.nics[0].vnet == vnet)
+        conn = cloud.connect(meta["cloud"], (meta.get("options") or {}).get("clouds_yaml"))
+        try:
+            port = conn.network.get_port((meta.get("ports") or {})[vm])
+            conn.network.remove_interface_from_router(meta["router"],
+                                                      subnet_id=port.fixed_ips[0]["subnet_id"])
+        except Exception as exc:
+            raise cloud.error(exc, f"removing router {router}'s interface on {vnet}") from None
+        finally:
+            conn.close()
 
     @property
     def cpu_source(self) -> dict:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from vnetbench.errors import UnsupportedError, VnetbenchError
 from vnetbench import kinds
-from vnetbench.testbed.model import NetType, Testbed
+from vnetbench.testbed.model import ROUTER, NetType, Testbed
 
 TEMPLATES = Path(__file__).resolve().parents[4] / "heat-templates"
 TEMPLATE = TEMPLATES / "testbed.yaml"
@@ -39,6 +39,9 @@ class Options:
     no_server_groups: bool = False      # cross-host pairs by the hostId fallback (Shaker's)
     drop_misplaced: bool = False        # a pair Nova placed wrong is left out and named, not fatal
                                         # (the scale family's best_effort)
+    external_network: str = ""          # the cloud's external network: routers' gateways, floating IPs
+    outside: str = ""                   # the external host: netns:NAME, a namespace of this
+                                        # machine on that network (the AIO's: aio status)
     gateway: str = ""                   # SSH jump host to reach the VMs ('' = direct)
     mgmt_network: str = ""              # VMs in no pair: a 2nd NIC there for SSH ('' = none)
     prometheus: str = ""                # URL of the Prometheus scraping the collectors
@@ -95,9 +98,12 @@ def group_of(testbed: Testbed, pair, options: Options) -> str:
 def stacked_pairs(testbed: Testbed) -> tuple:
     """The pairs the template's pair groups build: every pair's A side on one compute host
     (host_a) and B side on one other (host_b), so only pairs over at most two testbed
-    hosts. The pairs of a testbed over more (the scale family's ``single_room`` over N
-    hosts) are built VM by VM (VNB::Vm: each in its testbed host's server group, on its
-    compute host when named), and still verified as pairs by hostId."""
+    hosts, and on one vnet. The pairs of a testbed over more (the scale family's
+    ``single_room`` over N hosts) or of a routed testbed are built VM by VM (VNB::Vm: each
+    in its testbed host's server group, on its compute host when named), and still
+    verified as pairs by hostId."""
+    if testbed.routers:
+        return ()
     hosts = {h for p in testbed.pairs for h in (testbed.vm(p.vms[0]).host, testbed.vm(p.vms[1]).host)}
     return testbed.pairs if len(hosts) <= 2 else ()
 
@@ -141,6 +147,7 @@ def parameters(testbed: Testbed, run_id: str, options: Options, admin: bool,
         **vm_parameters(testbed, run_id, options, fixed_ips=mode != "existing"),
     }
     params.update(_security_groups(testbed, run_id, params, bool(options.mgmt_network)))
+    params.update(router_parameters(testbed, options, mode))
     if options.physical_network:
         params["physical_network"] = options.physical_network
     seg = testbed.vnets[0].segmentation_id
@@ -159,6 +166,44 @@ def parameters(testbed: Testbed, run_id: str, options: Options, admin: bool,
         params.update(qos_max_kbps=q.max_kbps, qos_max_burst_kbps=q.max_burst_kbits,
                       qos_direction=q.direction, qos_sides=",".join(sides))
     return params
+
+
+def router_parameters(testbed: Testbed, options: Options, mode: str) -> dict:
+    """The template's one router: its interface address on vnet A and B (the subnets'
+    gateways), its gateway on the cloud's external network, SNAT. The cloud allocates
+    the gateway and floating addresses on its own external subnet (``realised`` reads
+    them back); the model's external network stands for that one."""
+    if not testbed.routers:
+        return {}
+    src = testbed.source
+    if len(testbed.routers) > 1:
+        raise UnsupportedError(f"{src}: routers: the openstack backend builds one router (the "
+                               f"template's); this testbed has {len(testbed.routers)}")
+    r = testbed.routers[0]
+    if r.routing != ROUTER:
+        raise UnsupportedError(f"{src}: routers[0].routing: {r.routing} is seed 000's testbed on "
+                               "the embedded testbed's switches; a cloud routes with its own "
+                               "router (leave routing out)")
+    if mode == "existing":
+        raise UnsupportedError(f"{src}: routers: the stack routes between the vnets it makes; "
+                               "drop --existing-network")
+    out = {f"router_ip_{side}": str(r.port(v.name).ip) if any(p.vnet == v.name for p in r.ports) else ""
+           for side, v in zip("ab", testbed.vnets)}
+    if r.gateway is not None:
+        if not options.external_network:
+            raise UnsupportedError(f"{src}: routers[0].external_gateway: name the cloud's external "
+                                   "network with --external-network NAME ('external_network:' in "
+                                   "the Rally context; the AIO's is vnetbench-flat)")
+        if len(testbed.external_hosts) > 1:
+            raise UnsupportedError(f"{src}: external_hosts: the openstack backend has one outside "
+                                   f"host (--outside); this testbed has {len(testbed.external_hosts)}")
+        if testbed.external_hosts and not options.outside.startswith("netns:"):
+            raise UnsupportedError(
+                f"{src}: external_hosts: {testbed.external_hosts[0].name!r} is a machine on the "
+                "cloud's external network; pass --outside netns:NAME (a namespace of this "
+                "machine there; the AIO makes one: 'aio status' names it)")
+        out.update(external_network=options.external_network, enable_snat=r.snat)
+    return out
 
 
 def _security_groups(testbed: Testbed, run_id: str, params: dict, mgmt: bool) -> dict:
@@ -218,7 +263,8 @@ def vm_parameters(testbed: Testbed, run_id: str, options: Options, fixed_ips: bo
         layout.append({"name": v.name, "vnet": "a" if nic.vnet == testbed.vnets[0].name else "b",
                        "host": h, "zone_host": f"{options.zone}:{explicit[h]}" if explicit else "",
                        "mac": mac(run_id, vm_index[v.name]),
-                       "ip": str(nic.ip) if fixed_ips else "", "qos": nic.qos is not None})
+                       "ip": str(nic.ip) if fixed_ips else "", "qos": nic.qos is not None,
+                       "fip": testbed.floating_ip(v.name, nic.vnet) is not None})
     out = {"vm_count": len(loose), "vm_layout": layout, "host_count": len(hosts),
            "mgmt_network": options.mgmt_network}
     if options.mgmt_network and stacked_pairs(testbed):
@@ -270,3 +316,28 @@ def realised(testbed: Testbed, vms: dict[str, dict], cidrs: dict[str, str], mtu:
         new_vms.append(dataclasses.replace(v, nics=(nic, *v.nics[1:])))
     network = dataclasses.replace(testbed.network, tenant_mtu=mtu)
     return dataclasses.replace(testbed, vnets=vnets, vms=tuple(new_vms), network=network)
+
+
+def realised_routing(testbed: Testbed, vms: dict[str, dict], router_gateway: str,
+                     external_cidr: str, external_gateway: str, outside_ip: str) -> Testbed:
+    """TESTBED with the north-south addresses the cloud gave: the external subnet (its
+    CIDR, its gateway), the router's gateway address, each VM's floating IP, the external
+    host's address there (the outside namespace's). The battery then reaches a VM's
+    floating IP (``reach``) and checks SNAT against the cloud's own addresses."""
+    if not testbed.routers or testbed.routers[0].gateway is None:
+        return testbed
+    net = ipaddress.ip_network(external_cidr)
+    fips = []
+    for f in testbed.floating_ips:
+        got = vms[f.vm].get("floating_ip") or ""
+        if not got:
+            raise VnetbenchError(f"stack output: no floating IP for {f.vm}; the template and the "
+                                 "backend disagree")
+        fips.append(dataclasses.replace(f, ip=ipaddress.ip_address(got)))
+    router = dataclasses.replace(testbed.routers[0], gateway=ipaddress.ip_address(router_gateway))
+    hosts = tuple(dataclasses.replace(h, ip=ipaddress.ip_address(outside_ip))
+                  for h in testbed.external_hosts[:1])
+    gateway = ipaddress.ip_address(external_gateway) if external_gateway else testbed.external.gateway
+    return dataclasses.replace(testbed, routers=(router, *testbed.routers[1:]), floating_ips=tuple(fips),
+                               external=dataclasses.replace(testbed.external, cidr=net, gateway=gateway),
+                               external_hosts=hosts)
