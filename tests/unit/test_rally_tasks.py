@@ -16,7 +16,9 @@ ARGS = [{}, {"vswitch": "linuxbridge", "network": "flat"}, {"vswitch": "ovs", "n
         {"vswitch": "ovs", "network": "vxlan", "backend": "libvirt", "image": "/srv/image"},
         {"run": "1ea255", "profile": "smoke"},
         {"backend": "openstack", "cloud": "c", "existing_network": "n", "flavor": "f", "unpinned": True,
-         "prometheus": "http://127.0.0.1:9090", "compute_hosts": ["cmp1", "cmp2"]}]
+         "prometheus": "http://127.0.0.1:9090", "compute_hosts": ["cmp1", "cmp2"]},
+        {"backend": "openstack", "cloud": "c", "path": "floating-ip", "mgmt_network": "flat",
+         "external_network": "public", "outside": "netns:out"}]
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -45,11 +47,17 @@ def test_there_are_task_files():
 
 
 @pytest.mark.parametrize("path", TASKS, ids=[p.name for p in TASKS])
-@pytest.mark.parametrize("args", ARGS, ids=["defaults", "lb-flat", "ovs-geneve", "libvirt", "borrowed-run", "openstack"])
+@pytest.mark.parametrize("args", ARGS, ids=["defaults", "lb-flat", "ovs-geneve", "libvirt", "borrowed-run", "openstack",
+                                        "openstack-routed"])
 def test_task_renders_and_validates(path, args):
     config = validate(render(path, **args))
     names = {w["name"] for s in config.subtasks for w in s["workloads"]}
     assert names and all(n.startswith("VnetBench.") for n in names)
+    if "outside" in args and path.name not in ("scale.yaml", "overlay-comparison.yaml"):
+        # a routed path on a cloud: the context gets what the backend needs for it
+        ctx = [w["contexts"]["vnetbench_testbed"] for s in config.subtasks for w in s["workloads"]]
+        assert all({k: c.get(k) for k in ("mgmt_network", "external_network", "outside")}
+                   == {k: args[k] for k in ("mgmt_network", "external_network", "outside")} for c in ctx)
 
 
 def test_validation_catches_a_wrong_argument():

@@ -417,11 +417,13 @@ class Aio:
         self.daemons.start("heat-engine", ["heat-engine", *heat])
         self.daemons.start("neutron-openvswitch-agent", ["neutron-openvswitch-agent", *agent],
                            env=self.ovs_env())
-        self._l3_agent([*neutron, "--config-file", str(lay.conf_path("neutron", "l3_agent.ini"))])
         self._compute_argv = ["nova-compute", *nova]
         self.daemons.start("nova-compute", self._compute_argv, env=self.ovs_env())
         for name, entry in entries.items():
             wait_port(lay.port(name), f"{name}-api", 240, entry, lay.logs)
+        # after neutron-server: the agent's first call (get_host_ha_router_count) sent before
+        # the server consumes its L3 topic is lost, and waited for (rpc_response_timeout)
+        self._l3_agent([*neutron, "--config-file", str(lay.conf_path("neutron", "l3_agent.ini"))])
 
     def _l3_agent(self, args: list[str]) -> None:
         """neutron-l3-agent in a mount namespace of its own whose /run/netns is the AIO's

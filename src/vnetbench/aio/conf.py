@@ -295,7 +295,9 @@ def l3_agent(lay: Layout) -> str:
     a namespace, so each router port is a veth (the OVS-DPDK deployments' setting)."""
     return ini({
         "DEFAULT": {"host": lay.host, "interface_driver": "openvswitch", "ovs_use_veth": True,
-                    "agent_mode": "legacy", "enable_metadata_proxy": False},
+                    "agent_mode": "legacy", "enable_metadata_proxy": False,
+                    # a call lost at start (the server not yet consuming) costs this, not 60 s
+                    "rpc_response_timeout": 15},
         "agent": {"root_helper": "env", "root_helper_daemon": ""},
         # datapath_type: the driver turns the veth's offloads off for the userspace datapath
         "ovs": {"integration_bridge": lay.br_int, "ovsdb_connection": lay.ovsdb,

@@ -72,7 +72,7 @@ def _best_effort(accommodation) -> bool:
 
 # context key -> the openstack backend's option of the same name (stack.Options)
 OPENSTACK_KEYS = ("flavor", "gateway", "prometheus", "cpu_thread_policy", "no_server_groups",
-                  "physical_network", "compute_hosts")
+                  "physical_network", "compute_hosts", "mgmt_network", "external_network", "outside")
 
 
 @context.configure(name="vnetbench_testbed", platform="default", order=100)
@@ -115,6 +115,14 @@ class VnetbenchTestbed(context.Context):
             "cpu_thread_policy": {"enum": ["prefer", "isolate"],
                                   "description": "openstack: of the pinned flavor the stack makes"},
             "gateway": {"type": "string", "description": "openstack: SSH jump host to the VMs"},
+            "mgmt_network": {"type": "string", "description": "openstack: a network the runner "
+                             "reaches; each VM gets a second NIC there for SSH (routed paths: "
+                             "their vnets are the stack's own)"},
+            "external_network": {"type": "string", "description": "openstack: the cloud's "
+                                 "external network (routers' gateways, floating IPs)"},
+            "outside": {"type": "string", "pattern": "^netns:.+",
+                        "description": "openstack: the external host, netns:NAME (a namespace of "
+                                       "this machine on the external network)"},
             "unpinned": {"type": "boolean", "description": "openstack: guests with shared vCPUs "
                          "(a cloud with fewer dedicated CPUs than the testbed's guests)"},
             "compute_hosts": {"type": "array", "items": {"type": "string"}, "minItems": 1,

@@ -146,3 +146,13 @@ def aio_prometheus(aio_cloud, tmp_path_factory):
             except subprocess.TimeoutExpired:
                 p.kill()
                 p.wait()
+
+
+@pytest.fixture(scope="session")
+def aio_outside(aio_cloud) -> str:
+    """The AIO's outside host (--outside): a namespace on its external network
+    (vnetbench-public), beyond the routers' gateways."""
+    import json
+    from vnetbench.aio.conf import Layout
+    meta = json.loads((aio_cloud.parent / "meta.json").read_text())
+    return "netns:" + Layout(aio_cloud.parent, meta["run_id"]).outside_netns

@@ -148,7 +148,7 @@ class OpenstackDeployment(SshGuests, RunDeployment):
         try:
             port = conn.network.get_port((meta.get("ports") or {})[vm])
             conn.network.remove_interface_from_router(meta["router"],
-                                                      subnet_id=port.fixed_ips[0]["subnet_id"])
+                                                      subnet=port.fixed_ips[0]["subnet_id"])
         except Exception as exc:
             raise cloud.error(exc, f"removing router {router}'s interface on {vnet}") from None
         finally:

@@ -1,0 +1,132 @@
+"""Routed tenant networks on the all-in-one cloud (issue 26): the Heat stack's Neutron
+router between two subnets, its gateway on the external network (vnetbench-public, a
+VLAN of the physnet), a floating IP for b; the cloud's neutron-l3-agent realises them
+(legacy router namespace, its NAT by Neutron's own code). From the guests: east-west
+crosses the router (TTL - 1), the outside host (a namespace on the external network)
+reaches b's floating IP and never its fixed address, what a and b send out leaves from
+the router's gateway address (SNAT) and from b's floating IP, the battery measures into
+the floating IP, and a router interface removed through Neutron stops east-west.
+Two pinned guests (this AIO's two dedicated CPUs), each with a management NIC on the
+flat network the runner reaches them on."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from vnetbench.battery import session
+
+VNETBENCH = str(Path(sys.executable).parent / "vnetbench")
+CLOUD = "vnetbench-aio"
+TESTBED = """
+vswitch: ovs
+network: {type: vxlan}
+vnets: [{name: blue}, {name: red}]
+vms:
+  - {name: a, host: h1, vnets: [blue]}
+  - {name: b, host: h2, vnets: [red]}
+routers:
+  - {name: r1, host: h1, vnets: [blue, red], external_gateway: true}
+floating_ips:
+  - {vm: b}
+"""
+TTL = re.compile(r"ttl=(\d+)")
+ECHO = re.compile(r"IP (\S+) > (\S+): ICMP echo request")
+STOP_S = 15.0           # the L3 agent unplugs after Neutron answered (an RPC, then its loop)
+
+
+@pytest.fixture(scope="module")
+def routed(aio_cloud, aio_outside, tmp_path_factory):
+    from vnetbench.testbed import deployment
+    tmp = tmp_path_factory.mktemp("routers-cloud")
+    (tmp / "tb.yaml").write_text(TESTBED)
+    env = {**os.environ, "OS_CLIENT_CONFIG_FILE": str(aio_cloud), "VNETBENCH_STATE_DIR": str(tmp / "state")}
+    done = subprocess.run([VNETBENCH, "testbed", "up", str(tmp / "tb.yaml"), "--backend", "openstack",
+                           "--cloud", CLOUD, "--mgmt-network", "vnetbench-flat",
+                           "--external-network", "vnetbench-public", "--outside", aio_outside,
+                           "--json"], env=env, capture_output=True, text=True, timeout=1200)
+    assert done.returncode == 0, done.stderr[-3000:]
+    st = json.loads(done.stdout)
+    saved = {k: os.environ.get(k) for k in ("OS_CLIENT_CONFIG_FILE", "VNETBENCH_STATE_DIR")}
+    os.environ.update({k: env[k] for k in saved})
+    try:
+        yield deployment.attach(st["run_id"])
+    finally:
+        down = subprocess.run([VNETBENCH, "testbed", "down", "--run", st["run_id"]], env=env,
+                              capture_output=True, text=True, timeout=900)
+        for k, v in saved.items():
+            os.environ.pop(k) if v is None else os.environ.__setitem__(k, v)
+    assert down.returncode == 0, down.stderr
+
+
+def ping(dep, where, ip, count=3, wait_s=2):
+    return dep.exec(where, ["ping", "-c", str(count), "-i", "0.2", "-W", str(wait_s), str(ip)], timeout=60)
+
+
+def test_neutrons_router_routes_east_west_and_nats_north_south(routed, conn):
+    dep = routed
+    tb = dep.testbed
+    a, b = (tb.vm(n).nics[0].ip for n in ("a", "b"))
+    router, fip, outside = tb.routers[0], tb.floating_ips[0].ip, tb.external_hosts[0]
+    # what the backend read back is Neutron's
+    nrouter = conn.network.get_router(dep.run.meta()["router"])
+    assert [i["ip_address"] for i in nrouter.external_gateway_info["external_fixed_ips"]] == [str(router.gateway)]
+    (nfip,) = conn.network.ips(floating_ip_address=str(fip))
+    assert nfip.port_id == dep.run.meta()["ports"]["b"] and nfip.fixed_ip_address == str(b)
+
+    east_west = ping(dep, "a", b)
+    assert east_west.returncode == 0, east_west.stdout + east_west.stderr
+    assert set(TTL.findall(east_west.stdout)) == {"63"}, east_west.stdout   # 64 - one router
+
+    inbound = ping(dep, outside.name, fip)
+    assert inbound.returncode == 0, inbound.stdout + inbound.stderr
+    unreachable = ping(dep, outside.name, b, count=1)   # no route to a tenant's fixed address
+    assert unreachable.returncode != 0 and "1 received" not in unreachable.stdout
+
+    with session.capture(dep, outside.name, ["tcpdump", "-i", "eth0", "-nn", "-l", "-c", "2",
+                                             f"icmp[icmptype] == 8 and dst host {outside.ip}"]) as seen:
+        for vm in ("a", "b"):
+            out = ping(dep, vm, outside.ip, count=1, wait_s=5)
+            assert out.returncode == 0, (vm, out.stdout + out.stderr)
+        text = seen(5.0)
+    sources = {src for src, _ in ECHO.findall(text)}
+    assert sources == {str(router.gateway), str(fip)}, text   # a through SNAT, b from its floating IP
+
+
+def test_the_battery_measures_into_the_floating_ip(routed):
+    """The outside host to b's floating IP (``path: floating-ip``): RTT and TCP go to the
+    address ``reach`` gives, the one the cloud allocated."""
+    from vnetbench.battery import rtt, tcp
+    from vnetbench.testbed.model import Pair
+    dep = routed
+    (fip,) = dep.testbed.floating_ips
+    outside = dep.testbed.external_hosts[0].name
+    pair = Pair("fip", "cross-host", "red", (outside, "b"), path="floating-ip")
+    assert dep.reach(outside, "b") == str(fip.ip)
+    out = [rtt.run(dep, pair, mode="flood", count=50, repetitions=1),
+           *tcp.run(dep, pair, nominal_mss=[1398], seconds=2, repetitions=1)]
+    assert {r.labels["path"] for r in out} == {"floating-ip"}
+    assert out[0].samples["loss_pct"] == [0.0] and out[0].samples["rtt_mean_ms"][0] > 0
+    assert out[1].samples["gbps"][0] > 0.001
+
+
+def test_a_router_interface_removed_through_neutron_stops_east_west(routed):
+    dep = routed
+    tb = dep.testbed
+    b, fip = tb.vm("b").nics[0].ip, tb.floating_ips[0].ip
+    assert ping(dep, "a", b, count=1).returncode == 0
+    dep.remove_router_interface("r1", "blue")
+    t0 = time.monotonic()
+    while ping(dep, "a", b, count=1, wait_s=1).returncode == 0:
+        assert time.monotonic() - t0 < STOP_S, f"a still reaches b {STOP_S} s after the interface went"
+    cut = ping(dep, "a", b, count=2, wait_s=1)                       # and it stays stopped
+    assert cut.returncode != 0 and " 0 received" in cut.stdout, cut.stdout
+    print(f"east-west stopped {time.monotonic() - t0:.1f} s after Neutron answered")
+    assert ping(dep, tb.external_hosts[0].name, fip, count=1).returncode == 0   # red's path stays
