@@ -528,7 +528,7 @@ class Aio:
         (PCPU for pinned guests, VCPU for unpinned ones); and the OVS agent is alive."""
         c = self.connect()
         want = {rc for rc, cpus in (("PCPU", self.lay.cpus), ("VCPU", self.lay.shared_cpus)) if cpus}
-        t0, last, restarts = time.monotonic(), "nothing yet", 0
+        t0, last, restarts, next_discover = time.monotonic(), "nothing yet", 0, 0.0
         while time.monotonic() - t0 < timeout_s:
             for entry in self.current():
                 if alive(entry):
@@ -541,6 +541,12 @@ class Aio:
                     continue
                 raise VnetbenchError(f"aio: {entry['name']} exited: {_tail(log)} (log: {log})")
             hyps = [h for h in c.compute.hypervisors(details=True)]
+            if not hyps and time.monotonic() >= next_discover and self._compute_up(c):
+                # map the new compute host into its cell now (devstack's discover_hosts):
+                # the scheduler's periodic discovery took 20-25 s to run here
+                self._discover_hosts()
+                next_discover = time.monotonic() + 5
+                hyps = [h for h in c.compute.hypervisors(details=True)]
             agents = {a.agent_type: a for a in c.network.agents()}
             silent = [t for t in ("Open vSwitch agent", "L3 agent")
                       if not (t in agents and agents[t].is_alive)]
@@ -556,6 +562,14 @@ class Aio:
                 last = f"no {'/'.join(sorted(want))} inventory in placement yet"
             time.sleep(2)
         raise VnetbenchError(f"aio: compute not ready after {timeout_s:g} s: {last}")
+
+    @staticmethod
+    def _compute_up(c) -> bool:
+        return any(s.binary == "nova-compute" and s.state == "up" for s in c.compute.services())
+
+    def _discover_hosts(self) -> None:
+        _run(["nova-manage", "--config-file", self.lay.conf_path("nova"), "cell_v2",
+              "discover_hosts"], "nova-manage cell_v2 discover_hosts", timeout_s=120)
 
     def _write_clouds_yaml(self) -> None:
         clouds = {}
