@@ -81,6 +81,45 @@ def test_routed_east_west_and_north_south(netns_up, kind):
     assert ping(dep, outside.name, fip, count=1).returncode == 0    # red's path is left alone
 
 
+EAST_WEST = """
+vswitch: vrouter
+network: {type: gre}
+vnets: [{name: blue}, {name: red}]
+vms:
+  - {name: a, host: h1, vnets: [blue]}
+  - {name: b, host: h2, vnets: [red]}
+  - {name: c, host: h1, vnets: [red]}
+routers:
+  - {name: r1, host: h1, vnets: [blue, red]}
+"""
+
+
+def test_vrouter_routes_between_vns_in_every_host(netns_up):
+    """vrouter (MPLSoGRE): a router joining blue and red makes the control node leak their
+    VM routes into each other's VRF, and every host's vRouter routes between them itself
+    (a on h1 to b on h2 crosses one tunnel, no network node; a to c stays on h1), the TTL
+    one lower (the vRouter's dec_ttl); the interface on blue removed, the leaked routes are
+    withdrawn: across stops, red's own switching goes on. North-south is refused in one line."""
+    from vnetbench.kinds.vrouter import netns
+    dep = netns_up(loads(EAST_WEST, source="<routed vrouter>"))
+    tb = dep.testbed
+    a, b, c = (tb.vm(n).nics[0].ip for n in ("a", "b", "c"))
+    for src, dst in (("a", b), ("a", c), ("b", a)):
+        out = ping(dep, src, dst)
+        assert out.returncode == 0, (src, dst, out.stdout + out.stderr)
+        assert set(TTL.findall(out.stdout)) == {"63"}, (src, dst, out.stdout)    # one router hop
+    assert set(TTL.findall(ping(dep, "b", c).stdout)) == {"64"}                   # inside red: none
+    assert all(netns.agent_status(dep.run.dir, h.name)["learned"] == netns.expected_routes(tb, h.name)
+               for h in tb.hosts)
+    dep.remove_router_interface("r1", "blue")
+    cut = ping(dep, "a", b, count=1, wait_s=1)       # the routes were withdrawn before it returned
+    assert cut.returncode != 0 and " 0 received" in cut.stdout, cut.stdout
+    assert ping(dep, "c", b, count=1).returncode == 0
+    north_south = loads(ROUTED.format(kind="vrouter").replace("vxlan", "gre"), source="<north-south vrouter>")
+    from vnetbench.testbed.capabilities import probe
+    assert "east-west only" in probe().why_not_routers(north_south)
+
+
 def _nat_is_neutrons(dep, kind, router, fip, b):
     if kind == "ovn":                       # the NAT Neutron's OVN driver writes, centralized
         from vnetbench.kinds.ovn.netns import Central

@@ -65,6 +65,9 @@ class Kind:
     #: outside it, on a port, the same namespace); "": none yet (``no_routers`` says why)
     routers: str = ""
     no_routers: str = ""
+    #: why its routers cannot have an external gateway or floating IPs (north-south);
+    #: "": they can (where ``routers`` is set)
+    no_north_south: str = ""
     #: seed 000's inter-VLAN testbeds it realises (``Router.routing``: "svi", "stick")
     switch_routing: tuple = ()
     #: brought up by ``vnetbench demo`` (no controller to wait for, or a fast one)

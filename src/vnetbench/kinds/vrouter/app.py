@@ -413,6 +413,8 @@ def _action(ofp, parser, a):
         return parser.OFPActionOutput(ofp.OFPP_CONTROLLER, ofp.OFPCML_NO_BUFFER)
     if op == "set_field":
         return parser.OFPActionSetField(**{a[1]: a[2]})
+    if op == "dec_ttl":
+        return parser.OFPActionDecNwTtl()
     if op == "push_mpls":
         return parser.OFPActionPushMpls(a[1])
     if op == "pop_mpls":
