@@ -304,3 +304,34 @@ def test_routed_traffic_meets_each_ports_security_groups(netns_up, kind):
                 ("outside", fip["b"]): True, ("c", str(tb.external.gateway)): True,
                 ("a", dep.ip("c")): False, ("outside", fip["c"]): False}
     assert {k: got(*k) for k in expected} == expected
+
+
+VROUTER_SG = """
+vswitch: vrouter
+network: {type: gre}
+security_groups:
+  - name: web
+    rules:
+      - {direction: ingress, protocol: icmp, port_range_min: 8}      # echo requests only
+vnets: [{name: blue}, {name: red}]
+vms:
+  - {name: a, host: h1, vnets: [{name: blue, security_groups: [web]}]}
+  - {name: b, host: h2, vnets: [{name: red, security_groups: [web]}]}
+  - {name: c, host: h2, vnets: [red]}
+  - {name: d, host: h1, vnets: [{name: red, security_groups: [web]}]}
+routers:
+  - {name: r1, host: h1, vnets: [blue, red]}
+"""
+
+
+def test_vrouter_flows_across_vrfs_meet_each_ports_security_groups(netns_up):
+    """vrouter: the agents judge every VM port's groups on flows between the router's VRFs
+    too (the sender's host its egress, the receiver's its ingress), statefully (web admits
+    echo requests only: each reply passes as its flow's reverse entry): a and b across
+    hosts, a and d on one host (the reverse entry in d's VRF) reach each other both ways;
+    c (group default: in only from its members) is not reached from a, but goes out."""
+    dep = netns_up(loads(VROUTER_SG, source="<vrouter routed with security groups>"))
+    got = lambda src, dst: ping(dep, src, dst, count=2, wait_s=1).returncode == 0   # noqa: E731
+    expected = {("a", dep.ip("b")): True, ("b", dep.ip("a")): True, ("a", dep.ip("d")): True,
+                ("d", dep.ip("a")): True, ("c", dep.ip("a")): True, ("a", dep.ip("c")): False}
+    assert {k: got(*k) for k in expected} == expected
