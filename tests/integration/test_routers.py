@@ -139,12 +139,14 @@ def _nat_is_neutrons(dep, kind, router, fip, b):
     assert f"-A neutron-l3-agent-snat -o {l3agent.GATEWAY_DEV} -j SNAT --to-source {router.gateway}" in nat, nat
 
 
-def test_the_battery_measures_a_routed_pair(netns_up):
+@pytest.mark.parametrize("kind,ntype,mss", [("ovs", "vxlan", 1410), ("vrouter", "gre", 1432)])
+def test_the_battery_measures_a_routed_pair(netns_up, kind, ntype, mss):
     """A pair across a router (``path: l3-east-west``, the Rally context's routed testbed):
-    RTT and TCP measured through h1's router, the records labelled with the path."""
+    RTT and TCP measured through h1's router (vrouter: routed by each host's vRouter), the
+    records labelled with the path; the MSS on the wire is the tenant MTU's."""
     from vnetbench.battery import rtt, tcp
     from vnetbench.rally_plugins.context import testbed_yaml
-    dep = netns_up(loads(testbed_yaml("ovs", "vxlan", None, ["cross-host"], path="l3-east-west"),
+    dep = netns_up(loads(testbed_yaml(kind, ntype, None, ["cross-host"], path="l3-east-west"),
                          source="<routed pair>"))
     (pair,) = dep.testbed.pairs
     out = [rtt.run(dep, pair, mode="flood", count=50, repetitions=1)] + \
@@ -153,7 +155,7 @@ def test_the_battery_measures_a_routed_pair(netns_up):
     (ping_rec,) = [r for r in out if r.test == "icmp_rtt"]
     assert ping_rec.samples["loss_pct"] == [0.0] and ping_rec.samples["rtt_mean_ms"][0] > 0
     (tcp_rec,) = [r for r in out if r.test == "tcp_stream"]
-    assert tcp_rec.samples["gbps"][0] > 0.01 and tcp_rec.samples["mss_on_wire"] == [1410]
+    assert tcp_rec.samples["gbps"][0] > 0.01 and tcp_rec.samples["mss_on_wire"] == [mss]
 
 
 def test_the_battery_measures_north_south_through_snat(netns_up):
