@@ -94,12 +94,13 @@ routers:
 """
 
 
-def test_vrouter_routes_between_vns_in_every_host(netns_up):
+def test_vrouter_routes_between_vns_in_every_host(netns_up, tmp_path):
     """vrouter (MPLSoGRE): a router joining blue and red makes the control node leak their
     VM routes into each other's VRF, and every host's vRouter routes between them itself
     (a on h1 to b on h2 crosses one tunnel, no network node; a to c stays on h1), the TTL
     one lower (the vRouter's dec_ttl); the interface on blue removed, the leaked routes are
-    withdrawn: across stops, red's own switching goes on. North-south is refused in one line."""
+    withdrawn: across stops, red's own switching goes on. The agent's DHCP offers the router's
+    interface as the default gateway. North-south is refused in one line."""
     from vnetbench.kinds.vrouter import netns
     dep = netns_up(loads(EAST_WEST, source="<routed vrouter>"))
     tb = dep.testbed
@@ -118,6 +119,13 @@ def test_vrouter_routes_between_vns_in_every_host(netns_up):
     north_south = loads(ROUTED.format(kind="vrouter").replace("vxlan", "gre"), source="<north-south vrouter>")
     from vnetbench.testbed.capabilities import probe
     assert "east-west only" in probe().why_not_routers(north_south)
+    script = tmp_path / "udhcpc.sh"
+    script.write_text('#!/bin/sh\necho "$1 router=$router"\n')
+    script.chmod(0o755)
+    dep.exec("a", ["ip", "addr", "flush", "dev", "eth0"])
+    out = dep.exec("a", ["busybox", "udhcpc", "-i", "eth0", "-n", "-q", "-f", "-t", "3", "-T", "1",
+                         "-s", str(script)], timeout=20)
+    assert f"bound router={tb.routers[0].port('blue').ip}" in out.stdout, out.stdout + out.stderr
 
 
 def _nat_is_neutrons(dep, kind, router, fip, b):

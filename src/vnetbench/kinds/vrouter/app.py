@@ -149,7 +149,7 @@ class VRouterAgent(app_manager.OSKenApp):
 
     def _dhcp(self, in_port, data):
         iface = self.agent.iface_of(in_port)
-        answer = dhcp.reply(data, iface, self.mtu) if iface else None
+        answer = dhcp.reply(data, iface, self.mtu, self.agent.gateways.get(iface.vnet)) if iface else None
         if answer:
             self._packet_out(in_port, answer, to_port=True)
 

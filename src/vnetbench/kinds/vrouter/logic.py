@@ -201,6 +201,7 @@ class Agent:
         self.vrfs = {name: i + 1 for i, name in enumerate(config["vnets"])}
         self.vnet_of = {i: name for name, i in self.vrfs.items()}
         self.underlay_ip = config.get("underlay_ip")
+        self.gateways = dict(config.get("gateways", {}))    # vnet -> its router's interface
         self.cidrs = dict(config["cidrs"])
         self.ifaces = {p: Iface(**{**i, "egress": tuple(i["egress"]) if i.get("egress") else None,
                                    "groups": tuple(i.get("groups", ()))})

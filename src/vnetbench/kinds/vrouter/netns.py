@@ -67,7 +67,8 @@ def agent_config(ctx, host) -> dict:
             "tenant_mtu": tb.network.tenant_mtu,
             "options": {**tb.vswitch.options.__dict__},
             "vnets": [v.name for v in tb.vnets], "cidrs": {v.name: str(v.cidr) for v in tb.vnets},
-            "ifaces": ifaces, "tunnels": tunnels, "security": security(tb)}
+            "ifaces": ifaces, "tunnels": tunnels, "security": security(tb),
+            "gateways": {p.vnet: str(p.ip) for r in tb.routers for p in r.ports}}
 
 
 def security(tb) -> dict:
