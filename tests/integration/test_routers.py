@@ -82,27 +82,29 @@ def test_routed_east_west_and_north_south(netns_up, kind):
 
 
 EAST_WEST = """
-vswitch: vrouter
-network: {type: gre}
-vnets: [{name: blue}, {name: red}]
+vswitch: {{kind: vrouter, vrouter: {{flow_setup: {setup}}}}}
+network: {{type: gre}}
+vnets: [{{name: blue}}, {{name: red}}]
 vms:
-  - {name: a, host: h1, vnets: [blue]}
-  - {name: b, host: h2, vnets: [red]}
-  - {name: c, host: h1, vnets: [red]}
+  - {{name: a, host: h1, vnets: [blue]}}
+  - {{name: b, host: h2, vnets: [red]}}
+  - {{name: c, host: h1, vnets: [red]}}
 routers:
-  - {name: r1, host: h1, vnets: [blue, red]}
+  - {{name: r1, host: h1, vnets: [blue, red]}}
 """
 
 
-def test_vrouter_routes_between_vns_in_every_host(netns_up, tmp_path):
+@pytest.mark.parametrize("setup", ["datapath", "agent"])
+def test_vrouter_routes_between_vns_in_every_host(netns_up, tmp_path, setup):
     """vrouter (MPLSoGRE): a router joining blue and red makes the control node leak their
     VM routes into each other's VRF, and every host's vRouter routes between them itself
     (a on h1 to b on h2 crosses one tunnel, no network node; a to c stays on h1), the TTL
     one lower (the vRouter's dec_ttl); the interface on blue removed, the leaked routes are
     withdrawn: across stops, red's own switching goes on. The agent's DHCP offers the router's
-    interface as the default gateway. North-south is refused in one line."""
+    interface as the default gateway. North-south is refused in one line. Both flow set-ups:
+    the datapath's conntrack zones, and the agent's flows across VRFs."""
     from vnetbench.kinds.vrouter import netns
-    dep = netns_up(loads(EAST_WEST, source="<routed vrouter>"))
+    dep = netns_up(loads(EAST_WEST.format(setup=setup), source="<routed vrouter>"))
     tb = dep.testbed
     a, b, c = (tb.vm(n).nics[0].ip for n in ("a", "b", "c"))
     for src, dst in (("a", b), ("a", c), ("b", a)):
