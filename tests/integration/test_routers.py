@@ -100,7 +100,8 @@ def test_vrouter_routes_between_vns_in_every_host(netns_up, tmp_path, setup):
     VM routes into each other's VRF, and every host's vRouter routes between them itself
     (a on h1 to b on h2 crosses one tunnel, no network node; a to c stays on h1), the TTL
     one lower (the vRouter's dec_ttl); the interface on blue removed, the leaked routes are
-    withdrawn: across stops, red's own switching goes on. The agent's DHCP offers the router's
+    withdrawn: across stops, red's own switching goes on (also after a control-node restart).
+    The agent's DHCP offers the router's
     interface as the default gateway. North-south is refused in one line. Both flow set-ups:
     the datapath's conntrack zones, and the agent's flows across VRFs."""
     from vnetbench.kinds.vrouter import netns
@@ -118,6 +119,9 @@ def test_vrouter_routes_between_vns_in_every_host(netns_up, tmp_path, setup):
     cut = ping(dep, "a", b, count=1, wait_s=1)       # the routes were withdrawn before it returned
     assert cut.returncode != 0 and " 0 received" in cut.stdout, cut.stdout
     assert ping(dep, "c", b, count=1).returncode == 0
+    netns.stop(dep)                                   # a restarted control node keeps the removal
+    netns.start_node(dep)
+    assert ping(dep, "a", b, count=1, wait_s=1).returncode != 0 and ping(dep, "c", b, count=1).returncode == 0
     north_south = loads(ROUTED.format(kind="vrouter").replace("vxlan", "gre"), source="<north-south vrouter>")
     from vnetbench.testbed.capabilities import probe
     assert "east-west only" in probe().why_not_routers(north_south)

@@ -344,9 +344,8 @@ class Agent:
 
     def learn(self, add=(), delete=(), full=False) -> list:
         """Apply a control-node update (``full``: the whole table, stale routes go)."""
-        mine = set(self.tunnels) | {self.underlay_ip}      # a leaked route may lead here
-        add = [r for r in add if r["vnet"] in self.vrfs and
-               (r["nh"] in self.tunnels or (r["nh"] in mine and r.get("origin") in self.vrfs))]
+        add = [r for r in add if r["vnet"] in self.vrfs and (r["nh"] in self.tunnels or (
+            r["nh"] == self.underlay_ip and r.get("origin") in self.vrfs))]   # a leak may lead here
         keep = {self.route_key(r) for r in add}
         gone = [self.learned[k] for k in list(self.learned)
                 if (full and k not in keep) or k in {self.route_key(r) for r in delete}]
@@ -374,7 +373,7 @@ class Agent:
         vRouter decrements the TTL when it forwards by route lookup (``vr_forward``:
         ``vr_ip_decrement_ttl``, since contrail-vrouter c88c40e7, 2014); a VM's own VRF
         takes no hop (proxy ARP stands in for bridging there)."""
-        match = self._leak_match(r)
+        match = self._route_match(r)
         hop = (("dec_ttl",),) if r.get("origin") else ()
         if r["nh"] == self.underlay_ip:
             iface = self.iface_at(self.vrfs[r["origin"]], r["ip"])
@@ -392,11 +391,11 @@ class Agent:
 
     def _unroute(self, r: dict) -> list[Delete]:
         """A learned VM route withdrawn: its entries go."""
-        match = self._leak_match(r)
+        match = self._route_match(r)
         return [Delete(T_ROUTE, match, COOKIE_LEARNED)] + \
             ([Delete(T_TRACK, match, COOKIE_LEARNED)] if r["nh"] == self.underlay_ip and self.in_datapath else [])
 
-    def _leak_match(self, r: dict) -> tuple:
+    def _route_match(self, r: dict) -> tuple:
         return _m(metadata=self.vrfs[r["vnet"]], eth_type=IP, ipv4_dst=r["ip"])
 
     def tunnel_port(self, nh: str) -> int | None:

@@ -122,9 +122,14 @@ def routing_groups(testbed, removed=()) -> list[list[str]]:
     return [[p.vnet for p in r.ports if (r.name, p.vnet) not in gone] for r in testbed.routers]
 
 
-def removed_interfaces(run) -> list:
-    """Router interfaces the run removed since bring-up (its meta)."""
-    return run.meta().get("removed_router_interfaces", [])
+def removed_interfaces(run_dir: Path) -> list:
+    """Router interfaces the run removed since bring-up ([router, vnet] pairs its meta
+    records: ``Deployment.remove_router_interface``)."""
+    try:
+        meta = json.loads((run_dir / "meta.json").read_text())
+    except (OSError, ValueError):
+        return []
+    return meta.get("removed_router_interfaces", []) if isinstance(meta, dict) else []
 
 
 def remove_router_interface(dep, router, vnet: str, timeout: float = READY_TIMEOUT_S) -> None:
@@ -132,7 +137,7 @@ def remove_router_interface(dep, router, vnet: str, timeout: float = READY_TIMEO
     control node gets the router's vnets without VNET and withdraws the routes it leaked
     between VNET's VRF and the others; returns once every agent holds the routes left."""
     from vnetbench import unixsock
-    removed = [*removed_interfaces(dep.run), [router.name, vnet]]
+    removed = [*removed_interfaces(dep.run.dir), [router.name, vnet]]
     msg = {"type": "config", "routers": routing_groups(dep.testbed, removed)}
     try:
         reply = unixsock.request(config_socket(dep.run.dir), msg, timeout) or {}
@@ -154,7 +159,7 @@ def start_control_node(run, names, testbed) -> None:
            ["vnetbench.kinds.vrouter.control_node", f"--listen=0.0.0.0:{CONTROL_PORT}",
             f"--hold-time={testbed.vswitch.options.hold_time}",
             f"--config-socket={config_socket(run.dir)}",
-            f"--routers={json.dumps(routing_groups(testbed, removed_interfaces(run)))}"])
+            f"--routers={json.dumps(routing_groups(testbed, removed_interfaces(run.dir)))}"])
 
 
 def start(ctx) -> None:
@@ -188,14 +193,6 @@ def wire(ctx) -> None:
     wait_converged(ctx.run.dir, tb)
 
 
-def _meta(run_dir: Path) -> dict:
-    try:
-        meta = json.loads((run_dir / "meta.json").read_text())
-    except (OSError, ValueError):
-        return {}
-    return meta if isinstance(meta, dict) else {}
-
-
 def agent_status(run_dir: Path, host: str) -> dict:
     try:
         return json.loads(agent_state(run_dir, host).read_text())
@@ -218,7 +215,7 @@ def wait_converged(run_dir: Path, testbed, timeout=READY_TIMEOUT_S, since: float
     deadline = time.monotonic() + timeout
     names = hosts or [h.name for h in testbed.hosts]
     if removed is None:
-        removed = _meta(run_dir).get("removed_router_interfaces", [])
+        removed = removed_interfaces(run_dir)
     while True:
         waiting = [h for h in names if not _converged(run_dir, testbed, h, since, key, removed)]
         if not waiting:
