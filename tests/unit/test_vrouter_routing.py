@@ -185,3 +185,22 @@ def test_the_leaked_route_is_what_ovs_decodes():
     text = subprocess.run(["ovs-ofctl", "ofp-print", bytes(msg.buf).hex()], capture_output=True, text=True,
                           check=True).stdout
     assert f"actions=dec_ttl,push_mpls:0x8847,set_field:{LABEL_BASE + 5}->mpls_label,output:3" in text, text
+
+
+def test_an_agent_whose_session_ends_has_its_leaks_withdrawn_too():
+    """The session of h2 ends (its agent died or was cut): the others lose its routes and
+    the routes the node had leaked from them."""
+    import socket
+    import threading
+    node = ControlNode(30, routers=[["blue", "red"]])
+    s1 = Session()
+    node.handle(s1, None, {"type": "hello", "host": "h1"})
+    ours, theirs = socket.socketpair()
+    served = threading.Thread(target=node.serve, args=(ours,))
+    served.start()
+    theirs.sendall(b'{"type": "hello", "host": "h2"}\n' +
+                   json.dumps({"type": "update", "add": [RED_B], "delete": []}).encode() + b"\n")
+    theirs.shutdown(socket.SHUT_WR)
+    served.join(5)
+    theirs.close()
+    assert s1.sent[-1] == {"type": "update", "add": [], "delete": [RED_B, RED_B_IN_BLUE]}
