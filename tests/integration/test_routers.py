@@ -100,7 +100,8 @@ def test_vrouter_routes_between_vns_in_every_host(netns_up, tmp_path, setup):
     VM routes into each other's VRF, and every host's vRouter routes between them itself
     (a on h1 to b on h2 crosses one tunnel, no network node; a to c stays on h1), the TTL
     one lower (the vRouter's dec_ttl); the interface on blue removed, the leaked routes are
-    withdrawn: across stops, red's own switching goes on (also after a control-node restart).
+    withdrawn: across stops, red's own switching goes on (also after a control-node restart);
+    after a vSwitch restart the agent programs the leaked routes again.
     The agent's DHCP offers the router's
     interface as the default gateway. North-south is refused in one line. Both flow set-ups:
     the datapath's conntrack zones, and the agent's flows across VRFs."""
@@ -115,6 +116,9 @@ def test_vrouter_routes_between_vns_in_every_host(netns_up, tmp_path, setup):
     assert set(TTL.findall(ping(dep, "b", c).stdout)) == {"64"}                   # inside red: none
     assert all(netns.agent_status(dep.run.dir, h.name)["learned"] == netns.expected_routes(tb, h.name)
                for h in tb.hosts)
+    from vnetbench.faults import vswitch
+    vswitch.restart(dep, "h1")                        # the agent programs the leaks again
+    assert ping(dep, "a", b, count=1).returncode == 0 and ping(dep, "a", c, count=1).returncode == 0
     dep.remove_router_interface("r1", "blue")
     cut = ping(dep, "a", b, count=1, wait_s=1)       # the routes were withdrawn before it returned
     assert cut.returncode != 0 and " 0 received" in cut.stdout, cut.stdout
