@@ -81,6 +81,63 @@ def test_routed_east_west_and_north_south(netns_up, kind):
     assert ping(dep, outside.name, fip, count=1).returncode == 0    # red's path is left alone
 
 
+EAST_WEST = """
+vswitch: {{kind: vrouter, vrouter: {{flow_setup: {setup}}}}}
+network: {{type: gre}}
+vnets: [{{name: blue}}, {{name: red}}]
+vms:
+  - {{name: a, host: h1, vnets: [blue]}}
+  - {{name: b, host: h2, vnets: [red]}}
+  - {{name: c, host: h1, vnets: [red]}}
+routers:
+  - {{name: r1, host: h1, vnets: [blue, red]}}
+"""
+
+
+@pytest.mark.parametrize("setup", ["datapath", "agent"])
+def test_vrouter_routes_between_vns_in_every_host(netns_up, tmp_path, setup):
+    """vrouter (MPLSoGRE): a router joining blue and red makes the control node leak their
+    VM routes into each other's VRF, and every host's vRouter routes between them itself
+    (a on h1 to b on h2 crosses one tunnel, no network node; a to c stays on h1), the TTL
+    one lower (the vRouter's dec_ttl); the interface on blue removed, the leaked routes are
+    withdrawn: across stops, red's own switching goes on (also after a control-node restart);
+    after a vSwitch restart the agent programs the leaked routes again.
+    The agent's DHCP offers the router's
+    interface as the default gateway. North-south is refused in one line. Both flow set-ups:
+    the datapath's conntrack zones, and the agent's flows across VRFs."""
+    from vnetbench.kinds.vrouter import netns
+    dep = netns_up(loads(EAST_WEST.format(setup=setup), source="<routed vrouter>"))
+    tb = dep.testbed
+    a, b, c = (tb.vm(n).nics[0].ip for n in ("a", "b", "c"))
+    for src, dst in (("a", b), ("a", c), ("b", a)):
+        out = ping(dep, src, dst)
+        assert out.returncode == 0, (src, dst, out.stdout + out.stderr)
+        assert set(TTL.findall(out.stdout)) == {"63"}, (src, dst, out.stdout)    # one router hop
+    assert set(TTL.findall(ping(dep, "b", c).stdout)) == {"64"}                   # inside red: none
+    assert all(netns.agent_status(dep.run.dir, h.name)["learned"] == netns.expected_routes(tb, h.name)
+               for h in tb.hosts)
+    from vnetbench.faults import vswitch
+    vswitch.restart(dep, "h1")                        # the agent programs the leaks again
+    assert ping(dep, "a", b, count=1).returncode == 0 and ping(dep, "a", c, count=1).returncode == 0
+    dep.remove_router_interface("r1", "blue")
+    cut = ping(dep, "a", b, count=1, wait_s=1)       # the routes were withdrawn before it returned
+    assert cut.returncode != 0 and " 0 received" in cut.stdout, cut.stdout
+    assert ping(dep, "c", b, count=1).returncode == 0
+    netns.stop(dep)                                   # a restarted control node keeps the removal
+    netns.start_node(dep)
+    assert ping(dep, "a", b, count=1, wait_s=1).returncode != 0 and ping(dep, "c", b, count=1).returncode == 0
+    north_south = loads(ROUTED.format(kind="vrouter").replace("vxlan", "gre"), source="<north-south vrouter>")
+    from vnetbench.testbed.capabilities import probe
+    assert "east-west only" in probe().why_not_routers(north_south)
+    script = tmp_path / "udhcpc.sh"
+    script.write_text('#!/bin/sh\necho "$1 router=$router"\n')
+    script.chmod(0o755)
+    dep.exec("a", ["ip", "addr", "flush", "dev", "eth0"])
+    out = dep.exec("a", ["busybox", "udhcpc", "-i", "eth0", "-n", "-q", "-f", "-t", "3", "-T", "1",
+                         "-s", str(script)], timeout=20)
+    assert f"bound router={tb.routers[0].port('blue').ip}" in out.stdout, out.stdout + out.stderr
+
+
 def _nat_is_neutrons(dep, kind, router, fip, b):
     if kind == "ovn":                       # the NAT Neutron's OVN driver writes, centralized
         from vnetbench.kinds.ovn.netns import Central
@@ -100,12 +157,14 @@ def _nat_is_neutrons(dep, kind, router, fip, b):
     assert f"-A neutron-l3-agent-snat -o {l3agent.GATEWAY_DEV} -j SNAT --to-source {router.gateway}" in nat, nat
 
 
-def test_the_battery_measures_a_routed_pair(netns_up):
+@pytest.mark.parametrize("kind,ntype,mss", [("ovs", "vxlan", 1410), ("vrouter", "gre", 1432)])
+def test_the_battery_measures_a_routed_pair(netns_up, kind, ntype, mss):
     """A pair across a router (``path: l3-east-west``, the Rally context's routed testbed):
-    RTT and TCP measured through h1's router, the records labelled with the path."""
+    RTT and TCP measured through h1's router (vrouter: routed by each host's vRouter), the
+    records labelled with the path; the MSS on the wire is the tenant MTU's."""
     from vnetbench.battery import rtt, tcp
     from vnetbench.rally_plugins.context import testbed_yaml
-    dep = netns_up(loads(testbed_yaml("ovs", "vxlan", None, ["cross-host"], path="l3-east-west"),
+    dep = netns_up(loads(testbed_yaml(kind, ntype, None, ["cross-host"], path="l3-east-west"),
                          source="<routed pair>"))
     (pair,) = dep.testbed.pairs
     out = [rtt.run(dep, pair, mode="flood", count=50, repetitions=1)] + \
@@ -114,7 +173,7 @@ def test_the_battery_measures_a_routed_pair(netns_up):
     (ping_rec,) = [r for r in out if r.test == "icmp_rtt"]
     assert ping_rec.samples["loss_pct"] == [0.0] and ping_rec.samples["rtt_mean_ms"][0] > 0
     (tcp_rec,) = [r for r in out if r.test == "tcp_stream"]
-    assert tcp_rec.samples["gbps"][0] > 0.01 and tcp_rec.samples["mss_on_wire"] == [1410]
+    assert tcp_rec.samples["gbps"][0] > 0.01 and tcp_rec.samples["mss_on_wire"] == [mss]
 
 
 def test_the_battery_measures_north_south_through_snat(netns_up):
@@ -264,4 +323,35 @@ def test_routed_traffic_meets_each_ports_security_groups(netns_up, kind):
     expected = {("a", dep.ip("b")): True, ("b", dep.ip("a")): True, ("c", dep.ip("a")): True,
                 ("outside", fip["b"]): True, ("c", str(tb.external.gateway)): True,
                 ("a", dep.ip("c")): False, ("outside", fip["c"]): False}
+    assert {k: got(*k) for k in expected} == expected
+
+
+VROUTER_SG = """
+vswitch: vrouter
+network: {type: gre}
+security_groups:
+  - name: web
+    rules:
+      - {direction: ingress, protocol: icmp, port_range_min: 8}      # echo requests only
+vnets: [{name: blue}, {name: red}]
+vms:
+  - {name: a, host: h1, vnets: [{name: blue, security_groups: [web]}]}
+  - {name: b, host: h2, vnets: [{name: red, security_groups: [web]}]}
+  - {name: c, host: h2, vnets: [red]}
+  - {name: d, host: h1, vnets: [{name: red, security_groups: [web]}]}
+routers:
+  - {name: r1, host: h1, vnets: [blue, red]}
+"""
+
+
+def test_vrouter_flows_across_vrfs_meet_each_ports_security_groups(netns_up):
+    """vrouter: the agents judge every VM port's groups on flows between the router's VRFs
+    too (the sender's host its egress, the receiver's its ingress), statefully (web admits
+    echo requests only: each reply passes as its flow's reverse entry): a and b across
+    hosts, a and d on one host (the reverse entry in d's VRF) reach each other both ways;
+    c (group default: in only from its members) is not reached from a, but goes out."""
+    dep = netns_up(loads(VROUTER_SG, source="<vrouter routed with security groups>"))
+    got = lambda src, dst: ping(dep, src, dst, count=2, wait_s=1).returncode == 0   # noqa: E731
+    expected = {("a", dep.ip("b")): True, ("b", dep.ip("a")): True, ("a", dep.ip("d")): True,
+                ("d", dep.ip("a")): True, ("c", dep.ip("a")): True, ("a", dep.ip("c")): False}
     assert {k: got(*k) for k in expected} == expected

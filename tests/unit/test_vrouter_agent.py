@@ -171,6 +171,10 @@ def test_recorded_dhcp_discover_and_request_get_offer_and_ack():
         opts = {o.tag: o.value for o in d.options.option_list}
         assert opts[osdhcp.DHCP_MESSAGE_TYPE_OPT] == bytes([kind])
         assert opts[osdhcp.DHCP_INTERFACE_MTU_OPT] == (1472).to_bytes(2, "big")
+    assert osdhcp.DHCP_GATEWAY_ADDR_OPT not in opts                 # no router on its vnet
+    routed = packet.Packet(dhcp.reply(bytes.fromhex(DATA["dhcp_request"]), iface, 1472, router="198.19.1.1"))
+    opts = {o.tag: o.value for o in routed.get_protocol(osdhcp.dhcp).options.option_list}
+    assert opts[osdhcp.DHCP_GATEWAY_ADDR_OPT] == bytes([198, 19, 1, 1])  # its router's interface
     other = a.ifaces["tpx-2-0"].__class__(**{**iface.__dict__, "mac": "02:00:00:00:00:99"})
     assert dhcp.reply(bytes.fromhex(DATA["dhcp_discover"]), other, 1472) is None   # not its MAC
 

@@ -31,6 +31,8 @@ def _osken(msg, xid):
 def _entries(key, allow):
     agent = Agent.__new__(Agent)
     agent.opts = {"flow_idle_timeout": 180}
+    agent.learned, agent.ofports, agent.ifaces, agent.vnet_of = {}, {}, {}, {}   # no VM here
+    agent.underlay_ip = None
     return agent.flow_entries(key, allow)
 
 

@@ -62,9 +62,13 @@ class Kind:
     #: how it routes between vnets and to the external network (``kinds.l3``): "l3-agent"
     #: (Neutron's legacy L3 agent: a router namespace on the network node, its ports plugged
     #: as VM ports, NAT by iptables there), "external" (the vSwitch has no L3: a router
-    #: outside it, on a port, the same namespace); "": none yet (``no_routers`` says why)
+    #: outside it, on a port, the same namespace), "ovn" (logical routers), "vrouter" (routes
+    #: leaked between the router's VRFs, every host routes); "": none yet (``no_routers`` says why)
     routers: str = ""
     no_routers: str = ""
+    #: why its routers cannot have an external gateway or floating IPs (north-south);
+    #: "": they can (where ``routers`` is set)
+    no_north_south: str = ""
     #: seed 000's inter-VLAN testbeds it realises (``Router.routing``: "svi", "stick")
     switch_routing: tuple = ()
     #: brought up by ``vnetbench demo`` (no controller to wait for, or a fast one)

@@ -111,6 +111,8 @@ class Capabilities:
         own = [r for r in testbed.routers if r.routing == ROUTER]
         if not kind.routers and (own or testbed.external):
             return kind.no_routers or f"{kind.name} does not realise routers on the embedded testbed yet"
+        if kind.no_north_south and (testbed.external or testbed.floating_ips or any(r.gateway for r in own)):
+            return kind.no_north_south
         for r in testbed.routers:
             why = kind.why_not_switch_routing(self, r.routing) if r.routing != ROUTER else None
             if why:

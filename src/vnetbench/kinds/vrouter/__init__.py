@@ -33,10 +33,11 @@ class VRouter(Ovs):
     remote_bridges = None             # its controller is not built on a remote hypervisor
     openstack_environment = "tungsten-fabric"
     demo = False
-    routers = ""
+    routers = "vrouter"               # inter-VN routing in every host's vRouter (route leaking)
     switch_routing = ()               # Ovs's svi/stick wiring is in its own transaction
-    no_routers = ("the vRouter's inter-VN routing and floating-IP VRFs are not realised on the "
-                  "embedded testbed yet")
+    no_north_south = ("vrouter routes east-west only here: Contrail's floating-IP VRF on the public "
+                      "network and its gateway (an SDN gateway speaking MPLSoGRE) are not realised; "
+                      "leave out external_gateway, external, external_hosts and floating_ips")
     firewall = ("Contrail security groups in the vRouter agent: rules evaluated at each flow's "
                 "set-up (forward and reverse entries pass or drop), flows re-evaluated on a change")
 
@@ -93,6 +94,17 @@ class VRouter(Ovs):
             netns.expire_flows(dep)
             layers = {*layers, "datapath"}
         super().netns_expire(dep, layers)
+
+    def netns_routers(self, ctx):
+        """Nothing to build: the control node leaks routes between the VRFs of each
+        router's vnets from its start (``control_node.leaked``), and bring-up waited until
+        every agent held them (``netns.expected_routes``)."""
+
+    def netns_remove_router_interface(self, dep, router, vnet):
+        """The control node stops leaking between VNET and the router's other vnets and
+        withdraws those routes; back once every agent has."""
+        from vnetbench.kinds.vrouter import netns
+        netns.remove_router_interface(dep, router, vnet)
 
     # netns_remove_vnet: the VM ports leave each host's bridge (as on ovs), whose agent
     # deletes their entries and withdraws their routes through the control node; the GRE

@@ -149,7 +149,7 @@ class VRouterAgent(app_manager.OSKenApp):
 
     def _dhcp(self, in_port, data):
         iface = self.agent.iface_of(in_port)
-        answer = dhcp.reply(data, iface, self.mtu) if iface else None
+        answer = dhcp.reply(data, iface, self.mtu, self.agent.gateways.get(iface.vnet)) if iface else None
         if answer:
             self._packet_out(in_port, answer, to_port=True)
 
@@ -413,6 +413,8 @@ def _action(ofp, parser, a):
         return parser.OFPActionOutput(ofp.OFPP_CONTROLLER, ofp.OFPCML_NO_BUFFER)
     if op == "set_field":
         return parser.OFPActionSetField(**{a[1]: a[2]})
+    if op == "dec_ttl":
+        return parser.OFPActionDecNwTtl()
     if op == "push_mpls":
         return parser.OFPActionPushMpls(a[1])
     if op == "pop_mpls":

@@ -14,6 +14,14 @@ a client of ``--config-socket`` (a Unix socket, reachable from any namespace) se
 line ``{"type": "config", "security": {...}}`` -- the security groups' rules, every
 group -- and reads ``{"ok": true}`` once the node has sent it on to every agent; an
 agent that (re)connects gets the latest configuration after its route table.
+
+Routers (``--routers``, and ``{"type": "config", "routers": [[vnet, ...], ...]}`` on the
+same socket): the vnets one logical router joins. Contrail's Neutron plugin connects
+them and the control node leaks routes between their VRFs (route-target import and
+export): each VM route of one is sent, as a route of every other, to every agent --
+the announcing one included, whose other VRFs then reach its own VMs. So each host's
+vRouter routes between them itself, distributed. A router's interface removed: the
+new list; the node withdraws what no longer leaks and acknowledges once it has.
 """
 
 from __future__ import annotations
@@ -31,17 +39,49 @@ PROCESS_NAME = b"contrail-control"
 PR_SET_NAME = 15
 
 
+def joined(groups) -> dict[str, tuple[str, ...]]:
+    """vnet -> the other vnets a router joins it to (the VRFs that import its routes)."""
+    out: dict[str, set] = {}
+    for group in groups:
+        for vnet in group:
+            out.setdefault(vnet, set()).update(v for v in group if v != vnet)
+    return {v: tuple(sorted(o)) for v, o in out.items() if o}
+
+
+def leaked(routes, links: dict) -> list[dict]:
+    """Copies of the VM routes in ``routes`` in every VRF ``links`` joins theirs to
+    (``origin``: the vnet each came from); broadcast routes stay in their VRF (a router
+    ends the broadcast domain)."""
+    return [{**r, "vnet": other, "origin": r["vnet"]} for r in routes if r["kind"] == "vm"
+            for other in links.get(r["vnet"], ())]
+
+
 class ControlNode:
-    def __init__(self, keepalive_s: float):
+    def __init__(self, keepalive_s: float, routers=()):
         self.keepalive_s = keepalive_s
         self.lock = threading.Lock()
         self.sessions: dict[socket.socket, str] = {}
         self.routes: dict[str, dict[str, dict]] = {}      # host -> key -> route
         self.config: dict | None = None                    # the latest configuration
+        self.links = joined(routers)
 
     @staticmethod
     def key(r: dict) -> str:
         return f"{r['kind']}|{r['vnet']}|{r['ip']}"
+
+    def every_route(self) -> list[dict]:
+        return [r for rs in self.routes.values() for r in rs.values()]
+
+    def reroute(self, routers) -> None:
+        """A router's vnets changed: every agent gets the leaks that end withdrawn and the
+        new ones added."""
+        before = leaked(self.every_route(), self.links)
+        self.links = joined(routers)
+        after = leaked(self.every_route(), self.links)
+        gone, new = [r for r in before if r not in after], [r for r in after if r not in before]
+        if gone or new:
+            for c in list(self.sessions):
+                self.send(c, {"type": "update", "add": new, "delete": gone})
 
     def send(self, conn, msg: dict) -> None:
         try:
@@ -66,6 +106,7 @@ class ControlNode:
                 self.sessions.pop(conn, None)
                 gone = list(self.routes.pop(host, {}).values()) if host and \
                     host not in self.sessions.values() else []
+                gone += leaked(gone, self.links)
                 for c in self.others(host):
                     if gone:
                         self.send(c, {"type": "update", "add": [], "delete": gone})
@@ -77,6 +118,7 @@ class ControlNode:
             self.sessions[conn] = host
             self.routes[host] = {}
             table = [r for h, rs in self.routes.items() if h != host for r in rs.values()]
+            table += leaked(self.every_route(), self.links)
             self.send(conn, {"type": "update", "add": table, "delete": [], "full": True})
             if self.config is not None:
                 self.send(conn, self.config)
@@ -89,6 +131,10 @@ class ControlNode:
             for c in self.others(host):
                 self.send(c, {"type": "update", "add": msg.get("add", []),
                               "delete": msg.get("delete", [])})
+            add, delete = leaked(msg.get("add", []), self.links), leaked(msg.get("delete", []), self.links)
+            if add or delete:                  # to its own agent too: its other VRFs
+                for c in list(self.sessions):
+                    self.send(c, {"type": "update", "add": add, "delete": delete})
         return host
 
     def configure(self, conn: socket.socket) -> None:
@@ -96,13 +142,18 @@ class ControlNode:
         try:
             with conn, conn.makefile("rw") as f:
                 msg = json.loads(f.readline())
-                if msg.get("type") != "config" or not isinstance(msg.get("security"), dict):
-                    raise ValueError("expected {\"type\": \"config\", \"security\": {...}}")
+                if msg.get("type") != "config" or not (isinstance(msg.get("security"), dict)
+                                                       or isinstance(msg.get("routers"), list)):
+                    raise ValueError("expected {\"type\": \"config\", \"security\": {...}} "
+                                     "or {\"type\": \"config\", \"routers\": [[vnet, ...], ...]}")
                 with self.lock:
-                    self.config = {"type": "config", "security": msg["security"],
-                                   "generation": msg.get("generation")}
-                    for c in list(self.sessions):
-                        self.send(c, self.config)
+                    if isinstance(msg.get("routers"), list):
+                        self.reroute(msg["routers"])
+                    if isinstance(msg.get("security"), dict):
+                        self.config = {"type": "config", "security": msg["security"],
+                                       "generation": msg.get("generation")}
+                        for c in list(self.sessions):
+                            self.send(c, self.config)
                 f.write(json.dumps({"ok": True, "agents": len(self.sessions)}) + "\n")
         except (OSError, ValueError) as e:
             try:
@@ -140,9 +191,11 @@ def main(argv=None) -> int:
     p.add_argument("--listen", required=True, help="ADDRESS:PORT")
     p.add_argument("--hold-time", type=float, default=90.0)
     p.add_argument("--config-socket", help="Unix socket for configuration (security groups)")
+    p.add_argument("--routers", type=json.loads, default=[],
+                   help="JSON list of the vnet lists each router joins")
     args = p.parse_args(argv)
     ctypes.CDLL(None).prctl(PR_SET_NAME, PROCESS_NAME, 0, 0, 0)
-    node = ControlNode(args.hold_time / 3)
+    node = ControlNode(args.hold_time / 3, args.routers)
     addr, port = args.listen.rsplit(":", 1)
     srv = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)

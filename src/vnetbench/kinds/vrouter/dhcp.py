@@ -27,8 +27,10 @@ def _message_type(req) -> int | None:
     return None
 
 
-def reply(data: bytes, iface: Iface, mtu: int) -> bytes | None:
-    """The OFFER or ACK for a DISCOVER or REQUEST from ``iface``'s MAC; None otherwise."""
+def reply(data: bytes, iface: Iface, mtu: int, router: str | None = None) -> bytes | None:
+    """The OFFER or ACK for a DISCOVER or REQUEST from ``iface``'s MAC; None otherwise.
+    ``router``: the vnet's router interface address, offered as the default gateway
+    (option 3, as Contrail's DHCP offers the subnet's gateway)."""
     pkt = packet.Packet(data)
     req = pkt.get_protocol(dhcp.dhcp)
     if req is None or req.chaddr.lower() != iface.mac.lower():
@@ -43,6 +45,8 @@ def reply(data: bytes, iface: Iface, mtu: int) -> bytes | None:
             dhcp.option(dhcp.DHCP_SUBNET_MASK_OPT, ipaddress.IPv4Address(mask).packed),
             dhcp.option(dhcp.DHCP_IP_ADDR_LEASE_TIME_OPT, LEASE_S.to_bytes(4, "big")),
             dhcp.option(dhcp.DHCP_INTERFACE_MTU_OPT, mtu.to_bytes(2, "big"))]
+    if router:
+        opts.append(dhcp.option(dhcp.DHCP_GATEWAY_ADDR_OPT, ipaddress.IPv4Address(router).packed))
     ans = dhcp.dhcp(op=dhcp.DHCP_BOOT_REPLY, chaddr=iface.mac, xid=req.xid, flags=req.flags,
                     yiaddr=iface.ip, siaddr=server, hlen=6,
                     options=dhcp.options(option_list=opts))

@@ -19,7 +19,10 @@ routes the control node distributes -- into OpenFlow entries described as plain
   port with port security takes what arrives for it from the fabric through this
   table too, so its own host judges its ingress.
 2 routes: per VRF, destination /32 -> local port (MAC rewrite) or MPLS over GRE
-  to the host that announced it, with its label.
+  to the host that announced it, with its label. A router joining vnets makes the
+  control node leak each one's VM routes into the others' VRFs (``leaked``): those
+  routes decrement the TTL (the vRouter's ``vr_forward``), and one to a VM of this
+  host delivers to its port, in its own VRF's flow and zone on the way back.
 3 flood: per VRF, ingress replication: local ports + one copy per remote host
   that has the VRF, with that host's broadcast label.
 4-5 datapath set-up (``flow_setup: datapath``, the default): a packet of a port
@@ -64,7 +67,8 @@ class Flow:
     """One OpenFlow entry; actions are tuples ('output', port), ('set_field', name,
     value), ('push_mpls', ethertype), ('pop_mpls', ethertype), ('goto', table),
     ('metadata', value), ('meter', id), ('move', src, dst, bits), ('controller',),
-    ('in_port',), ('resubmit', table), ('ct', commit, recirculate-to-table or None)."""
+    ('in_port',), ('resubmit', table), ('ct', commit, recirculate-to-table or None),
+    ('dec_ttl',)."""
     table: int
     priority: int
     match: tuple
@@ -115,6 +119,7 @@ class FlowSetup:
 
     def __init__(self, rate: int, hold: int, now=time.monotonic):
         self.rate, self.hold, self.now = rate, hold, now
+        self.reverse = reverse         # the agent's: a flow across VRFs comes back in another
         self.burst = max(1.0, rate / 10)
         self.tokens, self.stamp = self.burst, now()
         self.pending: "collections.OrderedDict[tuple, list]" = collections.OrderedDict()
@@ -155,7 +160,7 @@ class FlowSetup:
                 self.tokens -= 1.0
                 out.append(self.pending.popitem(last=False))
         for key, _ in out:
-            self.recent[key] = self.recent[reverse(key)] = t
+            self.recent[key] = self.recent[self.reverse(key)] = t
         self.set_up += len(out)
         return out
 
@@ -194,6 +199,9 @@ class Agent:
         self.host = config["host"]
         self.opts = config["options"]
         self.vrfs = {name: i + 1 for i, name in enumerate(config["vnets"])}
+        self.vnet_of = {i: name for name, i in self.vrfs.items()}
+        self.underlay_ip = config.get("underlay_ip")
+        self.gateways = dict(config.get("gateways", {}))    # vnet -> its router's interface
         self.cidrs = dict(config["cidrs"])
         self.ifaces = {p: Iface(**{**i, "egress": tuple(i["egress"]) if i.get("egress") else None,
                                    "groups": tuple(i.get("groups", ()))})
@@ -208,6 +216,7 @@ class Agent:
         self.ofports: dict[str, int] = {}            # port name -> OpenFlow port number
         self.learned: dict[tuple, dict] = {}         # route key -> route from the control node
         self.setup = FlowSetup(self.opts["flow_setup_rate"], self.opts["flow_hold_packets"])
+        self.setup.reverse = self.reverse_of
 
     # -- local interfaces ---------------------------------------------------------
 
@@ -288,7 +297,13 @@ class Agent:
         if self.opts["dhcp"]:
             out.append(Flow(T_CLASSIFY, 280, _m(in_port=n, eth_type=IP, ip_proto=17, udp_src=68,
                                                 udp_dst=67), (("controller",),)))
-        return out + self.flood(iface.vnet)
+        return out + self.flood(iface.vnet) + [f for r in self.leaked_to(iface) for f in self._route(r)]
+
+    def leaked_to(self, iface: Iface) -> list[dict]:
+        """The routes other VRFs hold to this host's ``iface`` (leaked by the control node
+        through a router; they arrive whether or not the port is up yet)."""
+        return [r for r in self.learned.values() if r.get("origin") == iface.vnet
+                and r["nh"] == self.underlay_ip and r["ip"] == iface.ip]
 
     def _to(self, iface: Iface) -> tuple:
         """The match of what a VRF routes to ``iface``."""
@@ -304,7 +319,7 @@ class Agent:
         their VRFs' floods are programmed now (until then they had no port to use)."""
         peers = {nh for nh, p in self.tunnels.items() if p == port}
         via = [r for r in self.learned.values() if r["nh"] in peers]
-        out = [self._route(r) for r in via if r["kind"] == "vm"]
+        out = [f for r in via if r["kind"] == "vm" for f in self._route(r)]
         for vnet in sorted({r["vnet"] for r in via}):
             out += self.flood(vnet)
         return out
@@ -318,7 +333,8 @@ class Agent:
         setup = [Delete(T_TRACK, self._to(iface))] if self.in_datapath and iface.port_security else []
         return [Delete(T_CLASSIFY, _m(in_port=n)),
                 Delete(T_CLASSIFY, _m(eth_type=MPLS, mpls_label=LABEL_BASE + n)),
-                Delete(T_ROUTE, self._to(iface))] + setup + self.flood(iface.vnet)
+                Delete(T_ROUTE, self._to(iface))] + setup + self.flood(iface.vnet) + \
+            [d for r in self.leaked_to(iface) for d in self._unroute(r)]
 
     # -- routes from the control node -------------------------------------------------
 
@@ -328,8 +344,8 @@ class Agent:
 
     def learn(self, add=(), delete=(), full=False) -> list:
         """Apply a control-node update (``full``: the whole table, stale routes go)."""
-        mine = set(self.tunnels)
-        add = [r for r in add if r["nh"] in mine and r["vnet"] in self.vrfs]
+        add = [r for r in add if r["vnet"] in self.vrfs and (r["nh"] in self.tunnels or (
+            r["nh"] == self.underlay_ip and r.get("origin") in self.vrfs))]   # a leak may lead here
         keep = {self.route_key(r) for r in add}
         gone = [self.learned[k] for k in list(self.learned)
                 if (full and k not in keep) or k in {self.route_key(r) for r in delete}]
@@ -338,24 +354,49 @@ class Agent:
             del self.learned[self.route_key(r)]
             vnets.add(r["vnet"])
             if r["kind"] == "vm":
-                out.append(Delete(T_ROUTE, _m(metadata=self.vrfs[r["vnet"]], eth_type=IP,
-                                              ipv4_dst=r["ip"]), COOKIE_LEARNED))
+                out += self._unroute(r)
         for r in add:
             if self.learned.get(self.route_key(r)) == r:
                 continue
             self.learned[self.route_key(r)] = r
             vnets.add(r["vnet"])
-            if r["kind"] == "vm" and self.tunnel_port(r["nh"]) is not None:
-                out.append(self._route(r))
+            if r["kind"] == "vm":
+                out += self._route(r)
         for vnet in sorted(vnets):
             out += self.flood(vnet)
         return out
 
-    def _route(self, r: dict) -> Flow:
-        """A remote VM's route: its label pushed, out of the tunnel to its host."""
-        return Flow(T_ROUTE, 100, _m(metadata=self.vrfs[r["vnet"]], eth_type=IP, ipv4_dst=r["ip"]),
-                    (("push_mpls", MPLS), ("set_field", "mpls_label", r["label"]),
-                     ("output", self.tunnel_port(r["nh"]))), COOKIE_LEARNED)
+    def _route(self, r: dict) -> list[Flow]:
+        """A learned VM route: its label pushed, out of the tunnel to its host; nothing
+        while that tunnel's port (or, for a route leaked to a VM here, its port) is not up.
+        A leaked route (``origin``: the vnet it was leaked from) is a router hop: the
+        vRouter decrements the TTL when it forwards by route lookup (``vr_forward``:
+        ``vr_ip_decrement_ttl``, since contrail-vrouter c88c40e7, 2014); a VM's own VRF
+        takes no hop (proxy ARP stands in for bridging there)."""
+        match = self._route_match(r)
+        hop = (("dec_ttl",),) if r.get("origin") else ()
+        if r["nh"] == self.underlay_ip:
+            iface = self.iface_at(self.vrfs[r["origin"]], r["ip"])
+            if iface is None:
+                return []
+            out = [Flow(T_ROUTE, 100, match, hop + self.deliver(iface), COOKIE_LEARNED)]
+            if self.in_datapath and iface.port_security:    # its agent judges the rules
+                out.append(Flow(T_TRACK, 50, match, (("resubmit", T_FLOW),), COOKIE_LEARNED))
+            return out
+        port = self.tunnel_port(r["nh"])
+        if port is None:
+            return []
+        return [Flow(T_ROUTE, 100, match, hop + (("push_mpls", MPLS), ("set_field", "mpls_label", r["label"]),
+                                                 ("output", port)), COOKIE_LEARNED)]
+
+    def _unroute(self, r: dict) -> list[Delete]:
+        """A learned VM route withdrawn: its entries go."""
+        match = self._route_match(r)
+        return [Delete(T_ROUTE, match, COOKIE_LEARNED)] + \
+            ([Delete(T_TRACK, match, COOKIE_LEARNED)] if r["nh"] == self.underlay_ip and self.in_datapath else [])
+
+    def _route_match(self, r: dict) -> tuple:
+        return _m(metadata=self.vrfs[r["vnet"]], eth_type=IP, ipv4_dst=r["ip"])
 
     def tunnel_port(self, nh: str) -> int | None:
         """The OpenFlow port of the GRE tunnel to ``nh`` (None before OVS reported it)."""
@@ -394,7 +435,7 @@ class Agent:
         timeout = self.opts["flow_idle_timeout"]
         actions = (("goto", T_ROUTE),) if allow else ()
         out = []
-        for vrf, s, d, proto, sp, dp in (key, reverse(key)):
+        for vrf, s, d, proto, sp, dp in (key, self.reverse_of(key)):
             match = dict(metadata=vrf, eth_type=IP, ipv4_src=s, ipv4_dst=d, ip_proto=proto)
             if proto == 6:
                 match.update(tcp_src=sp, tcp_dst=dp)
@@ -411,11 +452,23 @@ class Agent:
         self.rules = {g: tuple(rule_from_dict(r) for r in rules) for g, rules in groups.items()}
 
     def iface_at(self, vrf: int, ip: str) -> Iface | None:
-        """The local VM interface with address ``ip`` in VRF ``vrf`` (None: not here)."""
+        """The local VM interface VRF ``vrf`` routes ``ip`` to: one of its own, or one of a
+        vnet joined to it by a router (a route leaked here); None: not here."""
+        leak = self.learned.get(("vm", self.vnet_of.get(vrf), ip))
+        vnet = leak["origin"] if leak and leak.get("origin") and leak["nh"] == self.underlay_ip else None
         for i in self.local():
-            if self.vrfs[i.vnet] == vrf and i.ip == ip:
+            if i.ip == ip and (self.vrfs[i.vnet] == vrf or i.vnet == vnet):
                 return i
         return None
+
+    def reverse_of(self, key: tuple) -> tuple:
+        """The reverse of a flow as it comes back: from a VM of this host in another VRF
+        (a router between them) in that VM's VRF; otherwise in the same VRF (what comes
+        from the fabric carries the label of the local sender, whose VRF it is). Contrail's
+        agent gives a flow's reverse entry the destination's VRF likewise."""
+        back = reverse(key)
+        receiver = self.iface_at(key[0], key[2])
+        return back if receiver is None else (self.vrfs[receiver.vnet],) + back[1:]
 
     def iface_of(self, ofport: int) -> Iface | None:
         return next((i for i in self.local() if self.ofports[i.port] == ofport), None)
@@ -456,7 +509,7 @@ class Agent:
     def again(self, key: tuple, in_port: int) -> tuple[bool, list]:
         """A miss just after a set-up (the datapath's cache not yet revalidated): the
         entries again with the verdict given then (the key may be the reverse)."""
-        t = self.tracked.get(key) or self.tracked.get(reverse(key))
+        t = self.tracked.get(key) or self.tracked.get(self.reverse_of(key))
         allow = t[1] if t else self.permits(key, in_port)
         return allow, self.flow_entries(key, allow)
 

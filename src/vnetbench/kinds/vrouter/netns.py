@@ -67,7 +67,8 @@ def agent_config(ctx, host) -> dict:
             "tenant_mtu": tb.network.tenant_mtu,
             "options": {**tb.vswitch.options.__dict__},
             "vnets": [v.name for v in tb.vnets], "cidrs": {v.name: str(v.cidr) for v in tb.vnets},
-            "ifaces": ifaces, "tunnels": tunnels, "security": security(tb)}
+            "ifaces": ifaces, "tunnels": tunnels, "security": security(tb),
+            "gateways": {p.vnet: str(p.ip) for r in tb.routers for p in r.ports}}
 
 
 def security(tb) -> dict:
@@ -102,11 +103,51 @@ def push_security(dep, timeout: float = 10.0) -> dict:
     return reply
 
 
-def expected_routes(testbed, host: str) -> int:
+def expected_routes(testbed, host: str, removed=()) -> int:
     """Routes an agent learns once every other agent announced: a route per remote VM
-    interface and a broadcast route per (remote host, vnet it has)."""
-    return sum(sum(len(vm.nics) for vm in testbed.vms_on(h.name)) + len(testbed.vnets_on(h.name))
-               for h in testbed.hosts if h.name != host)
+    interface and a broadcast route per (remote host, vnet it has); and a route per VM
+    interface (its own host's too) in each other VRF a router joins its vnet to (the
+    control node's leaks; ``removed``: router interfaces taken out since bring-up)."""
+    from vnetbench.kinds.vrouter.control_node import joined
+    links = joined(routing_groups(testbed, removed))
+    leaks = sum(len(links.get(nic.vnet, ())) for vm in testbed.vms for nic in vm.nics)
+    return leaks + sum(sum(len(vm.nics) for vm in testbed.vms_on(h.name)) + len(testbed.vnets_on(h.name))
+                       for h in testbed.hosts if h.name != host)
+
+
+def routing_groups(testbed, removed=()) -> list[list[str]]:
+    """The vnets each router joins (the control node leaks routes among them), without the
+    interfaces in ``removed`` ([router, vnet] pairs: ``Deployment.remove_router_interface``)."""
+    gone = {tuple(x) for x in removed}
+    return [[p.vnet for p in r.ports if (r.name, p.vnet) not in gone] for r in testbed.routers]
+
+
+def removed_interfaces(run_dir: Path) -> list:
+    """Router interfaces the run removed since bring-up ([router, vnet] pairs its meta
+    records: ``Deployment.remove_router_interface``)."""
+    try:
+        meta = json.loads((run_dir / "meta.json").read_text())
+    except (OSError, ValueError):
+        return []
+    return meta.get("removed_router_interfaces", []) if isinstance(meta, dict) else []
+
+
+def remove_router_interface(dep, router, vnet: str, timeout: float = READY_TIMEOUT_S) -> None:
+    """Neutron's remove_router_interface as Contrail's API server passes it on: the
+    control node gets the router's vnets without VNET and withdraws the routes it leaked
+    between VNET's VRF and the others; returns once every agent holds the routes left."""
+    from vnetbench import unixsock
+    removed = [*removed_interfaces(dep.run.dir), [router.name, vnet]]
+    msg = {"type": "config", "routers": routing_groups(dep.testbed, removed)}
+    try:
+        reply = unixsock.request(config_socket(dep.run.dir), msg, timeout) or {}
+    except (OSError, ValueError) as e:
+        raise BuildError(f"vrouter: the control node of run {dep.run_id} took no routers ({e}); "
+                         "is it running? (vnetbench testbed status)") from e
+    if not reply.get("ok"):
+        raise BuildError(f"vrouter: the control node of run {dep.run_id} refused the routers: "
+                         f"{reply.get('error', reply)}")
+    wait_converged(dep.run.dir, dep.testbed, timeout, key="programmed", removed=removed)
 
 
 def _spawn(run, ns: str, d: Path, name: str, owner: str, argv_tail: list) -> None:
@@ -117,7 +158,8 @@ def start_control_node(run, names, testbed) -> None:
     _spawn(run, names.ctl_ns, ctl_dir(run.dir), "contrail-control", "controller",
            ["vnetbench.kinds.vrouter.control_node", f"--listen=0.0.0.0:{CONTROL_PORT}",
             f"--hold-time={testbed.vswitch.options.hold_time}",
-            f"--config-socket={config_socket(run.dir)}"])
+            f"--config-socket={config_socket(run.dir)}",
+            f"--routers={json.dumps(routing_groups(testbed, removed_interfaces(run.dir)))}"])
 
 
 def start(ctx) -> None:
@@ -158,28 +200,31 @@ def agent_status(run_dir: Path, host: str) -> dict:
         return {}
 
 
-def _converged(run_dir: Path, testbed, host: str, since: float, key: str) -> bool:
+def _converged(run_dir: Path, testbed, host: str, since: float, key: str, removed) -> bool:
     st = agent_status(run_dir, host)
     return (st.get(key, -1) >= since and st.get("programmed", -1) >= 0
-            and st.get("learned") == expected_routes(testbed, host))
+            and st.get("learned") == expected_routes(testbed, host, removed))
 
 
 def wait_converged(run_dir: Path, testbed, timeout=READY_TIMEOUT_S, since: float = 0.0,
-                   key: str = "synced", hosts=None) -> None:
+                   key: str = "synced", hosts=None, removed=None) -> None:
     """Every agent (of ``hosts``, default all) programmed its bridge and holds every
     other host's routes; ``key`` (``synced``: a full table from the control node,
-    ``programmed``: its bridge) at or after ``since`` (Unix time)."""
+    ``programmed``: its bridge) at or after ``since`` (Unix time). ``removed``: the
+    router interfaces taken out (default: those the run's meta records)."""
     deadline = time.monotonic() + timeout
     names = hosts or [h.name for h in testbed.hosts]
+    if removed is None:
+        removed = removed_interfaces(run_dir)
     while True:
-        waiting = [h for h in names if not _converged(run_dir, testbed, h, since, key)]
+        waiting = [h for h in names if not _converged(run_dir, testbed, h, since, key, removed)]
         if not waiting:
             return
         if time.monotonic() > deadline:
             first = waiting[0]
             raise BuildError(f"vrouter: agents of {', '.join(waiting)} not programmed or not in step "
                              f"with the control node after {timeout:.0f} s (state {agent_status(run_dir, first)}, "
-                             f"expected {expected_routes(testbed, first)} routes; "
+                             f"expected {expected_routes(testbed, first, removed)} routes; "
                              f"{proc.python_daemon_report(run_dir / first, AGENT)})")
         time.sleep(0.02)
 
