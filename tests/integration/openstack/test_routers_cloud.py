@@ -115,6 +115,8 @@ def test_the_battery_measures_into_the_floating_ip(routed):
     assert {r.labels["path"] for r in out} == {"floating-ip"}
     assert out[0].samples["loss_pct"] == [0.0] and out[0].samples["rtt_mean_ms"][0] > 0
     assert out[1].samples["gbps"][0] > 0.001
+    print(f"into the floating IP: RTT {out[0].samples['rtt_mean_ms'][0]:.2f} ms, "
+          f"TCP {out[1].samples['gbps'][0]:.3f} Gbit/s (TCG guests)")
 
 
 def test_a_router_interface_removed_through_neutron_stops_east_west(routed):
