@@ -163,8 +163,10 @@ def _secured():
     return st.parameters(tb, RID, st.Options(cloud="c", mgmt_network="flat"), True, "k")
 
 
-def _routed():
-    tb = load(EXAMPLES / "routed-two-subnets.yaml", online_cpus=[0, 1])
+def _routed(path=None):
+    from vnetbench.rally_plugins.context import testbed_yaml
+    tb = loads(testbed_yaml("ovs", "vxlan", None, ["same-host"], path=path), source="<p>",
+               online_cpus=[0, 1]) if path else load(EXAMPLES / "routed-two-subnets.yaml", online_cpus=[0, 1])
     return st.parameters(tb, RID, st.Options(cloud="c", mgmt_network="flat", external_network="public",
                                              outside="netns:out"), True, "k")
 
@@ -191,6 +193,7 @@ CASES = {
     "sgrule": (hot.TEMPLATES / "sgrule.yaml", None, {"index": "0", "rules": _secured()["sg_cross_rules"]}),
     "vm-secured": (hot.TEMPLATES / "vm.yaml", None, {**VM, "index": "0", "layout": _secured()["vm_layout"]}),
     "routed": (MAIN, ENV / "ml2-ovs.yaml", _routed()),
+    "routed-east-west": (MAIN, ENV / "ml2-ovs.yaml", _routed("l3-east-west")),
     "vm-fip": (hot.TEMPLATES / "vm.yaml", None, {**VM, "index": "1", "layout": _routed()["vm_layout"],
                                                  "floating_network": "public", "router_ports": ["r:a", "r:b"]}),
     "member-open": (hot.TEMPLATES / "pair.yaml", None, {**MEMBER, "port_overrides": False, "secured": True,
@@ -389,3 +392,14 @@ def test_an_unrouted_testbed_has_no_router_and_subnets_without_gateway(resolved)
     r = resolved["vm-list"]
     assert not r["conditions"]["routed"] and "router" not in r["resources"]
     assert _props(r, "subnet_a")["gateway_ip"] is None
+
+
+def test_heat_resolves_a_router_without_a_gateway(resolved):
+    """East-west only (the l3-east-west path's testbed): the router has no
+    external_gateway_info at all (a null one Heat validates as a map without its network),
+    and no VM waits for a floating network."""
+    r = resolved["routed-east-west"]
+    assert r["conditions"]["routed"] and not r["conditions"]["router_gateway"]
+    assert "router" not in r["resources"]
+    assert _props(r, "router_east_west").get("external_gateway_info") is None
+    assert _props(r, "vms")["resource_def"]["properties"]["floating_network"] == ""

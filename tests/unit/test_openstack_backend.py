@@ -727,3 +727,58 @@ def test_a_scale_testbed_over_two_hosts_keeps_the_template_pairs():
     tb = _scale_tb(2)
     params = st.parameters(tb, RID, _opts(), admin=True, public_key="k")
     assert params["cross_host_pairs"] == len(tb.pairs) and params["vm_count"] == 0
+
+
+class RoutedCloud(FakeCloud):
+    """FakeCloud whose stack is a routed testbed's (the floating-ip path: one VM, its vnet
+    routed to a second vnet without VMs, a floating IP on the external network)."""
+
+    def __init__(self, state_dir):
+        super().__init__(state_dir, hosts=("cmp1",), pins=((2,),))
+        nets = {"net-a": ("sub-a", "198.19.1.0/24"), "net-b": ("sub-b", "198.19.2.0/24"),
+                "public": ("sub-pub", "198.18.250.0/24")}
+        subnets = {s: c for s, c in nets.values()}
+        self.network = SimpleNamespace(
+            get_port=lambda p: SimpleNamespace(fixed_ips=[{"subnet_id": "sub-a"}], network_id="net-a"),
+            get_subnet=lambda s: SimpleNamespace(cidr=subnets[s]),
+            get_network=lambda n: SimpleNamespace(mtu=1450, subnet_ids=[nets[n][0]]),
+            find_network=lambda n, ignore_missing: SimpleNamespace(id=n),
+            subnets=lambda network_id, ip_version: iter([SimpleNamespace(
+                cidr=nets[network_id][1], gateway_ip="198.18.250.1")]))
+
+    def create_stack(self, name, tags, template_file, environment_files, **params):
+        self.created = dict(params)
+        stack = _stack(name, tags.split(","))
+        (entry,) = params["vm_layout"]
+        stack.outputs = [
+            {"output_key": "pairs", "output_value": []},
+            {"output_key": "vms", "output_value": [
+                {"name": entry["name"], "server": "s-a", "port": "p-a", "ip": "198.19.1.1",
+                 "mac": entry["mac"], "mgmt_ip": "198.19.250.20", "floating_ip": "198.18.250.23"}]},
+            {"output_key": "networks", "output_value": {"a": "net-a", "b": "net-b"}},
+            {"output_key": "router", "output_value": {"id": "r-1", "gateway_ip": "198.18.250.17"}}]
+        self.heat.stacks[stack.id] = stack
+
+
+def test_a_routed_testbed_takes_the_clouds_north_south_addresses(fake_cloud, monkeypatch, tmp_path):
+    """The floating-ip path on a cloud: the router's gateway, the floating IP, the external
+    subnet and the outside host's address are the cloud's; the vnet without VMs takes its
+    CIDR from its network; the pair with the outside host is not placement-checked."""
+    from vnetbench.rally_plugins.context import testbed_yaml
+    from vnetbench.testbed.loader import loads
+    routed = RoutedCloud(tmp_path)
+    monkeypatch.setattr(cloud, "connect", lambda name, path=None: routed)
+    monkeypatch.setattr(builder, "outside_address", lambda outside, cidr: "198.18.250.1")
+    tb = loads(testbed_yaml("ovs", "vxlan", None, ["same-host"], path="floating-ip"), source="<fip>",
+               online_cpus=[0, 1])
+    dep = builder.up(tb, cloud_name="c", mgmt_network="flat", external_network="public",
+                     outside="netns:out")
+    assert routed.created["external_network"] == "public" and routed.created["router_ip_a"]
+    (pair,) = dep.testbed.pairs
+    outside, vm = pair.vms
+    assert dep.reach(outside, vm) == "198.18.250.23" and dep.ip(outside) == "198.18.250.1"
+    assert str(dep.testbed.routers[0].gateway) == "198.18.250.17"
+    assert [str(v.cidr) for v in dep.testbed.vnets] == ["198.19.1.0/24", "198.19.2.0/24"]
+    assert dep.run.meta()["router"] == "r-1"
+    assert dep.vm_argv(outside, ["ping", "x"])[:4] == ["ip", "netns", "exec", "out"]
+    assert dep.down() == []

@@ -85,7 +85,7 @@ class _Build:
         vms = st.vm_outputs(self.tb, self.opts, outputs.get("pairs") or [], outputs.get("vms") or [])
         servers = self._servers(vms)
         vms, servers = self._fallback(vms, servers)
-        tb = st.realised(self.tb, vms, *self._network(vms))
+        tb = st.realised(self.tb, vms, *self._network(vms, outputs.get("networks") or {}))
         tb = self._routing(tb, vms, outputs.get("router") or {})
         tb = self._verify(tb, servers)
         self.run.write_meta(testbed=to_dict(tb), servers={v: s["server"] for v, s in vms.items()},
@@ -147,19 +147,25 @@ class _Build:
                 new_vms[mine], new_servers[mine] = vms[theirs], servers[theirs]
         return new_vms, new_servers
 
-    def _network(self, vms) -> tuple[dict[str, str], int]:
-        """Per vnet, the CIDR of the subnet its first VM's port is on; the smallest MTU of
-        those networks."""
+    def _network(self, vms, networks: dict) -> tuple[dict[str, str], int]:
+        """Per vnet, the CIDR of the subnet its first VM's port is on (a vnet without VMs,
+        e.g. a routed pair's other side: its network's subnet, the stack's ``networks``
+        output); the smallest MTU of those networks."""
         cidrs, mtus = {}, []
-        for vnet in self.tb.vnets:
-            vm = next(v.name for v in self.tb.vms if v.nics[0].vnet == vnet.name)
-            port_id = vms[vm]["port"]
+        for side, vnet in zip("ab", self.tb.vnets):
+            vm = next((v.name for v in self.tb.vms if v.nics[0].vnet == vnet.name), None)
             try:
-                port = self.conn.network.get_port(port_id)
-                subnet = self.conn.network.get_subnet(port.fixed_ips[0]["subnet_id"])
-                net = self.conn.network.get_network(port.network_id)
+                if vm is None:
+                    net = self.conn.network.get_network(networks[side])
+                    subnet = self.conn.network.get_subnet(net.subnet_ids[0])
+                else:
+                    port = self.conn.network.get_port(vms[vm]["port"])
+                    subnet = self.conn.network.get_subnet(port.fixed_ips[0]["subnet_id"])
+                    net = self.conn.network.get_network(port.network_id)
             except Exception as exc:
-                raise cloud.error(exc, f"port {port_id} of {vm} and its network") from None
+                what = f"network {networks.get(side)} of vnet {vnet.name}" if vm is None else \
+                    f"port {vms[vm]['port']} of {vm} and its network"
+                raise cloud.error(exc, what) from None
             cidrs[vnet.name] = subnet.cidr
             mtus.append(net.mtu or self.tb.network.tenant_mtu)
         return cidrs, min(mtus)
