@@ -156,3 +156,4 @@ def aio_outside(aio_cloud) -> str:
     from vnetbench.aio.conf import Layout
     meta = json.loads((aio_cloud.parent / "meta.json").read_text())
     return "netns:" + Layout(aio_cloud.parent, meta["run_id"]).outside_netns
+

@@ -11,16 +11,14 @@ flat network the runner reaches them on."""
 
 from __future__ import annotations
 
-import json
-import os
 import re
-import subprocess
 import sys
 import time
 from pathlib import Path
 
 import pytest
 
+from aio_testbed import up_on_the_aio
 from vnetbench.battery import session
 
 VNETBENCH = str(Path(sys.executable).parent / "vnetbench")
@@ -44,26 +42,10 @@ STOP_S = 15.0           # the L3 agent unplugs after Neutron answered (an RPC, t
 
 @pytest.fixture(scope="module")
 def routed(aio_cloud, aio_outside, tmp_path_factory):
-    from vnetbench.testbed import deployment
-    tmp = tmp_path_factory.mktemp("routers-cloud")
-    (tmp / "tb.yaml").write_text(TESTBED)
-    env = {**os.environ, "OS_CLIENT_CONFIG_FILE": str(aio_cloud), "VNETBENCH_STATE_DIR": str(tmp / "state")}
-    done = subprocess.run([VNETBENCH, "testbed", "up", str(tmp / "tb.yaml"), "--backend", "openstack",
-                           "--cloud", CLOUD, "--mgmt-network", "vnetbench-flat",
-                           "--external-network", "vnetbench-public", "--outside", aio_outside,
-                           "--json"], env=env, capture_output=True, text=True, timeout=1200)
-    assert done.returncode == 0, done.stderr[-3000:]
-    st = json.loads(done.stdout)
-    saved = {k: os.environ.get(k) for k in ("OS_CLIENT_CONFIG_FILE", "VNETBENCH_STATE_DIR")}
-    os.environ.update({k: env[k] for k in saved})
-    try:
-        yield deployment.attach(st["run_id"])
-    finally:
-        down = subprocess.run([VNETBENCH, "testbed", "down", "--run", st["run_id"]], env=env,
-                              capture_output=True, text=True, timeout=900)
-        for k, v in saved.items():
-            os.environ.pop(k) if v is None else os.environ.__setitem__(k, v)
-    assert down.returncode == 0, down.stderr
+    with up_on_the_aio(aio_cloud, tmp_path_factory.mktemp("routers-cloud"), TESTBED,
+                            "--mgmt-network", "vnetbench-flat", "--external-network",
+                            "vnetbench-public", "--outside", aio_outside) as (dep, _):
+        yield dep
 
 
 def ping(dep, where, ip, count=3, wait_s=2):

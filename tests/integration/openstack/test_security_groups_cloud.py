@@ -11,15 +11,13 @@ guests run on an AIO of shared CPUs (docs/security-groups.md, 'On a cloud')."""
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
 import sys
 import time
 from pathlib import Path
 
 import pytest
 
+from aio_testbed import up_on_the_aio
 from vnetbench.functional import sgmeasure as sg
 from vnetbench.functional import verdict
 from vnetbench.functional.verdict import Status
@@ -37,30 +35,13 @@ def secured(aio_cloud, tmp_path_factory):
     """The testbed up as admin on the flat network the runner reaches (a pinned flavor;
     SSH on the test NIC, admitted by the run's control group), attached in this process;
     torn down after."""
-    from vnetbench.testbed import deployment
-    tmp = tmp_path_factory.mktemp("sg-cloud")
-    (tmp / "tb.yaml").write_text(TESTBED)
-    env = {**os.environ, "OS_CLIENT_CONFIG_FILE": str(aio_cloud), "VNETBENCH_STATE_DIR": str(tmp / "state")}
-    done = subprocess.run([VNETBENCH, "testbed", "up", str(tmp / "tb.yaml"), "--backend", "openstack",
-                           "--cloud", CLOUD, "--existing-network", NETWORK, "--json"], env=env,
-                          capture_output=True, text=True, timeout=1200)
-    assert done.returncode == 0, done.stderr[-3000:]
-    st = json.loads(done.stdout)
-    saved = {k: os.environ.get(k) for k in ("OS_CLIENT_CONFIG_FILE", "VNETBENCH_STATE_DIR")}
-    os.environ.update({k: env[k] for k in saved})
-    try:
-        dep = deployment.attach(st["run_id"])
+    with up_on_the_aio(aio_cloud, tmp_path_factory.mktemp("sg-cloud"), TESTBED,
+                            "--existing-network", NETWORK) as (dep, st):
         servers = [sg.serve(dep, vm, (OPEN, CLOSED, *KNOCK_PORTS)) for vm in ("web-1", "def-1")]
         yield dep, st
         for p in servers:
             p.kill()
             p.wait()
-    finally:
-        down = subprocess.run([VNETBENCH, "testbed", "down", "--run", st["run_id"]], env=env,
-                              capture_output=True, text=True, timeout=900)
-        for k, v in saved.items():
-            os.environ.pop(k) if v is None else os.environ.__setitem__(k, v)
-    assert down.returncode == 0, down.stderr
 
 
 def test_the_stack_carries_the_groups_onto_real_ports(secured, conn):
