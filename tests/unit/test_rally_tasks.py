@@ -113,7 +113,7 @@ def test_each_seeds_comparison_task_renders_with_its_task_args(seed_id):
     validate(text)
     if seed_id == "002":
         per_column = _scenario_args(text, "VnetBench.rfc2544")
-        assert len(per_column) == len(s.columns) == 4         # the bridge's, and each kind's router beside
+        assert len(per_column) == len(s.columns) == 5         # the bridge's, and each kind's router beside
         for args in per_column:
             assert args["measures"] == ["throughput", "latency_at"] and args["repetitions"] == 3
             assert args["latency_rates"] == [1, 1000] and args["latency_loads"] == [50, 150]

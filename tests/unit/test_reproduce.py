@@ -218,7 +218,7 @@ def test_seed_002s_router_is_the_routed_pair_of_the_bridges_column():
     the Linux bridge, measured in one testbed; each system's cell is found at its path,
     and the claim between them is judged on both."""
     s = seed.load("002")
-    assert s.columns == [LB, "ovs/vxlan", "ovs-openflow/vxlan", "ovn/geneve"]   # every kind's router beside
+    assert s.columns == [LB, "ovs/vxlan", "ovs-openflow/vxlan", "ovn/geneve", "vrouter/gre"]  # every kind's router beside
     assert s.measured_paths == ["l2", "l3-east-west"]
     assert list(dict.fromkeys(s.systems.values())) == [LB]       # --seed-systems-only: one column
     assert s.where("Linux router") == "linuxbridge/flat l3-east-west" and s.where("Linux bridge") == LB
