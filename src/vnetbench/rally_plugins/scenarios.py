@@ -33,8 +33,9 @@ class _Base(scenario.Scenario):
         """Record and show N/A with the missing feature: a measured outcome, not a skip."""
         from vnetbench.results.record import Result, now
         info = self.context["vnetbench"]
+        routing = {"routing": info["routing"]} if info.get("routing") else {}
         self._record([Result(test=test, labels={"test": test, "vswitch": info["vswitch"],
-                                                "network": info["network"], "placement": "-"},
+                                                "network": info["network"], "placement": "-", **routing},
                              samples={}, started=now(), finished=now(),
                              extra={"not_applicable": info["unsupported"]})])
         self.add_output(complete={"title": f"{test}: N/A", "chart_plugin": "TextArea",
