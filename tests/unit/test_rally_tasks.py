@@ -139,6 +139,7 @@ def _assert_seed000_columns(text):
     flood = [a for a in _scenario_args(text, "VnetBench.icmp_rtt") if a["mode"] == "flood"]
     assert [a["payloads"] for a in flood] == [[100, 1440]] * 2
     udp = _scenario_args(text, "VnetBench.udp_stream")
+    assert [a["seconds"] for a in udp] == [5, 5]          # not the profile's 1 s: the background's start-up
     assert [(a["background_bps"], a["background"], a["background_length"], a["bitrate_bps"], a["sessions"])
             for a in udp] == [(25000000, "seed000", 500, 30000000, [1]), (20000000, "seed000", 500, 30000000, [1])]
 
