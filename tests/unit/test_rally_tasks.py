@@ -233,3 +233,14 @@ def test_every_family_task_takes_the_path(name, way):
     assert ctxs and all(c["path"] == way for c in ctxs)
     assert not any("path" in w["contexts"]["vnetbench_testbed"]
                    for s in yaml.safe_load(render(task))["subtasks"] for w in s["workloads"])
+
+
+def test_the_progress_line_tells_seed000s_columns_and_pairs_apart():
+    """Rally's progress lines name the routing column and the routed pair: "ovs/vlan svi ...
+    same-host l3-east-west", not two identical "ovs/vlan ... same-host" lines."""
+    from vnetbench.rally_plugins.scenarios import _summary
+    from vnetbench.results.record import Result
+    labels = {"vswitch": "ovs", "network": "vlan", "routing": "stick", "placement": "same-host",
+              "path": "l3-east-west", "point": "100 B"}
+    line = _summary(Result(test="icmp_rtt", labels=labels, samples={"rtt_mean_ms": [0.5]}))
+    assert line == "ovs/vlan stick icmp_rtt same-host l3-east-west 100 B: rtt_mean_ms 0.5"
