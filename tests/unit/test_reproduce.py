@@ -296,8 +296,9 @@ def test_seed_000s_testbeds_are_columns_of_their_own_and_judged():
     assert verdicts(res["rtt-intra-100"]) == [("about", "agrees")]
     assert verdicts(res["rtt-inter-100"]) == [("greater", "agrees"), ("about", "differs")]
     assert "model: here the SVI is an OVS internal port" in res["rtt-inter-100"].verdicts[1].reason
-    assert verdicts(res["udp-intra"]) == [("at_most", "differs")]
-    assert verdicts(res["udp-inter"]) == [("at_most", "agrees")]
+    assert verdicts(res["udp-intra"]) == [("at_most", "differs"), ("at_most", "cannot tell here")]
+    assert verdicts(res["udp-inter"]) == [("at_most", "agrees"), ("at_most", "cannot tell here")]
+    assert res["udp-inter"].verdicts[1].reason == "OVS L3 switch: not measured"   # no background_loss_pct given
     text = render.plain(s, list(res.values()))
     assert "OVS router on a stick = ovs/vlan stick" in text and "ovs/vlan svi (here)" in text
 
@@ -307,3 +308,10 @@ def test_a_system_with_an_unknown_routing_is_refused(spec, error):
     doc = {"seed": "x", "file": "seeds/x", "title": "t", "table": "t", "systems": {"A": spec}, "rows": []}
     with pytest.raises(ValueError, match=error):
         seed.parse(doc, "x.yaml")
+
+
+def test_the_background_loss_is_a_metric_of_the_flows_that_reported_one():
+    from vnetbench.battery.udp import background_loss
+    flows = [{"loss_pct": 10.0}, {"loss_pct": 30.0}, {"error": "iperf3: unable to read"}]
+    assert background_loss(flows) == {"background_loss_pct": 20.0}
+    assert background_loss([{"error": "x"}]) == {} and background_loss([]) == {}
