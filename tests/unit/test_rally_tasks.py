@@ -97,7 +97,7 @@ def test_libvirt_comparison_offers_tcg_guests_what_they_can_do(profile):
         assert _scenario_args(text, "VnetBench.fairness")[0]["bottleneck_bps"] == 100000000
 
 
-@pytest.mark.parametrize("seed_id", ["002", "003", "004"])
+@pytest.mark.parametrize("seed_id", ["000", "002", "003", "004"])
 def test_each_seeds_comparison_task_renders_with_its_task_args(seed_id):
     """What `vnetbench reproduce SEED` hands the comparison task (its columns, families,
     the seed file's task_args and its systems' paths) renders and validates; seed 002's
@@ -121,6 +121,57 @@ def test_each_seeds_comparison_task_renders_with_its_task_args(seed_id):
         ctxs = [w["contexts"]["vnetbench_testbed"] for st in yaml.safe_load(text)["subtasks"]
                 for w in st["workloads"]]
         assert ctxs and all(c["path"] == ["l2", "l3-east-west"] for c in ctxs)
+    if seed_id == "000":
+        _assert_seed000_columns(text)
+
+
+def _assert_seed000_columns(text):
+    """Seed 000: a column per testbed (routing svi, stick), each with the seed's flood RTT
+    payloads and its throughput test: the 30 Mbit/s flow among the background of its own
+    testbed (25 Mbit/s a flow on the L3 switch, 20 behind the stick)."""
+    import yaml
+    doc = yaml.safe_load(text)
+    assert [st["title"] for st in doc["subtasks"]] == ["ovs/vlan svi", "ovs/vlan stick"]
+    for st, routing, bps in zip(doc["subtasks"], ("svi", "stick"), (25000000, 20000000)):
+        ctxs = [w["contexts"]["vnetbench_testbed"] for w in st["workloads"]]
+        assert all((c["routing"], c["vswitch"], c["network"]) == (routing, "ovs", "vlan") for c in ctxs)
+        assert all(w["description"].startswith(f"ovs/vlan {routing} ·") for w in st["workloads"])
+    flood = [a for a in _scenario_args(text, "VnetBench.icmp_rtt") if a["mode"] == "flood"]
+    assert [a["payloads"] for a in flood] == [[100, 1440]] * 2
+    udp = _scenario_args(text, "VnetBench.udp_stream")
+    assert [a["seconds"] for a in udp] == [5, 5]          # not the profile's 1 s: the background's start-up
+    assert [(a["background_bps"], a["background"], a["background_length"], a["bitrate_bps"], a["sessions"])
+            for a in udp] == [(25000000, "seed000", 500, 30000000, [1]), (20000000, "seed000", 500, 30000000, [1])]
+
+
+def test_a_routing_column_builds_seed000s_testbed():
+    """The context's routing: seed 000's four PCs on one switch in two VLANs, its pairs
+    inside VLAN 10 and across (l3-east-west), same-host only; bad values in one line."""
+    from vnetbench.rally_plugins.context import testbed_yaml
+    from vnetbench.testbed.loader import loads
+    for routing in ("svi", "stick"):
+        tb = loads(testbed_yaml("ovs", "vlan", None, ["same-host", "cross-host"], path=["l2", "l3-east-west"],
+                                routing=routing), online_cpus=[0, 1])
+        assert [(p.name, p.vms, p.path, p.placement) for p in tb.pairs] == [
+            ("intra", ("pc1", "pc2"), "l2", "same-host"), ("inter", ("pc1", "pc3"), "l3-east-west", "same-host")]
+        assert [(r.routing, [p.vnet for p in r.ports]) for r in tb.routers] == [(routing, ["vlan10", "vlan20"])]
+        assert [(v.name, v.nics[0].vnet) for v in tb.vms] == [
+            ("pc1", "vlan10"), ("pc2", "vlan10"), ("pc3", "vlan20"), ("pc4", "vlan20")]
+    for kwargs, words in (({"routing": "hub"}, "not one of svi, stick"),
+                          ({"routing": "svi", "path": "north-south"}, "east-west only"),
+                          ({"routing": "stick", "placements": ["cross-host"]}, "same-host")):
+        args = {"placements": ["same-host"], **kwargs}
+        with pytest.raises(ValueError, match=words) as e:
+            testbed_yaml("ovs", "vlan", None, args.pop("placements"), **args)
+        assert "\n" not in str(e.value)
+
+
+def test_the_context_schema_refuses_an_unknown_routing():
+    path = TASKS[0].parent / "overlay-comparison.yaml"
+    text = render(path, profile="smoke", columns=["ovs/vlan svi"]).replace("routing: svi", "routing: hub")
+    text = text.replace('"routing": "svi"', '"routing": "hub"')
+    with pytest.raises(exceptions.InvalidTaskConfig):
+        validate(text)
 
 
 def test_the_comparison_with_security_groups_filters_every_testbed():
@@ -182,3 +233,14 @@ def test_every_family_task_takes_the_path(name, way):
     assert ctxs and all(c["path"] == way for c in ctxs)
     assert not any("path" in w["contexts"]["vnetbench_testbed"]
                    for s in yaml.safe_load(render(task))["subtasks"] for w in s["workloads"])
+
+
+def test_the_progress_line_tells_seed000s_columns_and_pairs_apart():
+    """Rally's progress lines name the routing column and the routed pair: "ovs/vlan svi ...
+    same-host l3-east-west", not two identical "ovs/vlan ... same-host" lines."""
+    from vnetbench.rally_plugins.scenarios import _summary
+    from vnetbench.results.record import Result
+    labels = {"vswitch": "ovs", "network": "vlan", "routing": "stick", "placement": "same-host",
+              "path": "l3-east-west", "point": "100 B"}
+    line = _summary(Result(test="icmp_rtt", labels=labels, samples={"rtt_mean_ms": [0.5]}))
+    assert line == "ovs/vlan stick icmp_rtt same-host l3-east-west 100 B: rtt_mean_ms 0.5"

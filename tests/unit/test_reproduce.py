@@ -248,5 +248,70 @@ def test_a_system_with_an_unknown_path_is_refused():
 def test_a_column_beside_is_vswitch_network_and_maybe_a_path(beside):
     d = {"seed": "9", "file": "f", "title": "t", "table": "T", "systems": {"A": "a/b"}, "beside": [beside],
          "rows": []}
-    with pytest.raises(ValueError, match="is not 'vswitch/network' or 'vswitch/network PATH'"):
+    with pytest.raises(ValueError, match=r"is not 'vswitch/network \[ROUTING\] \[PATH\]'"):
         seed.parse(d, "x.yaml")
+
+
+def seed000_rec(routing, test, variable, path, metric, values):
+    """A record of seed 000's testbed: the battery labels it with the router's routing."""
+    r = rec("ovs/vlan", test, variable, "same-host", metric, values)
+    if test == "icmp_rtt":                      # the flood at a payload: mode and point
+        mode, _, point = variable.partition(" ")
+        r.labels["params"], r.labels["point"] = {"mode": mode}, point
+    r.labels["routing"] = routing
+    if path:
+        r.labels["path"] = path
+    return r
+
+
+def test_seed_000s_rows_are_the_batterys_points():
+    """Every row names a test and metric the table shows and a variable the comparison task
+    makes with the seed file's task_args (the flood at each payload, one UDP session)."""
+    s = seed.load("000")
+    assert s.columns == ["ovs/vlan svi", "ovs/vlan stick"] and s.placements == ["same-host"]
+    assert s.measured_paths == ["l2", "l3-east-west"]
+    made = {("icmp_rtt", f"flood {p} B") for p in s.task_args["rtt_payloads"]}
+    made |= {("udp_stream", f"p={n}") for n in s.task_args["udp_sessions"]}
+    for row in s.rows:
+        assert row.metric == table.HEADLINE[row.test][0]
+        assert (row.test, row.variable) in made
+        assert row.placement in ("same-host", "same-host l3-east-west") and "Figure" in row.source
+    assert s.task_args["udp_background_bps"] == {"svi": 25000000, "stick": 20000000}
+
+
+def test_seed_000s_testbeds_are_columns_of_their_own_and_judged():
+    """The L3 switch and the router on a stick are two columns ("ovs/vlan svi", "... stick")
+    of one kind and network; the stick's greater inter-VLAN RTT agrees, the L3 switch's
+    intra = inter claim is judged against its own other row."""
+    recs = []
+    for routing, intra, inter in (("svi", [0.18, 0.19, 0.18], [0.33, 0.34, 0.33]),
+                                  ("stick", [0.18, 0.185, 0.19], [0.55, 0.57, 0.56])):
+        for size in (100, 1440):
+            recs += [seed000_rec(routing, "icmp_rtt", f"flood {size} B", None, "rtt_mean_ms", intra),
+                     seed000_rec(routing, "icmp_rtt", f"flood {size} B", "l3-east-west", "rtt_mean_ms", inter)]
+        recs += [seed000_rec(routing, "udp_stream", "p=1", None, "gbps", [0.030, 0.030, 0.030]),
+                 seed000_rec(routing, "udp_stream", "p=1", "l3-east-west", "gbps", [0.017, 0.018, 0.016])]
+    s, res = judged(recs, "000")
+    assert [c.label for c in table.build([Run("", None, tuple(recs))]).columns] == ["ovs/vlan svi", "ovs/vlan stick"]
+    assert verdicts(res["rtt-intra-100"]) == [("about", "agrees")]
+    assert verdicts(res["rtt-inter-100"]) == [("greater", "agrees"), ("about", "differs")]
+    assert "model: here the SVI is an OVS internal port" in res["rtt-inter-100"].verdicts[1].reason
+    assert verdicts(res["udp-intra"]) == [("at_most", "differs"), ("at_most", "cannot tell here")]
+    assert verdicts(res["udp-inter"]) == [("at_most", "agrees"), ("at_most", "cannot tell here")]
+    assert res["udp-inter"].verdicts[1].reason == "OVS L3 switch: not measured"   # no background_loss_pct given
+    text = render.plain(s, list(res.values()))
+    assert "OVS router on a stick = ovs/vlan stick" in text and "ovs/vlan svi (here)" in text
+
+
+@pytest.mark.parametrize("spec, error", [({"column": "ovs/vlan", "routing": "hub"}, "routing 'hub' is not one of svi, stick")])
+def test_a_system_with_an_unknown_routing_is_refused(spec, error):
+    doc = {"seed": "x", "file": "seeds/x", "title": "t", "table": "t", "systems": {"A": spec}, "rows": []}
+    with pytest.raises(ValueError, match=error):
+        seed.parse(doc, "x.yaml")
+
+
+def test_the_background_loss_is_a_metric_of_the_flows_that_reported_one():
+    from vnetbench.battery.udp import background_loss
+    flows = [{"loss_pct": 10.0}, {"loss_pct": 30.0}, {"error": "iperf3: unable to read"}]
+    assert background_loss(flows) == {"background_loss_pct": 20.0}
+    assert background_loss([{"error": "x"}]) == {} and background_loss([]) == {}

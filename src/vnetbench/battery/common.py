@@ -5,15 +5,23 @@ from __future__ import annotations
 from vnetbench import cpu
 from vnetbench.results import provenance
 from vnetbench.results.record import Result, now
-from vnetbench.testbed.model import L2
+from vnetbench.testbed.model import L2, STICK, SVI
 
 
 def labels(dep, pair, test: str, **params) -> dict:
     tb = dep.testbed
+    routing = seed000_routing(tb)
     return {"test": test, "run_id": dep.run_id, "testbed": tb.name,
             "vswitch": tb.vswitch.kind.value, "network": tb.network.type.value,
             "placement": pair.placement, "pair": pair.name, "params": params,
-            **({"path": pair.path} if pair.path != L2 else {})}
+            **({"path": pair.path} if pair.path != L2 else {}),
+            **({"routing": routing} if routing else {})}
+
+
+def seed000_routing(tb) -> str | None:
+    """svi or stick when the testbed routes by one of seed 000's testbeds: its records are
+    a column of their own ("ovs/vlan svi"), not the kind's router's."""
+    return next((r.routing for r in tb.routers if r.routing in (SVI, STICK)), None)
 
 
 def collect(times: int, measure) -> tuple[dict, list]:

@@ -19,14 +19,19 @@ from vnetbench.state import state_root
 from vnetbench.testbed.model import PATHS   # what lies between a pair's two ends (Pair.path)
 
 PLACEMENTS = ("same-host", "cross-host")
+#: a column's ``routing``: one of seed 000's inter-VLAN testbeds instead of a pair per placement
+ROUTINGS = ("svi", "stick")
 
 
 def testbed_yaml(vswitch: str, network: str, underlay_mtu: int | None, placements,
-                 security_groups: bool = False, path: str | list = "l2") -> str:
+                 security_groups: bool = False, path: str | list = "l2", routing: str = "") -> str:
     """The context's testbed: a pair per placement on one vnet; with ``path``
     l3-east-west, the pairs' second VMs on a second vnet, a router on h1 between them; a
-    list of paths: a pair per placement and path (a seed's bridge beside its router)."""
+    list of paths: a pair per placement and path (a seed's bridge beside its router);
+    with ``routing``, seed 000's four PCs instead (``seed000_yaml``)."""
     net = f"{{type: {network}" + (f", underlay_mtu: {underlay_mtu}" if underlay_mtu else "") + "}"
+    if routing:
+        return seed000_yaml(vswitch, net, routing, placements, path, security_groups)
     paths = [path] if isinstance(path, str) else list(path)
     routed = any(p != "l2" for p in paths)
     pairs = "\n".join(f"  - {{placement: {p}" + (f", path: {pa}}}" if pa != "l2" else "}")
@@ -43,6 +48,30 @@ def testbed_yaml(vswitch: str, network: str, underlay_mtu: int | None, placement
     l3 = ("vnets: [{name: vnet1}, {name: vnet2}]\n"
           f"routers: [{{name: r1, host: h1, vnets: [vnet1, vnet2]{gateway}}}]\n" if routed else "")
     return f"vswitch: {vswitch}\nnetwork: {net}\n{sg}{l3}pairs:\n{pairs}\n"
+
+
+def seed000_yaml(vswitch: str, net: str, routing: str, placements, path, security_groups: bool) -> str:
+    """Seed 000's testbed (examples/seed000-svi.yaml, -stick.yaml): four PCs on one switch,
+    PC1 and PC2 in VLAN 10, PC3 and PC4 in VLAN 20, routed by an SVI per VLAN or a router on
+    a trunk; its two measured pairs, inside VLAN 10 (PC1-PC2) and across (PC1-PC3, path
+    l3-east-west), are both: the seed measured both on each testbed. One switch: same-host."""
+    paths = {path} if isinstance(path, str) else set(path)
+    if routing not in ROUTINGS:
+        raise ValueError(f"routing {routing!r} is not one of {', '.join(ROUTINGS)}")
+    if not paths <= {"l2", "l3-east-west"}:
+        raise ValueError(f"routing {routing}: seed 000's routers are east-west only, path "
+                         f"{sorted(paths - {'l2', 'l3-east-west'})} cannot be measured on them")
+    if "same-host" not in placements:
+        raise ValueError(f"routing {routing}: seed 000's testbed is four PCs on one switch: its pairs "
+                         f"are same-host, and placements {list(placements)} has none")
+    sg = "security_groups: []\n" if security_groups else ""
+    return (f"vswitch: {vswitch}\nnetwork: {net}\n{sg}hosts: [{{name: sw}}]\n"
+            "vnets: [{name: vlan10, segmentation_id: 10}, {name: vlan20, segmentation_id: 20}]\n"
+            "vms:\n" + "".join(f"  - {{name: pc{i}, host: sw, vnets: [vlan{10 * (1 + (i > 2))}]}}\n"
+                               for i in range(1, 5)) +
+            f"routers: [{{name: {routing}, host: sw, vnets: [vlan10, vlan20], routing: {routing}}}]\n"
+            "pairs:\n  - {name: intra, placement: same-host, vms: [pc1, pc2]}\n"
+            "  - {name: inter, placement: same-host, vms: [pc1, pc3]}\n")
 
 
 def _backend_options(cfg) -> dict:
@@ -151,6 +180,11 @@ class VnetbenchTestbed(context.Context):
                      "VM on a second vnet, a router on h1 between them; north-south: a VM to an "
                      "external host through the router's SNAT (docs/routers.md); a list: a pair "
                      "per placement and path in one testbed"},
+            "routing": {"enum": list(ROUTINGS),
+                        "description": "seed 000's testbed instead of a pair per placement: four PCs "
+                        "on one switch in VLANs 10 and 20, routed by an SVI per VLAN on the switch "
+                        "(svi, its L3 switch) or by a router on a trunk (stick); its pairs PC1-PC2 "
+                        "(l2) and PC1-PC3 (l3-east-west), same-host (docs/routers.md)"},
             "security_groups": {"type": "boolean", "description": "every port with port security "
                                 "on, in Neutron's default group (egress anywhere, ingress from the "
                                 "group): the kind's firewall in every figure; default off"},
@@ -204,8 +238,9 @@ class VnetbenchTestbed(context.Context):
         else:
             tb = loads(testbed_yaml(cfg["vswitch"], cfg["network"], cfg.get("underlay_mtu"),
                                     cfg["placements"], cfg.get("security_groups", False),
-                                    cfg.get("path", "l2")),
-                       source=f"<rally {cfg['vswitch']}-{cfg['network']}>", online_cpus=cpus)
+                                    cfg.get("path", "l2"), cfg.get("routing", "")),
+                       source=f"<rally {cfg['vswitch']}-{cfg['network']}" +
+                       (f" {cfg['routing']}>" if cfg.get("routing") else ">"), online_cpus=cpus)
         caps = capabilities.probe()
         # a cloud's vSwitch is the cloud's: this machine's kernel does not limit it
         reason = None if cfg.get("backend") == "openstack" else \
@@ -214,7 +249,8 @@ class VnetbenchTestbed(context.Context):
         if reason and caps.root and cfg["skip_unsupported"]:
             self.context["vnetbench"] = {"unsupported": reason, "results": cfg["results"],
                                          "vswitch": tb.vswitch.kind.value,
-                                         "network": tb.network.type.value}
+                                         "network": tb.network.type.value,
+                                         **({"routing": cfg["routing"]} if cfg.get("routing") else {})}
             return
         monitor = cfg.get("monitor") or os.environ.get("VNETBENCH_MONITOR")
         mon = server.attach(monitor) if monitor else None

@@ -33,8 +33,9 @@ class _Base(scenario.Scenario):
         """Record and show N/A with the missing feature: a measured outcome, not a skip."""
         from vnetbench.results.record import Result, now
         info = self.context["vnetbench"]
+        routing = {"routing": info["routing"]} if info.get("routing") else {}
         self._record([Result(test=test, labels={"test": test, "vswitch": info["vswitch"],
-                                                "network": info["network"], "placement": "-"},
+                                                "network": info["network"], "placement": "-", **routing},
                              samples={}, started=now(), finished=now(),
                              extra={"not_applicable": info["unsupported"]})])
         self.add_output(complete={"title": f"{test}: N/A", "chart_plugin": "TextArea",
@@ -228,7 +229,9 @@ def _summary(r) -> str:
     """One progress line per measured point: what, where, the headline value, CPU%."""
     from vnetbench.report.table import HEADLINE
     lab = r.labels
-    where = f"{lab.get('vswitch')}/{lab.get('network')} {r.test} {lab.get('placement')} {lab.get('point', '')}"
+    column = " ".join(x for x in (f"{lab.get('vswitch')}/{lab.get('network')}", lab.get("routing")) if x)
+    placement = " ".join(x for x in (lab.get("placement"), lab.get("path")) if x)   # a routed pair: its own line
+    where = f"{column} {r.test} {placement} {lab.get('point', '')}"
     if "not_applicable" in r.extra:
         return f"{where}: N/A ({r.extra['not_applicable']})"
     key = next((k for k in HEADLINE.get(r.test, ()) if k in r.samples), None)

@@ -104,7 +104,7 @@ def shape_problem(d: dict) -> str:
         ("labels.params", isinstance(labels.get("params", {}), dict), "an object"),
     ]
     checks += [(f"labels.{k}", isinstance(v, str), "a string") for k, v in labels.items()
-               if k in ("vswitch", "network", "placement", "run_id", "point", "test", "pair", "path")]
+               if k in ("vswitch", "network", "placement", "run_id", "point", "test", "pair", "path", "routing")]
     provenance = d.get("provenance")
     checks += [(f"provenance.{k}", isinstance(v, dict), "an object")
                for k, v in (provenance.items() if isinstance(provenance, dict) else ())

@@ -24,7 +24,7 @@ HEADLINE = {"icmp_rtt": ("rtt_mean_ms",), "tcp_stream": ("gbps",), "udp_stream":
 
 @dataclass
 class Column:
-    label: str                  # "ovs/vxlan", or "ovs/vxlan (run)" with several runs
+    label: str                  # "ovs/vxlan", "ovs/vlan svi", or "ovs/vxlan (run)" with several runs
     vswitch: str
     network: str
     run: str
@@ -173,7 +173,8 @@ def covers(na_test: str, test: str) -> bool:
 
 def _column(columns: dict, r: Result, run: str) -> Column:
     vswitch, network = r.labels["vswitch"], r.labels["network"]
-    label = f"{vswitch}/{network}" + (f" ({run})" if run else "")
+    routing = r.labels.get("routing")           # seed 000's testbeds: "ovs/vlan svi", "ovs/vlan stick"
+    label = f"{vswitch}/{network}" + (f" {routing}" if routing else "") + (f" ({run})" if run else "")
     return columns.setdefault(label, Column(label, vswitch, network, run))
 
 

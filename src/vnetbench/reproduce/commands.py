@@ -20,7 +20,7 @@ def add_parsers(sub) -> None:
                    help="judge these records (a compare or reproduce directory, or a records.jsonl) "
                         "instead of measuring")
     s.add_argument("--placement", action="append", choices=["same-host", "cross-host"],
-                   help="only these VM pair placements (default: both)")
+                   help="only these VM pair placements (default: those the seed's rows need)")
     s.add_argument("--seed-systems-only", action="store_true",
                    help="measure only the columns that model the seed's systems, not the ones "
                         "shown beside them (about 40%% less time for seed 003)")
@@ -48,7 +48,7 @@ def cmd_reproduce(args) -> int:
         res = compare.run(args.profile, out_dir=Path(args.results), monitor=not args.no_monitor,
                           columns=columns, name=f"reproduce-{s.id}", tests=families(s),
                           task_args=s.task_args,
-                          testbed={"placements": args.placement,
+                          testbed={"placements": args.placement or s.placements,
                                    "path": s.measured_paths if routed else None})
         runs, out = load([res["dir"]]), res["dir"]
     results = judge.judge(s, table.build(runs))

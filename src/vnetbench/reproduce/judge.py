@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from vnetbench.report.table import Cell, Table
-from vnetbench.reproduce.seed import Claim, Row, Seed
+from vnetbench.reproduce.seed import Claim, Row, Seed, split
 
 AGREES, DIFFERS, CANNOT = "agrees", "differs", "cannot tell here"
 
@@ -67,10 +67,10 @@ def find_cells(seed: Seed, row: Row, table: Table) -> dict:
     out = {}
     for col in table.columns:
         for where in wheres:
-            label, _, path = where.partition(" ")
+            label, path = split(where)
             if col.label != label:
                 continue
-            placement = f"{row.placement} {path}" if path else row.placement
+            placement = f"{row.placement} {path}" if path != "l2" else row.placement
             match = [r for r in table.rows if (r.test, r.variable, r.placement) == (row.test, row.variable, placement)]
             cell = next((table.cell(r, col) for r in match if table.cell(r, col).record), None)
             na = next((table.cell(r, col) for r in table.rows if r.test == row.test and table.cell(r, col).na), None)
@@ -99,9 +99,9 @@ def check(claim: Claim, row: Row, cells: dict, other: tuple | None = None) -> Ve
     metric = claim.metric or row.metric
     operands = [(name, name, cells) for name in _involved(claim, row)]
     if other is not None:
-        name = claim.systems[0]
-        operands = [(f"{name} ({row.variable})", name, cells),
-                    (f"{name} ({other[0].variable})", name, other[1])]
+        name, same = claim.systems[0], row.variable == other[0].variable
+        at = lambda r: f"{r.variable}, {r.placement}" if same else r.variable  # noqa: E731 (seed 000: intra/inter)
+        operands = [(f"{name} ({at(row)})", name, cells), (f"{name} ({at(other[0])})", name, other[1])]
     values, why = {}, {}
     for label, name, cs in operands:
         cell = cs.get(name, Cell())

@@ -9,7 +9,10 @@ from importlib import resources
 import yaml
 
 from vnetbench.errors import VnetbenchError
-from vnetbench.testbed.model import PATHS
+from vnetbench.testbed.model import PATHS, STICK, SVI
+
+#: a system's ``routing``: one of seed 000's testbeds, a column of its own ("ovs/vlan svi")
+ROUTINGS = (SVI, STICK)
 
 KINDS = ("highest", "lowest", "greater", "about", "at_most", "at_least")
 
@@ -44,7 +47,7 @@ class Claim:
     factor: float = 1.0             # greater: X > factor x Y
     within_pct: float = 0.0         # about
     metric: str = ""                # "" = the row's metric
-    than_row: str = ""              # greater, one system: X here > factor x X in that row
+    than_row: str = ""              # greater / about, one system: X here against X in that row
 
 
 @dataclass(frozen=True)
@@ -67,7 +70,7 @@ class Seed:
     file: str
     title: str
     table: str
-    systems: dict                   # seed system -> vnetbench column "vswitch/network"
+    systems: dict                   # seed system -> vnetbench column "vswitch/network[ routing]"
     beside: tuple                   # measured in the same run, no seed figure: "column [path]"
     rows: tuple
     task_args: dict = None          # more comparison-task arguments the rows need (measures)
@@ -80,7 +83,7 @@ class Seed:
     def columns(self) -> list[str]:
         """The configurations measured (a bridge and a router of one kind share one; a
         column beside with a path, "ovn/geneve l3-east-west", is its column's)."""
-        return list(dict.fromkeys([*self.systems.values(), *(b.partition(" ")[0] for b in self.beside)]))
+        return list(dict.fromkeys([*self.systems.values(), *(split(b)[0] for b in self.beside)]))
 
     def where(self, system: str) -> str:
         """Where SYSTEM's figures are: its column, and its path when routed
@@ -90,8 +93,31 @@ class Seed:
 
     @property
     def measured_paths(self) -> list[str]:
-        beside = {b.partition(" ")[2] for b in self.beside} - {""}
-        return sorted({"l2", *(self.paths or {}).values(), *beside})
+        beside = {split(b)[1] for b in self.beside} - {"l2"}
+        rows = {r.placement.split()[1] for r in self.rows if len(r.placement.split()) > 1}
+        return sorted({"l2", *(self.paths or {}).values(), *beside, *rows})
+
+    @property
+    def placements(self) -> list[str]:
+        """The placements the rows need ("same-host l3-east-west": a row of a routed pair
+        of every system, seed 000's inter-VLAN rows), in the order the context takes them."""
+        need = {r.placement.split()[0] for r in self.rows}
+        return [p for p in ("same-host", "cross-host") if p in need]
+
+
+def split(where: str) -> tuple[str, str]:
+    """(column, path) of "ovs/vxlan", "ovs/vxlan l3-east-west" or "ovs/vlan stick
+    l3-east-west": a column may carry a routing (seed 000's testbeds), the path is last."""
+    words = where.split()
+    if len(words) > 1 and words[-1] in PATHS:
+        return " ".join(words[:-1]), words[-1]
+    return where, "l2"
+
+
+def _column(text: str) -> bool:
+    """'vswitch/network', optionally followed by one of ROUTINGS."""
+    words = text.split()
+    return 1 <= len(words) <= 2 and "/" in words[0] and (len(words) == 1 or words[1] in ROUTINGS)
 
 
 def available() -> list[str]:
@@ -107,13 +133,18 @@ def load(seed_id: str) -> Seed:
 
 
 def parse(d: dict, where: str) -> Seed:
-    """A system is a column ("vswitch/network"), or {column, path} for a routed one."""
+    """A system is a column ("vswitch/network"), or {column, path, routing} for a routed
+    one (routing: seed 000's testbed the column builds, svi or stick)."""
     systems, paths = {}, {}
     for name, spec in dict(d["systems"]).items():
         if isinstance(spec, dict):
             if spec.get("path", "l2") not in PATHS:
                 raise ValueError(f"{where}: system {name!r}: path {spec.get('path')!r} is not one of {PATHS}")
-            systems[name], paths[name] = spec["column"], spec.get("path", "l2")
+            if spec.get("routing", SVI) not in ROUTINGS:
+                raise ValueError(f"{where}: system {name!r}: routing {spec['routing']!r} is not one of "
+                                 f"{', '.join(ROUTINGS)}")
+            routing = f" {spec['routing']}" if spec.get("routing") else ""
+            systems[name], paths[name] = spec["column"] + routing, spec.get("path", "l2")
         else:
             systems[name] = spec
     rows = tuple(_row(r, systems, f"{where}: row {r.get('id', i)}") for i, r in enumerate(d["rows"]))
@@ -124,10 +155,9 @@ def parse(d: dict, where: str) -> Seed:
                 raise ValueError(f"{where}: row {r.id}: claim {c.says!r} compares with row "
                                  f"{c.than_row!r}, which the file does not have")
     for b in d.get("beside", ()):
-        column, _, path = str(b).partition(" ")
-        if "/" not in column or (path and path not in PATHS):
-            raise ValueError(f"{where}: beside {b!r} is not 'vswitch/network' or 'vswitch/network PATH' "
-                             f"(PATH one of {', '.join(PATHS)})")
+        if not _column(split(str(b))[0]):
+            raise ValueError(f"{where}: beside {b!r} is not 'vswitch/network [ROUTING] [PATH]' "
+                             f"(ROUTING one of {', '.join(ROUTINGS)}, PATH one of {', '.join(PATHS)})")
     return Seed(str(d["seed"]), d["file"], d["title"], d["table"], systems,
                 tuple(d.get("beside", ())), rows, dict(d.get("task_args") or {}),
                 {k: v for k, v in paths.items() if v != "l2"})
@@ -156,9 +186,9 @@ def _claim(c: dict, systems: dict, where: str) -> Claim:
     if unknown:
         raise ValueError(f"{where}: claim {c['says']!r} names unknown systems {unknown}")
     than = str(c.get("than_row", ""))
-    if than and (kind != "greater" or len(names) != 1):
+    if than and (kind not in ("greater", "about") or len(names) != 1):
         raise ValueError(f"{where}: claim {c['says']!r}: than_row compares one system with "
-                         f"itself in another row ('greater: SYSTEM'), not {kind} {list(names)}")
+                         f"itself in another row ('greater: SYSTEM', 'about: [SYSTEM]'), not {kind} {list(names)}")
     if kind == "greater" and not than and len(names) != 2:
         raise ValueError(f"{where}: claim {c['says']!r}: greater names two systems [X, Y], or "
                          f"one and than_row")
