@@ -1,5 +1,6 @@
 """UDP probe tool and the tcpdump capture parser (recorded output in tests/data/tcpdump/)."""
 
+import select
 import subprocess
 import time
 from pathlib import Path
@@ -61,9 +62,9 @@ def test_round_trip_over_loopback_counts_the_echoes_of_its_marker():
     """rtt -> echo, no root: 40 probes at 5 ms all come back; without an echo none do,
     and the whole run is one outage."""
     port = 48000 + int(time.time()) % 1000
-    echo = subprocess.Popen(probe.echo_command(port, 5), stdout=subprocess.DEVNULL)
-    try:
-        time.sleep(0.3)
+    echo = subprocess.Popen(probe.echo_command(port, 5), stdout=subprocess.PIPE, text=True)
+    try:         # once it listens (a fixed 0.3 s wait lost the first probes under load)
+        assert select.select([echo.stdout], [], [], 30)[0] and '"ready"' in echo.stdout.readline()
         out = subprocess.run(probe.roundtrip_command(probe.RoundTripParams(
             "127.0.0.1", port, 5, 0.2, 21)), check=True, capture_output=True, text=True).stdout
     finally:

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import dataclasses
 import random
+import select
 import subprocess
 import sys
 import time
@@ -136,9 +137,11 @@ def live(dep, vm: str, to_host: str, peer: str | None = None, interval_s: float 
     vnet = v.nics[0].vnet
     port = random.randrange(20000, 60000)
     echo = dep.popen(vm, probe.echo_command(port, before_s + after_s + 30),
-                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                     stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     try:
-        time.sleep(0.2)
+        # probes sent before the echo listens would be lost and counted as downtime
+        if not (select.select([echo.stdout], [], [], 30)[0] and '"ready"' in echo.stdout.readline()):
+            raise VnetbenchError(f"probe echo in {vm} did not start")
         params = probe.RoundTripParams(dest=dep.ip(vm, vnet), port=port, interval_ms=interval_s * 1e3,
                                        seconds=before_s + after_s, marker=random.randrange(1, 2**31))
         sender = dep.popen(peer, probe.roundtrip_command(params), stdout=subprocess.PIPE,

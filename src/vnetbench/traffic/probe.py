@@ -229,8 +229,10 @@ def _drain(s, marker: int, got: set) -> None:
 
 
 def echo(a) -> None:
-    """Return every datagram to its sender until ``seconds`` have passed."""
+    """Return every datagram to its sender until ``seconds`` have passed; says when it
+    listens (a sender started before would lose its first probes: counted as an outage)."""
     s = _bound(a.port)
+    print(json.dumps({"ready": True}), flush=True)
     end = time.monotonic() + a.seconds
     while time.monotonic() < end:
         if select.select([s], [], [], 0.5)[0]:
