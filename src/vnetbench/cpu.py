@@ -116,11 +116,6 @@ def describe(split: attribution.Split) -> dict:
     return out
 
 
-# how a kind's routers forward (kinds.Kind.routers in model.NAMESPACE_ROUTERS: a router
-# namespace, i.e. the kernel); seed 000's SVI is the switch host's kernel on these kinds
-KERNEL_SVI = ("ovs", "linuxbridge")
-
-
 def router_not_applicable(testbed) -> str | None:
     """Why a testbed's windows carry no router CPU (None: its routers forward in the
     kernel, where the sampler sees them). A router inside the vSwitch's own pipeline
@@ -130,13 +125,14 @@ def router_not_applicable(testbed) -> str | None:
     from vnetbench.testbed import model
     if not testbed.routers:
         return "no router in the testbed"
-    kind = testbed.vswitch.kind.value
-    in_ns = kinds.get(testbed.vswitch.kind).routers in model.NAMESPACE_ROUTERS
-    kernel = [r for r in testbed.routers if r.routing == model.STICK
-              or (r.routing == model.ROUTER and in_ns)
-              or (r.routing == model.SVI and kind in KERNEL_SVI)]
+    kind = kinds.of(testbed)
+    # a kind whose own routers are namespaces (kinds.Kind.routers) makes seed 000's L3
+    # switch with IP forwarding in the switch host's namespace too: the kernel either way
+    in_ns = kind.routers in model.NAMESPACE_ROUTERS
+    kernel = [r for r in testbed.routers
+              if r.routing == model.STICK or (r.routing in (model.ROUTER, model.SVI) and in_ns)]
     if not kernel:
-        return (f"{kind} routes inside the vSwitch's own pipeline (ovs-vswitchd's userspace "
+        return (f"{kind.name} routes inside the vSwitch's own pipeline (ovs-vswitchd's userspace "
                 "datapath here): the router's CPU is the vSwitch's, not separable")
     return None
 

@@ -126,6 +126,9 @@ def test_which_testbeds_carry_a_router_figure():
         assert cpu.router_not_applicable(load_example("routed-two-subnets.yaml",
                                                  **{"vswitch: ovs": f"vswitch: {kind}"})) is None
     assert cpu.router_not_applicable(load_example("seed000-svi.yaml")) is None        # ovs SVI: kernel
+    assert cpu.router_not_applicable(load_example("seed000-stick.yaml")) is None
+    faucet = cpu.router_not_applicable(load_example("seed000-svi.yaml", **{"vswitch: ovs": "vswitch: faucet"}))
+    assert faucet.startswith("faucet routes inside")                               # its own flows
     assert cpu.router_not_applicable(load_example("ovs-vxlan.yaml")) == "no router in the testbed"
     why = cpu.router_not_applicable(load_example("routed-two-subnets.yaml", **{"vswitch: ovs": "vswitch: ovn"}))
     assert "pipeline" in why and "not separable" in why
