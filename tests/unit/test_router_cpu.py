@@ -142,3 +142,32 @@ def test_the_probe_samples_only_for_kernel_routers(monkeypatch):
     assert cpuprobe.profile_hz(dep("routed-two-subnets.yaml", **{"vswitch: ovs": "vswitch: ovn"})) == 0
     monkeypatch.setenv(cpuprobe.ROUTER_ENV, "off")
     assert cpuprobe.profile_hz(dep("routed-two-subnets.yaml")) == 0
+
+
+def test_collector_exports_the_router_seconds_once_the_probe_samples(tmp_path):
+    """vnetbench_router_cpu_seconds_total: samples in forwarding / rate on the host's CPUs,
+    from 0 at the first scrape; absent while the probe does not sample."""
+    import time
+    from prometheus_client import CollectorRegistry
+    from vnetbench_collector import procfs
+    from vnetbench_collector.collector import VSwitchCollector
+    (tmp_path / "proc").mkdir()
+    (tmp_path / "proc" / "stat").write_text("cpu1 0 0 0 0 0 0 0 0 0 0\n")
+    (tmp_path / "proc" / "softirqs").write_text("   CPU0 CPU1\nNET_RX: 1 2\n")
+    out = tmp_path / "probe.json"
+    snap = lambda seq, t, total, router, hz=1000: probe.write_json(out, {
+        "version": 1, "seq": seq, "t_ns": t, "start_ns": 1, "interval_ns": 100_000_000,
+        "softirq_cpu": {}, "hardirq_cpu": {}, "softirq": {}, "hardirq": {}, "profile_hz": hz,
+        "samples_cpu": {"1": total, "0": 7}, "router_samples_cpu": {"1": router, "0": 7}})
+    future = time.monotonic_ns() + 10**12            # no waiting: the snapshot is "after" now
+    snap(1, future, 100, 10)
+    registry = CollectorRegistry()
+    registry.register(VSwitchCollector("h1", "ovs", proc=tmp_path / "proc", names=(), cpus={1},
+                                       qemu=False, hz=procfs.clk_tck(), probe_file=out))
+    value = lambda: next((s.value for f in registry.collect() if f.name == "vnetbench_router_cpu_seconds"
+                          for s in f.samples if s.name.endswith("_total")), None)
+    assert value() == 0.0
+    snap(2, future + 10**8, 1100, 260)                # CPU 0 is not the host's
+    assert value() == pytest.approx(0.25)
+    snap(3, future + 2 * 10**8, 1200, 260, hz=0)       # the probe restarted without the sampler
+    assert value() == pytest.approx(0.25)
