@@ -109,26 +109,35 @@ class Samples:
 
 @dataclass(frozen=True)
 class RouterCpu:
-    """The router's CPU over a window: the samples in IP forwarding / the rate. It lies
-    inside the softirq parts (the forwarding runs in NET_RX softirq), so it is never
-    added to the headline. ``err_s``: 2 sigma of the binomial count (n samples, k in
-    forwarding) plus the edges' interpolation bound; ``resolution_s``: one sample."""
+    """The router's CPU over a window: the share of the samples that were in IP forwarding
+    times the scope's CPU time. It lies inside the softirq parts (the forwarding runs in
+    NET_RX softirq), so it is never added to the headline. ``err_s``: 2 sigma of the
+    binomial count (n samples, k in forwarding) plus the edges' interpolation bound;
+    ``resolution_s``: one sample; ``expected``: rate x seconds x CPUs (n falls short of it
+    when timer samples are lost, e.g. while the hypervisor did not run the vCPU)."""
     seconds: float
     err_s: float
     samples: float
     router_samples: float
     resolution_s: float
+    expected: float
 
 
-def router_cpu(a: Samples | None, b: Samples | None) -> RouterCpu | None:
-    """The router's CPU between two readings' samples; None without the sampler."""
-    if a is None or b is None or not b.hz or a.hz != b.hz:
+def router_cpu(a: Samples | None, b: Samples | None, seconds: float,
+               ncpus: int) -> RouterCpu | None:
+    """The router's CPU between two readings' samples, over ``seconds`` on ``ncpus`` CPUs;
+    None without the sampler (or without CPUs). The share of the samples, not their count
+    over the rate: a lost timer sample is as likely in forwarding as anywhere, so the
+    share stays right where a count would fall short."""
+    if a is None or b is None or not b.hz or a.hz != b.hz or not ncpus or seconds <= 0:
         return None
     n, k = max(0.0, b.total - a.total), max(0.0, b.router - a.router)
+    cpu_s = seconds * ncpus                       # CPU time the samples stand for
     p = k / n if n else 0.0
     sigma = (n * p * (1.0 - p)) ** 0.5
-    return RouterCpu(seconds=k / b.hz, err_s=(2.0 * sigma + a.err + b.err) / b.hz,
-                     samples=n, router_samples=k, resolution_s=1.0 / b.hz)
+    per_sample = cpu_s / n if n else 1.0 / b.hz
+    return RouterCpu(seconds=p * cpu_s, err_s=(2.0 * sigma + a.err + b.err) * per_sample,
+                     samples=n, router_samples=k, resolution_s=per_sample, expected=b.hz * cpu_s)
 
 
 @dataclass(frozen=True)
@@ -202,7 +211,7 @@ def split(a: Reading, b: Reading) -> Split:
     return Split(seconds=b.t - a.t, method=b.method, exact=b.exact, parts=parts,
                  components=comps, err_s=a.err_s + b.err_s,
                  resolution_s=max(a.resolution_s, b.resolution_s), ncpus=b.ncpus,
-                 router=router_cpu(a.samples, b.samples) if b.method == BPF else None)
+                 router=router_cpu(a.samples, b.samples, b.t - a.t, b.ncpus) if b.method == BPF else None)
 
 
 def interpolate(lo: float, hi: float, w: float) -> tuple[float, float]:

@@ -108,9 +108,9 @@ def describe(split: attribution.Split) -> dict:
                           for k, s in sorted(split.components.items()) if s}}
     if split.router is not None:
         r = split.router
-        out["router"] = {"method": "sampled", "hz": round(1 / r.resolution_s),
+        out["router"] = {"method": "sampled", "hz": round(r.expected / (split.seconds * split.ncpus)),
                          "resolution_s": r.resolution_s, "samples": round(r.samples),
-                         "router_samples": round(r.router_samples),
+                         "expected_samples": round(r.expected), "router_samples": round(r.router_samples),
                          "pct": 100.0 * r.seconds / split.seconds,
                          "err_pct": 100.0 * r.err_s / split.seconds}
     return out

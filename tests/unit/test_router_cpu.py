@@ -79,15 +79,25 @@ def test_samples_are_interpolated_on_the_scopes_cpus():
     assert reading.samples_at(0.5, frozenset({0}), snap(0, {}, {}, hz=0), snap(1, {}, {}, hz=0)) is None
 
 
-def test_router_seconds_are_samples_over_the_rate_with_a_binomial_2_sigma():
-    r = attr.router_cpu(attr.Samples(1000, 0, 0), attr.Samples(1000, 2000, 200, err=1.0))
+def test_router_seconds_are_the_share_of_samples_with_a_binomial_2_sigma():
+    """1 s on 2 CPUs at 1 kHz: every sample came, 10% of them in forwarding: 0.2 CPU s."""
+    r = attr.router_cpu(attr.Samples(1000, 0, 0), attr.Samples(1000, 2000, 200, err=1.0), 1.0, 2)
     assert r.seconds == pytest.approx(0.2) and r.resolution_s == pytest.approx(0.001)
     assert r.err_s == pytest.approx((2 * (2000 * 0.1 * 0.9) ** 0.5 + 1.0) / 1000)
-    assert (r.samples, r.router_samples) == (2000, 200)
-    nothing = attr.router_cpu(attr.Samples(1000, 0, 0), attr.Samples(1000, 2000, 0))
+    assert (r.samples, r.router_samples, r.expected) == (2000, 200, 2000)
+    nothing = attr.router_cpu(attr.Samples(1000, 0, 0), attr.Samples(1000, 2000, 0), 1.0, 2)
     assert nothing.seconds == 0 and nothing.err_s == 0            # 0 of n: no spread, not N/A
-    assert attr.router_cpu(None, attr.Samples(1000, 1, 1)) is None
-    assert attr.router_cpu(attr.Samples(997, 0, 0), attr.Samples(1000, 1, 1)) is None
+    assert attr.router_cpu(None, attr.Samples(1000, 1, 1), 1.0, 2) is None
+    assert attr.router_cpu(attr.Samples(997, 0, 0), attr.Samples(1000, 1, 1), 1.0, 2) is None
+    assert attr.router_cpu(attr.Samples(1000, 0, 0), attr.Samples(1000, 1, 1), 1.0, 0) is None
+
+
+def test_lost_timer_samples_do_not_shrink_the_router():
+    """A quarter of the samples lost (the vCPU not run when its timer was due): the share
+    in forwarding, not the count over the rate, gives the router's CPU time."""
+    r = attr.router_cpu(attr.Samples(1000, 0, 0), attr.Samples(1000, 1500, 150), 1.0, 2)
+    assert r.seconds == pytest.approx(0.2) and r.expected == 2000 and r.samples == 1500
+    assert r.resolution_s == pytest.approx(2 / 1500)
 
 
 def reading_at(t, sirq, samples):
@@ -144,9 +154,10 @@ def test_the_probe_samples_only_for_kernel_routers(monkeypatch):
     assert cpuprobe.profile_hz(dep("routed-two-subnets.yaml")) == 0
 
 
-def test_collector_exports_the_router_seconds_once_the_probe_samples(tmp_path):
-    """vnetbench_router_cpu_seconds_total: samples in forwarding / rate on the host's CPUs,
-    from 0 at the first scrape; absent while the probe does not sample."""
+def test_collector_exports_the_router_seconds_once_the_probe_samples(tmp_path, monkeypatch):
+    """vnetbench_router_cpu_seconds_total: the share of samples in forwarding on the host's
+    CPUs times their CPU time between scrapes (1 s here, on a fake clock), from 0 at the
+    first scrape; not grown while the probe does not sample."""
     import time
     from prometheus_client import CollectorRegistry
     from vnetbench_collector import procfs
@@ -160,6 +171,8 @@ def test_collector_exports_the_router_seconds_once_the_probe_samples(tmp_path):
         "softirq_cpu": {}, "hardirq_cpu": {}, "softirq": {}, "hardirq": {}, "profile_hz": hz,
         "samples_cpu": {"1": total, "0": 7}, "router_samples_cpu": {"1": router, "0": 7}})
     future = time.monotonic_ns() + 10**12            # no waiting: the snapshot is "after" now
+    clock = [future - 1]
+    monkeypatch.setattr(reading, "time", SimpleNamespace(monotonic_ns=lambda: clock[0]))
     snap(1, future, 100, 10)
     registry = CollectorRegistry()
     registry.register(VSwitchCollector("h1", "ovs", proc=tmp_path / "proc", names=(), cpus={1},
@@ -167,7 +180,9 @@ def test_collector_exports_the_router_seconds_once_the_probe_samples(tmp_path):
     value = lambda: next((s.value for f in registry.collect() if f.name == "vnetbench_router_cpu_seconds"
                           for s in f.samples if s.name.endswith("_total")), None)
     assert value() == 0.0
-    snap(2, future + 10**8, 1100, 260)                # CPU 0 is not the host's
-    assert value() == pytest.approx(0.25)
-    snap(3, future + 2 * 10**8, 1200, 260, hz=0)       # the probe restarted without the sampler
+    clock[0] += 10**9
+    snap(2, clock[0] + 1, 1100, 260)                  # CPU 0 is not the host's
+    assert value() == pytest.approx(0.25)             # 250 of 1000 samples x 1 CPU s
+    clock[0] += 10**9
+    snap(3, clock[0] + 1, 2100, 260, hz=0)            # the probe restarted without the sampler
     assert value() == pytest.approx(0.25)
