@@ -109,12 +109,12 @@ class Samples:
 
 @dataclass(frozen=True)
 class RouterCpu:
-    """The router's CPU over a window: the share of the samples that were in IP forwarding
-    times the scope's CPU time. It lies inside the softirq parts (the forwarding runs in
-    NET_RX softirq), so it is never added to the headline. ``err_s``: 2 sigma of the
-    binomial count (n samples, k in forwarding) plus the edges' interpolation bound;
-    ``resolution_s``: one sample; ``expected``: rate x seconds x CPUs (n falls short of it
-    when timer samples are lost, e.g. while the hypervisor did not run the vCPU)."""
+    """The router's CPU over a window: the samples in IP forwarding over the rate. It lies
+    inside the softirq parts (the forwarding runs in NET_RX softirq), so it is never added
+    to the headline. ``err_s``: 2 sigma of the binomial count (k in forwarding of the
+    window's sampling periods) plus the edges' interpolation bound; ``resolution_s``: one
+    sample; ``expected``: rate x seconds x CPUs, the periods, of which ``samples`` came
+    (an idle CPU is not sampled: fewer than expected on a partly idle machine)."""
     seconds: float
     err_s: float
     samples: float
@@ -126,18 +126,17 @@ class RouterCpu:
 def router_cpu(a: Samples | None, b: Samples | None, seconds: float,
                ncpus: int) -> RouterCpu | None:
     """The router's CPU between two readings' samples, over ``seconds`` on ``ncpus`` CPUs;
-    None without the sampler (or without CPUs). The share of the samples, not their count
-    over the rate: a lost timer sample is as likely in forwarding as anywhere, so the
-    share stays right where a count would fall short."""
+    None without the sampler (or without CPUs). The count over the rate, not the share of
+    the samples that came: the samples missing are an idle CPU's, never a forwarding one's,
+    so the share would overstate the router by the idle time."""
     if a is None or b is None or not b.hz or a.hz != b.hz or not ncpus or seconds <= 0:
         return None
     n, k = max(0.0, b.total - a.total), max(0.0, b.router - a.router)
-    cpu_s = seconds * ncpus                       # CPU time the samples stand for
-    p = k / n if n else 0.0
-    sigma = (n * p * (1.0 - p)) ** 0.5
-    per_sample = cpu_s / n if n else 1.0 / b.hz
-    return RouterCpu(seconds=p * cpu_s, err_s=(2.0 * sigma + a.err + b.err) * per_sample,
-                     samples=n, router_samples=k, resolution_s=per_sample, expected=b.hz * cpu_s)
+    periods = max(n, b.hz * seconds * ncpus)
+    p = k / periods if periods else 0.0
+    sigma = (periods * p * (1.0 - p)) ** 0.5
+    return RouterCpu(seconds=k / b.hz, err_s=(2.0 * sigma + a.err + b.err) / b.hz, samples=n,
+                     router_samples=k, resolution_s=1.0 / b.hz, expected=b.hz * seconds * ncpus)
 
 
 @dataclass(frozen=True)
