@@ -88,11 +88,55 @@ class Reading:
     err_s: float = 0.0
     resolution_s: float = 0.0
     fallback: "Reading | None" = None   # a bpf reading's /proc/stat twin
+    samples: "Samples | None" = None    # the router sampler's counts on the scope's CPUs
 
     @property
     def exact(self) -> bool:
         """Parts disjoint (no interrupt counted in a task and in its own part)."""
         return self.method == BPF or not self.irq_in_task
+
+
+@dataclass(frozen=True)
+class Samples:
+    """The router sampler's cumulative counts on a scope's CPUs at a reading: every
+    sample, those in the kernel's IP forwarding, their rate per CPU, and a bound on the
+    router count's interpolation error at this instant."""
+    hz: int
+    total: float
+    router: float
+    err: float = 0.0
+
+
+@dataclass(frozen=True)
+class RouterCpu:
+    """The router's CPU over a window: the samples in IP forwarding over the rate. It lies
+    inside the softirq parts (the forwarding runs in NET_RX softirq), so it is never added
+    to the headline. ``err_s``: 2 sigma of the binomial count (k in forwarding of the
+    window's sampling periods) plus the edges' interpolation bound; ``resolution_s``: one
+    sample; ``expected``: rate x seconds x CPUs, the periods, of which ``samples`` came
+    (an idle CPU is not sampled: fewer than expected on a partly idle machine)."""
+    seconds: float
+    err_s: float
+    samples: float
+    router_samples: float
+    resolution_s: float
+    expected: float
+
+
+def router_cpu(a: Samples | None, b: Samples | None, seconds: float,
+               ncpus: int) -> RouterCpu | None:
+    """The router's CPU between two readings' samples, over ``seconds`` on ``ncpus`` CPUs;
+    None without the sampler (or without CPUs). The count over the rate, not the share of
+    the samples that came: the samples missing are an idle CPU's, never a forwarding one's,
+    so the share would overstate the router by the idle time."""
+    if a is None or b is None or not b.hz or a.hz != b.hz or not ncpus or seconds <= 0:
+        return None
+    n, k = max(0.0, b.total - a.total), max(0.0, b.router - a.router)
+    periods = max(n, b.hz * seconds * ncpus)
+    p = k / periods if periods else 0.0
+    sigma = (periods * p * (1.0 - p)) ** 0.5
+    return RouterCpu(seconds=k / b.hz, err_s=(2.0 * sigma + a.err + b.err) / b.hz, samples=n,
+                     router_samples=k, resolution_s=1.0 / b.hz, expected=b.hz * seconds * ncpus)
 
 
 @dataclass(frozen=True)
@@ -106,6 +150,7 @@ class Split:
     err_s: float                      # bound on the headline's error (CPU seconds)
     resolution_s: float
     ncpus: int
+    router: RouterCpu | None = None   # "of which router": inside the softirq parts
 
     @property
     def dataplane_s(self) -> float:
@@ -118,6 +163,8 @@ class Split:
         out = {p: pct(s) for p, s in self.parts.items()}
         out["dataplane"] = pct(self.dataplane_s)
         out["dataplane_err"] = pct(self.err_s)
+        if self.router is not None:
+            out["router"], out["router_err"] = pct(self.router.seconds), pct(self.router.err_s)
         return out
 
 
@@ -162,7 +209,8 @@ def split(a: Reading, b: Reading) -> Split:
         parts[part] += s
     return Split(seconds=b.t - a.t, method=b.method, exact=b.exact, parts=parts,
                  components=comps, err_s=a.err_s + b.err_s,
-                 resolution_s=max(a.resolution_s, b.resolution_s), ncpus=b.ncpus)
+                 resolution_s=max(a.resolution_s, b.resolution_s), ncpus=b.ncpus,
+                 router=router_cpu(a.samples, b.samples, b.t - a.t, b.ncpus) if b.method == BPF else None)
 
 
 def interpolate(lo: float, hi: float, w: float) -> tuple[float, float]:

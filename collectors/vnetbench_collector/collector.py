@@ -32,6 +32,7 @@ IRQ_TIME = "vnetbench_irq_time_accounting"
 DATAPLANE_SECONDS = "vnetbench_dataplane_cpu_seconds"
 CPU_METHOD = "vnetbench_cpu_method"
 CPU_RESOLUTION = "vnetbench_cpu_resolution_seconds"
+ROUTER_SECONDS = "vnetbench_router_cpu_seconds"
 
 
 class VSwitchCollector:
@@ -79,6 +80,7 @@ class VSwitchCollector:
         self.role = attribution.TASK_PARTS[1] if controller else ""
         self._reading: attribution.Reading | None = None   # the last scrape's
         self._split: dict = {}       # (part, component, class) -> seconds since the first scrape
+        self._router: float | None = None   # sampled router seconds; None: the probe does not sample
         self.pid_source = pid_source
         self.rescan_s, self.clock = rescan_s, clock
         self._found: dict | None = None      # last scan: pid -> (component, start ticks)
@@ -243,7 +245,22 @@ class VSwitchCollector:
                     done = None
                 for key, secs in (done.components.items() if done else ()):
                     self._split[key] = self._split.get(key, 0.0) + secs
+                if done is not None and done.router is not None:
+                    self._router = (self._router or 0.0) + done.router.seconds
             return dict(self._split)
+
+    def _router_family(self):
+        """The router's sampled CPU on this host's CPUs (inside the softirq parts: never add
+        it to them), once the probe samples kernel stacks; nothing before."""
+        with self._lock:
+            secs = self._router
+        if secs is None:
+            return []
+        fam = CounterMetricFamily(ROUTER_SECONDS, "CPU time of the kernel's IP forwarding on the "
+                                  "host's CPUs, sampled (part of the softirq parts, not an extra part)",
+                                  labels=["host"])
+        fam.add_metric([self.host], secs)
+        return [fam]
 
     def _split_families(self, r: attribution.Reading, split: dict):
         parts, method, resolution = self._families()[8:]
@@ -286,3 +303,4 @@ class VSwitchCollector:
             irqtime.add_metric([self.host], int(self.irq_time_accounting))
         yield from (cpu, nprocs, sirq_s, sirqs, ksirqd, lookups, flows, irqtime)
         yield from self._split_families(r, split)
+        yield from self._router_family()

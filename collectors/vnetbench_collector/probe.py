@@ -55,27 +55,63 @@ tracepoint:irq:irq_handler_exit /@hs[cpu]/ {
   @hsum[cpu] = @hsum[cpu] + $d;
   delete(@hs[cpu]);
 }
-interval:ms:INTERVAL {
+PROFILEinterval:ms:INTERVAL {
   @gen = 1 - @gen;
   printf("{\\"t\\": %lld}\\n", nsecs);
-  if (@gen == 1) { print(@s0); print(@h0); clear(@s0); clear(@h0); }
-  else { print(@s1); print(@h1); clear(@s1); clear(@h1); }
+  if (@gen == 1) { print(@s0); print(@h0); clear(@s0); clear(@h0);PRINT0 }
+  else { print(@s1); print(@h1); clear(@s1); clear(@h1);PRINT1 }
   printf("{\\"end\\": 1}\\n");
 }
 END { clear(@ss); clear(@sh); clear(@hs); clear(@hsum); clear(@gen);
-      clear(@s0); clear(@s1); clear(@h0); clear(@h1); }
+      clear(@s0); clear(@s1); clear(@h0); clear(@h1);CLEAR }
 """
+# The router sampler (``profile_hz``): a timer sample on every CPU at a fixed rate, counted
+# per (cpu, kernel stack); the runner classifies the stacks (``is_router``). Its cost is
+# constant (rate x CPUs), not per packet: kfunc/fentry is not available on every kernel
+# and a kprobe pair on every forwarded packet costs microseconds per packet.
+PROFILE = """\
+profile:hz:HZ { if (@gen == 0) { @k0[cpu, kstack] = count(); } else { @k1[cpu, kstack] = count(); } }
+"""
+DEFAULT_PROFILE_HZ = 997               # prime: never in step with the 1 kHz or 250 Hz tick
+# The kernel's IP forwarding: a sample whose stack holds one of these is the router's
+# (ip_forward and what it calls: FORWARD/POSTROUTING hooks, NAT, neighbour, the
+# transmit onto the next link). The input side before ip_forward (the receive, PREROUTING,
+# the route lookup in ip_rcv_finish) is not in it.
+FORWARD_FUNCTIONS = frozenset({"ip_forward", "ip_forward_finish", "ip6_forward",
+                               "ip6_forward_finish"})
 
 
-def program(interval_ms: int = DEFAULT_INTERVAL_MS) -> str:
-    return PROGRAM.replace("INTERVAL", str(int(interval_ms)))
+def program(interval_ms: int = DEFAULT_INTERVAL_MS, profile_hz: int = 0) -> str:
+    """The probe's bpftrace program; with ``profile_hz`` the router sampler too."""
+    on = bool(profile_hz)
+    return (PROGRAM.replace("PROFILE", PROFILE.replace("HZ", str(int(profile_hz))) if on else "")
+            .replace("PRINT0", " print(@k0); clear(@k0);" if on else "")
+            .replace("PRINT1", " print(@k1); clear(@k1);" if on else "")
+            .replace("CLEAR", " clear(@k0); clear(@k1);" if on else "")
+            .replace("INTERVAL", str(int(interval_ms))))
 
 
 def bpftrace_argv(mark: str, interval_ms: int = DEFAULT_INTERVAL_MS,
-                  bpftrace: str = "bpftrace") -> list[str]:
+                  bpftrace: str = "bpftrace", profile_hz: int = 0) -> list[str]:
     """bpftrace with the program inline; ``mark`` (a run-unique path) is its one
     positional argument, so the process can be told apart from any other bpftrace."""
-    return [bpftrace, "-f", "json", "-e", program(interval_ms), mark]
+    return [bpftrace, "-f", "json", "-e", program(interval_ms, profile_hz), mark]
+
+
+def is_router(stack: str) -> bool:
+    """Whether a kernel stack as bpftrace prints it ("    func+off\\n" per frame) is in
+    the kernel's IP forwarding (``FORWARD_FUNCTIONS``)."""
+    return any(f.strip().split("+", 1)[0] in FORWARD_FUNCTIONS for f in stack.splitlines())
+
+
+def _stacks(values: dict) -> dict[int, tuple[int, int]]:
+    """cpu -> (samples, router samples) of one interval's ``@k`` map ("cpu,stack" -> n)."""
+    out: dict = {}
+    for key, n in values.items():
+        cpu, _, stack = key.partition(",")
+        total, router = out.get(int(cpu), (0, 0))
+        out[int(cpu)] = (total + int(n), router + (int(n) if is_router(stack) else 0))
+    return out
 
 
 @dataclass
@@ -84,6 +120,7 @@ class Delta:
     t_ns: int
     softirq: dict = field(default_factory=dict)
     hardirq: dict = field(default_factory=dict)
+    samples: dict = field(default_factory=dict)      # cpu -> (samples, router samples)
 
 
 def _keyed(values: dict) -> dict[tuple[int, int], int]:
@@ -121,6 +158,8 @@ def parse(lines: Iterable[str]) -> Iterator[Delta]:
                     current.softirq = _keyed(values)
                 elif name in ("@h0", "@h1"):
                     current.hardirq = _keyed(values)
+                elif name in ("@k0", "@k1"):
+                    current.samples = _stacks(values)
 
 
 @dataclass
@@ -136,6 +175,9 @@ class Accumulator:
     hardirq: dict = field(default_factory=dict)
     softirq_cpu: dict = field(default_factory=dict)
     hardirq_cpu: dict = field(default_factory=dict)
+    profile_hz: int = 0
+    samples_cpu: dict = field(default_factory=dict)          # cpu -> samples, every context
+    router_samples_cpu: dict = field(default_factory=dict)   # cpu -> samples in IP forwarding
 
     def add(self, d: Delta) -> None:
         for mine, per_cpu, theirs in ((self.softirq, self.softirq_cpu, d.softirq),
@@ -143,6 +185,9 @@ class Accumulator:
             for (cpu, tid), ns in theirs.items():
                 mine[(cpu, tid)] = mine.get((cpu, tid), 0) + ns
                 per_cpu[cpu] = per_cpu.get(cpu, 0) + ns
+        for cpu, (total, router) in d.samples.items():
+            self.samples_cpu[cpu] = self.samples_cpu.get(cpu, 0) + total
+            self.router_samples_cpu[cpu] = self.router_samples_cpu.get(cpu, 0) + router
         self.t_ns, self.seq = d.t_ns, self.seq + 1
 
     def prune(self, alive) -> None:
@@ -157,7 +202,10 @@ class Accumulator:
                 "start_ns": self.start_ns, "interval_ns": self.interval_ns,
                 "softirq_cpu": {str(c): ns for c, ns in sorted(self.softirq_cpu.items())},
                 "hardirq_cpu": {str(c): ns for c, ns in sorted(self.hardirq_cpu.items())},
-                "softirq": keyed(self.softirq), "hardirq": keyed(self.hardirq)}
+                "softirq": keyed(self.softirq), "hardirq": keyed(self.hardirq),
+                "profile_hz": self.profile_hz,
+                "samples_cpu": {str(c): n for c, n in sorted(self.samples_cpu.items())},
+                "router_samples_cpu": {str(c): n for c, n in sorted(self.router_samples_cpu.items())}}
 
 
 @dataclass(frozen=True)
@@ -171,6 +219,9 @@ class Snapshot:
     hardirq: dict
     softirq_cpu: dict      # cpu -> ns
     hardirq_cpu: dict
+    profile_hz: int = 0    # the router sampler's rate; 0: not sampling
+    samples_cpu: dict = field(default_factory=dict)          # cpu -> samples
+    router_samples_cpu: dict = field(default_factory=dict)   # cpu -> samples in IP forwarding
 
     @classmethod
     def from_dict(cls, doc: dict) -> "Snapshot":
@@ -181,7 +232,10 @@ class Snapshot:
         return cls(seq=int(doc["seq"]), t_ns=int(doc["t_ns"]),
                    start_ns=int(doc["start_ns"]), interval_ns=int(doc["interval_ns"]),
                    softirq=_keyed(doc["softirq"]), hardirq=_keyed(doc["hardirq"]),
-                   softirq_cpu=cpus(doc["softirq_cpu"]), hardirq_cpu=cpus(doc["hardirq_cpu"]))
+                   softirq_cpu=cpus(doc["softirq_cpu"]), hardirq_cpu=cpus(doc["hardirq_cpu"]),
+                   profile_hz=int(doc.get("profile_hz", 0)),
+                   samples_cpu=cpus(doc.get("samples_cpu", {})),
+                   router_samples_cpu=cpus(doc.get("router_samples_cpu", {})))
 
 
 def read_snapshot(path: Path | str) -> Snapshot | None:
@@ -247,10 +301,11 @@ def write_json(path: Path, doc: dict) -> None:
     tmp.replace(path)
 
 
-def run(out: Path, child_pidfile: Path | None, interval_ms: int, bpftrace: str) -> int:
+def run(out: Path, child_pidfile: Path | None, interval_ms: int, bpftrace: str,
+        profile_hz: int = 0) -> int:
     """Run bpftrace, keep ``out`` current; returns bpftrace's exit status."""
     mount_tracefs()
-    argv = bpftrace_argv(str(out), interval_ms, bpftrace)
+    argv = bpftrace_argv(str(out), interval_ms, bpftrace, profile_hz)
     child = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
                              stdin=subprocess.DEVNULL, text=True, bufsize=1,
                              preexec_fn=_parent_death_signal)
@@ -261,7 +316,8 @@ def run(out: Path, child_pidfile: Path | None, interval_ms: int, bpftrace: str) 
         child.terminate()
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
-    acc = Accumulator(start_ns=time.monotonic_ns(), interval_ns=interval_ms * 1_000_000)
+    acc = Accumulator(start_ns=time.monotonic_ns(), interval_ns=interval_ms * 1_000_000,
+                      profile_hz=profile_hz)
     next_prune = time.monotonic() + PRUNE_EVERY_S
     for delta in parse(child.stdout):
         acc.add(delta)
@@ -281,6 +337,9 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--interval-ms", type=int, default=DEFAULT_INTERVAL_MS,
                    help=f"snapshot interval (default {DEFAULT_INTERVAL_MS})")
     p.add_argument("--bpftrace", default="bpftrace", help="the bpftrace executable")
+    p.add_argument("--router-profile-hz", type=int, default=0,
+                   help="also sample kernel stacks at this rate per CPU and count those in IP "
+                   f"forwarding (the router's CPU; {DEFAULT_PROFILE_HZ} is a good rate; 0: off)")
     args = p.parse_args(argv)
     if not shutil.which(args.bpftrace):
         print(f"probe: {args.bpftrace} not found; install it (Debian: apt-get install bpftrace)",
@@ -289,7 +348,11 @@ def main(argv: list[str] | None = None) -> None:
     if not 10 <= args.interval_ms <= 10_000:
         print("probe: --interval-ms must be between 10 and 10000", file=sys.stderr)
         raise SystemExit(2)
-    raise SystemExit(run(args.out, args.child_pidfile, args.interval_ms, args.bpftrace))
+    if not 0 <= args.router_profile_hz <= 10_000:
+        print("probe: --router-profile-hz must be between 0 (off) and 10000", file=sys.stderr)
+        raise SystemExit(2)
+    raise SystemExit(run(args.out, args.child_pidfile, args.interval_ms, args.bpftrace,
+                         args.router_profile_hz))
 
 
 if __name__ == "__main__":

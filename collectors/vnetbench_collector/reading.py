@@ -54,6 +54,19 @@ def _probe_values(snap: probe.Snapshot, scope: Scope, ksoftirqd: frozenset) -> d
     return v
 
 
+def samples_at(w: float, cpus: frozenset, lo: probe.Snapshot,
+               hi: probe.Snapshot) -> attr.Samples | None:
+    """The router sampler's counts on ``cpus`` interpolated at weight ``w`` between two
+    snapshots (the error bound: the router count's uncertainty between them); None when
+    the probe does not sample."""
+    if not hi.profile_hz or lo.profile_hz != hi.profile_hz:
+        return None
+    count = lambda d: sum(n for c, n in d.items() if c in cpus)
+    total = attr.interpolate(count(lo.samples_cpu), count(hi.samples_cpu), w)[0]
+    router, err = attr.interpolate(count(lo.router_samples_cpu), count(hi.router_samples_cpu), w)
+    return attr.Samples(hz=hi.profile_hz, total=total, router=router, err=err)
+
+
 def probe_reading(t_ns: int, scope: Scope, lo: probe.Snapshot, hi: probe.Snapshot,
                   irq_in_task: bool, ksoftirqd: frozenset = frozenset()) -> attr.Reading:
     """A ``bpf`` reading at kernel time ``t_ns``: probe counters interpolated between
@@ -74,7 +87,8 @@ def probe_reading(t_ns: int, scope: Scope, lo: probe.Snapshot, hi: probe.Snapsho
         ncpus=len(scope.cpus), softirq_s=val(("sirq", "all")), hardirq_s=val(("hirq", "all")),
         own_softirq_s=val(("sirq", "own")), own_hardirq_s=val(("hirq", "own")),
         contexts={"idle": val(("sirq", "idle")), "ksoftirqd": val(("sirq", "ksoftirqd"))},
-        err_s=attr.interpolate(other_lo, other_hi, w)[1], resolution_s=lo.interval_ns / 1e9)
+        err_s=attr.interpolate(other_lo, other_hi, w)[1], resolution_s=lo.interval_ns / 1e9,
+        samples=samples_at(w, scope.cpus, lo, hi))
 
 
 def stat_reading(t_ns: int, scope: Scope, stat: dict, irq_in_task: bool, hz: int) -> attr.Reading:

@@ -28,7 +28,9 @@ from vnetbench_collector import probe, procfs
 
 # record metric -> split part (cpu_pct itself is the sum)
 PART_METRICS = {f"cpu_{p}_pct": p for p in attribution.PARTS}
-METRICS = ("cpu_pct", "cpu_pct_err", *PART_METRICS)
+# "of which router": inside the softirq parts, never added to cpu_pct (docs/metrics.md)
+ROUTER_METRICS = ("cpu_router_pct", "cpu_router_pct_err")
+METRICS = ("cpu_pct", "cpu_pct_err", *PART_METRICS, *ROUTER_METRICS)
 DEFINITION = "docs/metrics.md#data-plane-cpu"
 CONTROLLER = "controller"     # the result key of the controller namespace's processes
 
@@ -89,18 +91,50 @@ def read(collectors: list) -> tuple[dict, attribution.Reading]:
 
 
 def metrics(split: attribution.Split) -> dict:
-    """A record's CPU fields: cpu_pct (the data-plane headline), its uncertainty, each part."""
+    """A record's CPU fields: cpu_pct (the data-plane headline), its uncertainty, each part,
+    and the router's share of it when the sampler ran (cpu_router_pct, its 2 sigma)."""
     pct = split.percent()
     return {"cpu_pct": pct["dataplane"], "cpu_pct_err": pct["dataplane_err"],
-            **{m: pct[p] for m, p in PART_METRICS.items()}}
+            **{m: pct[p] for m, p in PART_METRICS.items()},
+            **({"cpu_router_pct": pct["router"], "cpu_router_pct_err": pct["router_err"]}
+               if "router" in pct else {})}
 
 
 def describe(split: attribution.Split) -> dict:
     """How a window was measured: method, whether exact, resolution, CPUs, per component."""
-    return {"method": split.method, "exact": split.exact, "resolution_s": split.resolution_s,
-            "seconds": split.seconds, "cpus": split.ncpus,
-            "components": {"/".join(k): 100.0 * s / split.seconds
-                           for k, s in sorted(split.components.items()) if s}}
+    out = {"method": split.method, "exact": split.exact, "resolution_s": split.resolution_s,
+           "seconds": split.seconds, "cpus": split.ncpus,
+           "components": {"/".join(k): 100.0 * s / split.seconds
+                          for k, s in sorted(split.components.items()) if s}}
+    if split.router is not None:
+        r = split.router
+        out["router"] = {"method": "sampled", "hz": round(r.expected / (split.seconds * split.ncpus)),
+                         "resolution_s": r.resolution_s, "samples": round(r.samples),
+                         "expected_samples": round(r.expected), "router_samples": round(r.router_samples),
+                         "pct": 100.0 * r.seconds / split.seconds,
+                         "err_pct": 100.0 * r.err_s / split.seconds}
+    return out
+
+
+def router_not_applicable(testbed) -> str | None:
+    """Why a testbed's windows carry no router CPU (None: its routers forward in the
+    kernel, where the sampler sees them). A router inside the vSwitch's own pipeline
+    (OVN's logical router, the vRouter, Faucet's inter-VLAN routing) is the vSwitch's
+    time: not separable, said so rather than shown as 0."""
+    from vnetbench import kinds
+    from vnetbench.testbed import model
+    if not testbed.routers:
+        return "no router in the testbed"
+    kind = kinds.of(testbed)
+    # a kind whose own routers are namespaces (kinds.Kind.routers) makes seed 000's L3
+    # switch with IP forwarding in the switch host's namespace too: the kernel either way
+    in_ns = kind.routers in model.NAMESPACE_ROUTERS
+    kernel = [r for r in testbed.routers
+              if r.routing == model.STICK or (r.routing in (model.ROUTER, model.SVI) and in_ns)]
+    if not kernel:
+        return (f"{kind.name} routes inside the vSwitch's own pipeline (ovs-vswitchd's userspace "
+                "datapath here): the router's CPU is the vSwitch's, not separable")
+    return None
 
 
 class Window:
@@ -115,6 +149,7 @@ class Window:
 
     def __init__(self, deployment):
         probe_file = deployment.cpu_probe()
+        self.router_na = router_not_applicable(deployment.testbed)
         self.collectors = [host_collector(deployment, h, probe_file=probe_file)
                            for h in deployment.testbed.hosts]
         ctl = controller_collector(deployment, probe_file=probe_file)
@@ -133,10 +168,18 @@ class Window:
         self.result = {**describe(self.split), "hosts": {
             c.host: _host(attribution.split(hosts_a[c.host], hosts_b[c.host]), c.cpus, times_a, times_b)
             for c in self.collectors if c.host in hosts_b}}
+        if self.router_na or self.split.router is None:
+            why = self.router_na or f"the router sampler did not run (CPU method {self.split.method})"
+            self.result["router"] = {"not_applicable": why}
         return False
 
     def metrics(self) -> dict:
-        return metrics(self.split)
+        """The window's CPU fields; cpu_router_pct None where the router's CPU is not
+        measured (why: ``result["router"]["not_applicable"]``)."""
+        out = metrics(self.split)
+        if self.router_na or "cpu_router_pct" not in out:
+            out.update(cpu_router_pct=None, cpu_router_pct_err=None)
+        return out
 
 
 def _host(split: attribution.Split, cpus, times_a: dict, times_b: dict) -> dict:

@@ -278,7 +278,7 @@ def test_fields_of_a_missing_window_are_none():
     assert cpu.fields(None) == dict.fromkeys(cpu.METRICS)
     assert set(cpu.METRICS) == {"cpu_pct", "cpu_pct_err", "cpu_vswitch_pct", "cpu_controller_pct",
                                 "cpu_softirq_in_vswitch_pct", "cpu_softirq_other_pct",
-                                "cpu_hardirq_pct"}
+                                "cpu_hardirq_pct", "cpu_router_pct", "cpu_router_pct_err"}
 
 
 def test_irqtime_kernel_keeps_runtime_whole_and_softirq_from_proc_stat(tmp_path):

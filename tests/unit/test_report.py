@@ -234,3 +234,40 @@ def test_atomic_write_leaves_no_half_file(tmp_path, monkeypatch):
 def test_records_are_json_lines_as_stored():
     first = json.loads((DATA / "records.jsonl").read_text().splitlines()[0])
     assert first["schema"] == 1 and "metrics" not in first        # trimmed: recomputed from samples
+
+
+OVN_WHY = "ovn routes inside the vSwitch's own pipeline: not separable"
+
+
+def routed(vswitch, **samples):
+    r = with_cpu(rec("tcp_stream", vswitch=vswitch, placement="cross-host", point="mss 1468",
+                     params={"nominal": 1468, "used": 1410}, gbps=[0.8, 0.8]), "bpf",
+                 cpu_pct=[120.0, 130.0], cpu_pct_err=[0.1, 0.1], **samples)
+    r.labels["path"] = "l3-east-west"
+    if "cpu_router_pct" not in samples:
+        r.extra["repetitions"] = [{"cpu": {"router": {"not_applicable": OVN_WHY}}}] * 2
+    return r
+
+
+def test_routed_rows_show_the_routers_cpu_beside_the_data_plane_cpu():
+    """The router's share sits inside the CPU figure of a routed row ('of which'); a kind
+    routing in its vSwitch says N/A and why; an L2 row shows none."""
+    ovs = routed("ovs", cpu_router_pct=[3.0, 3.4], cpu_router_pct_err=[0.8, 1.0])
+    ovn = routed("ovn")
+    l2 = with_cpu(rec("tcp_stream", placement="cross-host", point="mss 1468",
+                      params={"nominal": 1468, "used": 1410}, gbps=[1.3]), "bpf",
+                  cpu_pct=[100.0], cpu_router_pct=[None], cpu_router_pct_err=[None])
+    t = table.build([run([ovs, ovn, l2])])
+    rows = {r.placement: r for r in t.rows}
+    by = {c.vswitch: c for c in t.columns}
+    routed_row = rows["cross-host l3-east-west"]
+    assert t.cell(routed_row, by["ovs"]).text("gbps") == "0.8 [0.8–0.8] @1410 (125% CPU [120–130]; router 3.2 ±0.9%)"
+    assert t.cell(routed_row, by["ovn"]).text("gbps").endswith("; router N/A)")
+    assert "router" not in t.cell(rows["cross-host"], by["ovs"]).text("gbps")
+    plain = text.plain(t)
+    assert f"router CPU N/A ovn/vxlan: {OVN_WHY}" in plain and "router: of that CPU" in plain
+    from html import escape
+    assert escape(f"router CPU N/A: {OVN_WHY}") in html.page([run([ovs, ovn])], table.build([run([ovs, ovn])]), [])
+    lines = {(x["configuration"], x["placement"]): x for x in csv.DictReader(io.StringIO(text.csv_text(t)))}
+    assert float(lines[("ovs/vxlan", "cross-host l3-east-west")]["cpu_router_pct"]) == pytest.approx(3.2)
+    assert lines[("ovn/vxlan", "cross-host l3-east-west")]["cpu_router_na"] == OVN_WHY

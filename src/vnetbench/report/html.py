@@ -7,6 +7,7 @@ import time
 from html import escape
 
 from vnetbench.report.charts import Chart
+from vnetbench.report.cpu import router_na, routed
 from vnetbench.report.load import Run
 from vnetbench.report.provenance import summary
 from vnetbench.report.table import NOTES, Row, Table
@@ -74,6 +75,8 @@ def _cell(table: Table, row: Row, column) -> str:
     value, _, cpu = cell.text(row.metric).partition(" (")
     cpu = f" <span class='cpu'>({escape(cpu)}</span>" if cpu else ""
     cls = "v unstable" if s and s.unstable else "v"
+    if routed(cell.record) and router_na(cell.record):
+        hover += "; router CPU N/A: " + router_na(cell.record)
     if cell.bound:
         cls += " bound"
         hover += "; emulation-bound: " + "; ".join(b.text() for b in cell.bound)

@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from vnetbench.report.cpu import NOTE as CPU_NOTE
+from vnetbench.report.cpu import ROUTER_NOTE
 from vnetbench.report.cpu import cpu_text
 from vnetbench.report.load import Run
 from vnetbench.results import bound as emulation
@@ -211,6 +212,7 @@ NOTES = ("cell: the test's headline metric with its spread, "
          "@N: the MSS the path really used when not the nominal one",
          *spread.NOTES,
          CPU_NOTE + "; its spread follows the rule for repetitions",
+         ROUTER_NOTE,
          emulation.NOTE,
          "N/A: the configuration cannot be built on the machine that ran it (the reason is "
          "listed, and shown on hover in HTML); blank: not measured")

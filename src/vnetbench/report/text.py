@@ -8,7 +8,7 @@ import csv
 import io
 
 from vnetbench.cpu import PART_METRICS
-from vnetbench.report.cpu import cpu_method
+from vnetbench.report.cpu import cpu_method, router_na
 from vnetbench.report.table import NOTES, Table
 from vnetbench.results.bound import MARK
 
@@ -51,14 +51,20 @@ def bound_list(table: Table) -> list[str]:
 
 
 def na_list(table: Table) -> list[str]:
-    """'N/A linuxbridge/vlan: kernel lacks ...', once per configuration and reason."""
-    return list(dict.fromkeys(f"N/A {c.label}: {r.extra['not_applicable']}"
-                              for c in table.columns for r in c.records if "not_applicable" in r.extra))
+    """'N/A linuxbridge/vlan: kernel lacks ...', once per configuration and reason; the
+    same for the router CPU of routed rows ('router CPU N/A ovn/geneve: ...')."""
+    tests = list(dict.fromkeys(f"N/A {c.label}: {r.extra['not_applicable']}"
+                               for c in table.columns for r in c.records if "not_applicable" in r.extra))
+    routers = list(dict.fromkeys(f"router CPU N/A {c.label}: {why}" for c in table.columns
+                                 for r in c.records if r.labels.get("path", "l2") != "l2"
+                                 and (why := router_na(r))))
+    return tests + routers
 
 
 CSV_FIELDS = ("configuration", "run", "vswitch", "network", "test", "variable", "placement",
               "metric", "mean", "spread", "lo", "hi", "unstable", "ci95", "sd", "n", "repetitions",
-              "p50", "p99", "cpu_pct", "cpu_lo", "cpu_hi", "cpu_pct_err", *PART_METRICS, "cpu_method",
+              "p50", "p99", "cpu_pct", "cpu_lo", "cpu_hi", "cpu_pct_err", *PART_METRICS,
+              "cpu_router_pct", "cpu_router_pct_err", "cpu_router_na", "cpu_method",
               "vswitch_proc_pct", "softirq_pct",
               "mss_used", "emulation_bound", "not_applicable")
 
@@ -82,6 +88,8 @@ def _csv_row(row, column, cell) -> dict:
            "network": column.network, "test": row.test, "variable": row.variable,
            "placement": row.placement, "metric": row.metric,
            "cpu_pct_err": mean("cpu_pct_err"), **{k: mean(k) for k in PART_METRICS},
+           "cpu_router_pct": mean("cpu_router_pct"), "cpu_router_pct_err": mean("cpu_router_pct_err"),
+           "cpu_router_na": router_na(cell.record) if cell.record else None,
            "cpu_method": cpu_method(cell.record),
            "vswitch_proc_pct": mean("vswitch_proc_pct"), "softirq_pct": mean("softirq_pct"),
            "mss_used": cell.mss_used, "not_applicable": cell.na,

@@ -26,6 +26,7 @@ SNAPSHOT = "cpuprobe.json"
 INTERVAL_MS = 100
 START_TIMEOUT_S = 30.0
 ENV = "VNETBENCH_CPU_PROBE"
+ROUTER_ENV = "VNETBENCH_ROUTER_SAMPLER"
 
 
 def snapshot_path(dep) -> Path:
@@ -89,12 +90,22 @@ def _start(dep, out: Path) -> subprocess.Popen:
     dep.run.record("daemon", name="bpftrace", pidfile=str(child_pid), argmark=str(out))
     with open(dep.run.dir / "cpuprobe.log", "ab") as log:
         p = subprocess.Popen([sys.executable, "-m", "vnetbench_collector.probe_runner", f"--out={out}",
-                              f"--child-pidfile={child_pid}", f"--interval-ms={INTERVAL_MS}"],
+                              f"--child-pidfile={child_pid}", f"--interval-ms={INTERVAL_MS}",
+                              f"--router-profile-hz={profile_hz(dep)}"],
                              stdin=subprocess.DEVNULL, stdout=log, stderr=log,
                              start_new_session=True)
     runner_pid.write_text(f"{p.pid}\n")
     _RUNNERS[dep.run_id] = p
     return p
+
+
+def profile_hz(dep) -> int:
+    """The router sampler's rate for this run: on only where routers forward in the kernel
+    (``cpu.router_not_applicable``) and not disabled by VNETBENCH_ROUTER_SAMPLER=off; 0: off."""
+    from vnetbench import cpu
+    if os.environ.get(ROUTER_ENV, "").lower() in ("0", "off", "no", "false"):
+        return 0
+    return 0 if cpu.router_not_applicable(dep.testbed) else probe.DEFAULT_PROFILE_HZ
 
 
 def _wait(dep, out: Path, timeout_s: float) -> bool:
