@@ -5,7 +5,7 @@ from __future__ import annotations
 from vnetbench import cpu
 from vnetbench.results import provenance
 from vnetbench.results.record import Result, now
-from vnetbench.testbed.model import L2, STICK, SVI
+from vnetbench.testbed.model import L2, SWITCH_ROUTINGS
 
 
 def labels(dep, pair, test: str, **params) -> dict:
@@ -21,7 +21,7 @@ def labels(dep, pair, test: str, **params) -> dict:
 def seed000_routing(tb) -> str | None:
     """svi or stick when the testbed routes by one of seed 000's testbeds: its records are
     a column of their own ("ovs/vlan svi"), not the kind's router's."""
-    return next((r.routing for r in tb.routers if r.routing in (SVI, STICK)), None)
+    return next((r.routing for r in tb.routers if r.routing in SWITCH_ROUTINGS), None)
 
 
 def collect(times: int, measure) -> tuple[dict, list]:

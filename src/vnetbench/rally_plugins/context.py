@@ -17,10 +17,10 @@ from rally.task import context
 from vnetbench import kinds
 from vnetbench.state import state_root
 from vnetbench.testbed.model import PATHS   # what lies between a pair's two ends (Pair.path)
+# a column's ``routing``: one of seed 000's inter-VLAN testbeds instead of a pair per placement
+from vnetbench.testbed.model import SWITCH_ROUTINGS as ROUTINGS
 
 PLACEMENTS = ("same-host", "cross-host")
-#: a column's ``routing``: one of seed 000's inter-VLAN testbeds instead of a pair per placement
-ROUTINGS = ("svi", "stick")
 
 
 def testbed_yaml(vswitch: str, network: str, underlay_mtu: int | None, placements,

@@ -75,8 +75,8 @@ def _cell(table: Table, row: Row, column) -> str:
     value, _, cpu = cell.text(row.metric).partition(" (")
     cpu = f" <span class='cpu'>({escape(cpu)}</span>" if cpu else ""
     cls = "v unstable" if s and s.unstable else "v"
-    if routed(cell.record) and router_na(cell.record):
-        hover += "; router CPU N/A: " + router_na(cell.record)
+    if routed(cell.record) and (why := router_na(cell.record)):
+        hover += "; router CPU N/A: " + why
     if cell.bound:
         cls += " bound"
         hover += "; emulation-bound: " + "; ".join(b.text() for b in cell.bound)

@@ -8,7 +8,7 @@ import csv
 import io
 
 from vnetbench.cpu import PART_METRICS
-from vnetbench.report.cpu import cpu_method, router_na
+from vnetbench.report.cpu import cpu_method, routed, router_na
 from vnetbench.report.table import NOTES, Table
 from vnetbench.results.bound import MARK
 
@@ -56,8 +56,7 @@ def na_list(table: Table) -> list[str]:
     tests = list(dict.fromkeys(f"N/A {c.label}: {r.extra['not_applicable']}"
                                for c in table.columns for r in c.records if "not_applicable" in r.extra))
     routers = list(dict.fromkeys(f"router CPU N/A {c.label}: {why}" for c in table.columns
-                                 for r in c.records if r.labels.get("path", "l2") != "l2"
-                                 and (why := router_na(r))))
+                                 for r in c.records if routed(r) and (why := router_na(r))))
     return tests + routers
 
 

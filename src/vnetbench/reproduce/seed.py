@@ -9,10 +9,9 @@ from importlib import resources
 import yaml
 
 from vnetbench.errors import VnetbenchError
-from vnetbench.testbed.model import PATHS, STICK, SVI
-
-#: a system's ``routing``: one of seed 000's testbeds, a column of its own ("ovs/vlan svi")
-ROUTINGS = (SVI, STICK)
+from vnetbench.testbed.model import PATHS, SVI
+# a system's ``routing``: one of seed 000's testbeds, a column of its own ("ovs/vlan svi")
+from vnetbench.testbed.model import SWITCH_ROUTINGS as ROUTINGS
 
 KINDS = ("highest", "lowest", "greater", "about", "at_most", "at_least")
 

@@ -71,6 +71,15 @@ class RunDeployment:
                 return str(fip.ip)
         return self.ip(dst)
 
+    def _spawn(self, full, argv, kwargs, **where) -> subprocess.Popen:
+        """FULL (ARGV as run where it runs, on this machine) in the background, in a session
+        of its own, journaled with WHERE so teardown stops it."""
+        from vnetbench.testbed.netns import proc
+        p = subprocess.Popen(full, start_new_session=True, **kwargs)
+        self.run.record("process", pid=p.pid, starttime=proc.starttime(p.pid), **where,
+                        argv=list(map(str, argv)))
+        return p
+
     def exec(self, vm: str, argv, timeout: float | None = 60) -> subprocess.CompletedProcess:
         return subprocess.run(self.vm_argv(vm, argv), capture_output=True, text=True,
                               timeout=timeout, stdin=subprocess.DEVNULL)

@@ -70,6 +70,8 @@ FLOATING_IP = "floating-ip"       # an external host to a VM's floating IP, in t
 PATHS = (L2, EAST_WEST, NORTH_SOUTH, FLOATING_IP)
 #: ``Router.routing``: the kind's own tenant router, or seed 000's inter-VLAN testbeds
 ROUTER, SVI, STICK = "router", "svi", "stick"
+#: the routings that are seed 000's inter-VLAN testbeds (a comparison column of their own)
+SWITCH_ROUTINGS = (SVI, STICK)
 
 
 @dataclass(frozen=True)

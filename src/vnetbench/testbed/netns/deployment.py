@@ -77,12 +77,6 @@ class Deployment(RunDeployment):
         host, port = self.vm_port(vm, nic)
         return kinds.of(self.testbed).netns_kernel_egress(self, self.testbed.host(host), port)
 
-    def _spawn(self, full, argv, kwargs, **where) -> subprocess.Popen:
-        p = subprocess.Popen(full, start_new_session=True, **kwargs)
-        self.run.record("process", pid=p.pid, starttime=proc.starttime(p.pid), **where,
-                        argv=list(map(str, argv)))
-        return p
-
     def vm_port(self, vm: str, nic: int = 0) -> tuple[str, str]:
         v = self.testbed.vm(vm)
         return v.host, self.names.vm_port(self.testbed.vms.index(v), nic)

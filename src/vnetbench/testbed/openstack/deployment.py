@@ -5,7 +5,6 @@ do (host-side commands, vSwitch internals, faults) is an UnsupportedError with w
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 
 from vnetbench.errors import UnsupportedError
@@ -49,10 +48,7 @@ class OpenstackDeployment(SshGuests, RunDeployment):
         ns = self._outside(vm)
         if not ns:
             return SshGuests.popen(self, vm, argv, **kwargs)
-        p = subprocess.Popen(proc.in_netns(ns, argv), start_new_session=True, **kwargs)
-        self.run.record("process", pid=p.pid, starttime=proc.starttime(p.pid), vm=vm,
-                        argv=list(map(str, argv)))
-        return p
+        return self._spawn(proc.in_netns(ns, argv), argv, kwargs, vm=vm)
 
     # -- the host side: the cloud's, not ours -----------------------------------------
 
