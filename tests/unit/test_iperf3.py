@@ -4,6 +4,8 @@ import json
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from vnetbench.traffic import iperf3
 from vnetbench.traffic.iperf3 import ClientParams, ServerParams
@@ -199,3 +201,28 @@ def test_server_output_is_asked_for_in_the_argv():
     argv = iperf3.client_command(iperf3.ClientParams(dest="198.18.0.2", protocol="udp",
                                                      bitrate_bps=20_000_000, server_output=True))
     assert argv[-2:] == ["--get-server-output", "-J"]
+
+
+# -- the receiver's window: a near-zero receiver time never inflates a rate -----------
+
+def _with_receiver_seconds(seconds: float) -> str:
+    """udp-b500m.json (a 2 s test) with the receiver's time replaced, as iperf3 reported
+    it once for a flow set up late under a dozen senders on 2 CPUs (6.5e18 pps)."""
+    d = json.loads((DATA / "udp-b500m.json").read_text())
+    d["end"]["sum_received"]["seconds"] = seconds
+    return json.dumps(d)
+
+
+@given(st.floats(min_value=0.0, max_value=4.0, allow_nan=False))
+def test_udp_rates_never_exceed_the_received_amount_over_half_the_send_window(rx_s):
+    r = iperf3.parse(_with_receiver_seconds(rx_s))
+    sent_s = 2.000097
+    assert r["receiver_seconds"] == rx_s
+    assert r["pps"] <= 86096 / (iperf3.RECEIVER_WINDOW_FLOOR * sent_s) + 1e-6
+    if rx_s < iperf3.RECEIVER_WINDOW_FLOOR * sent_s:      # implausible: the sender's window
+        assert r["seconds"] == sent_s
+        assert r["pps"] == pytest.approx(86096 / sent_s)
+        assert r["bits_per_second"] == pytest.approx(124667008 * 8 / sent_s)
+    else:                                                # the receiver's own, as iperf3 says
+        assert r["seconds"] == rx_s
+        assert r["bits_per_second"] == pytest.approx(498617671.6151669)

@@ -116,10 +116,26 @@ def _server_samples(server: dict | None) -> list | None:
     return [i["sum"]["bits_per_second"] / 1e9 for i in ivs]
 
 
+RECEIVER_WINDOW_FLOOR = 0.5    # of the sender's seconds
+
+
+def _receiver_window(rx: dict, tx: dict) -> float:
+    """The seconds the receiver's rates are over: its own, unless they are under half the
+    sender's. iperf3's receiver time runs from the receiver's start of the test to its
+    end; a flow set up late under load left one near zero (6.5e18 pps for one UDP flow of
+    a ``reproduce 000`` run), so the received amount is then divided by the sender's
+    window, which it arrived within (a lower, never an inflated, rate)."""
+    if tx.get("seconds") and rx["seconds"] < RECEIVER_WINDOW_FLOOR * tx["seconds"]:
+        return tx["seconds"]
+    return rx["seconds"]
+
+
 def parse(json_text: str) -> dict:
     """Receiver-side results of a client's ``-J`` output, summed over the streams.
 
     TCP: bits_per_second, bytes, seconds (end.sum_received), retransmits (end.sum_sent).
+    Rates are over the receiver's seconds (``receiver_seconds``), or the sender's when
+    those are implausibly short (``_receiver_window``; ``seconds`` says which was used).
     UDP: bits_per_second, bytes, seconds, packets (datagrams the receiver expected, i.e. sent),
     lost_packets, lost_percent, jitter_ms (end.sum_received) and pps = received datagrams / s.
     Both: sent_bits_per_second, samples_gbps (one per non-omitted interval), samples_side,
@@ -145,6 +161,7 @@ def parse(json_text: str) -> dict:
         raise ValueError(f"iperf3 JSON without {exc.args[0]!r} (needs iperf3 >= 3.12, -J, "
                          "and a test that ran to its end)") from None
     protocol = ts["protocol"].lower()
+    window = _receiver_window(rx, tx)
     intervals = [i for i in d.get("intervals", []) if not i["sum"].get("omitted")]
     cpu = end.get("cpu_utilization_percent", {})
     pmtus = [s["pmtu"] for i in intervals for s in i.get("streams", []) if "pmtu" in s]
@@ -152,9 +169,11 @@ def parse(json_text: str) -> dict:
         "protocol": protocol,
         "streams": ts["num_streams"],
         "reverse": bool(ts.get("reverse")),
-        "bits_per_second": rx["bits_per_second"],
+        "bits_per_second": rx["bits_per_second"] if window == rx["seconds"] else
+        rx["bytes"] * 8 / window,
         "bytes": rx["bytes"],
-        "seconds": rx["seconds"],
+        "seconds": window,
+        "receiver_seconds": rx["seconds"],
         "sent_bits_per_second": tx["bits_per_second"],
         "samples_gbps": [i["sum"]["bits_per_second"] / 1e9 for i in intervals],
         "samples_side": ("sender" if intervals[0]["sum"].get("sender") else "receiver")
@@ -173,7 +192,7 @@ def parse(json_text: str) -> dict:
         res.update(packets=rx["packets"], lost_packets=rx["lost_packets"],
                    lost_percent=rx["lost_percent"], jitter_ms=rx["jitter_ms"],
                    received_packets=received,
-                   pps=received / rx["seconds"] if rx["seconds"] else 0.0,
+                   pps=received / window if window else 0.0,
                    samples_pps=[i["sum"]["packets"] / i["sum"]["seconds"] for i in intervals])
     else:
         raise ValueError(f"iperf3 protocol {ts['protocol']!r} is not TCP or UDP")
