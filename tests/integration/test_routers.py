@@ -71,6 +71,12 @@ def test_routed_east_west_and_north_south(netns_up, kind):
     assert sources == {str(router.gateway), str(fip)}, text   # a through SNAT, b from its floating IP
 
     _nat_is_neutrons(dep, kind, router, fip, b)
+    if kind.startswith("vrouter"):        # the agents program the NAT and the gateway again
+        from vnetbench.faults import vswitch
+        for host in ("h2", "h1"):
+            vswitch.restart(dep, host)
+            again = ping(dep, outside.name, fip)
+            assert again.returncode == 0, (host, again.stdout + again.stderr)
 
     with pytest.raises(VnetbenchError, match="needed by floating IP"):
         dep.remove_router_interface(router.name, "red")      # Neutron refuses it too

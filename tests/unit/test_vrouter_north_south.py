@@ -6,6 +6,7 @@ VRF's default, and a router's SNAT service instance has a left VN joined to the 
 VNs (its default route leaked into them)."""
 
 import subprocess
+from pathlib import Path
 
 from vnetbench.kinds.vrouter import netns, northsouth
 from vnetbench.kinds.vrouter.control_node import joined, leaked
@@ -17,18 +18,10 @@ from vnetbench.testbed.capabilities import probe
 from vnetbench.testbed.loader import loads
 from vnetbench.testbed.netns.names import Names
 
-ROUTED = """
-vswitch: vrouter
-network: {type: gre}
-vnets: [{name: blue}, {name: red}]
-vms:
-  - {name: a, host: h1, vnets: [blue]}
-  - {name: b, host: h2, vnets: [red]}
-routers:
-  - {name: r1, host: h1, vnets: [blue, red], external_gateway: true}
-floating_ips:
-  - {vm: b}
-"""
+#: the documented routed testbed (docs/routers.md): a (blue) on h1, b (red) on h2 with a floating
+#: IP, r1 on h1 with a gateway; on vrouter over gre
+ROUTED = (Path(__file__).parents[2] / "examples" / "routed-two-subnets.yaml").read_text() \
+    .replace("vswitch: ovs", "vswitch: vrouter").replace("{type: vxlan}", "{type: gre}")
 OPTS = {"headless": False, "hold_time": 90, "flow_setup": "datapath", "flow_setup_rate": 0,
         "flow_hold_packets": 3, "flow_idle_timeout": 180, "dhcp": True}
 H1, H2 = "198.18.0.1", "198.18.0.2"
@@ -67,10 +60,9 @@ def test_routes_each_agent_holds_with_north_south():
 
 
 def test_routers_with_gateways_on_two_hosts_are_refused_in_one_line():
-    tb = loads(ROUTED.replace("floating_ips:\n  - {vm: b}\n", "")
-               .replace("vnets: [blue, red], external_gateway: true}",
-                        "vnets: [blue], external_gateway: true}\n  - {name: r2, host: h2, vnets: [red], "
-                        "external_gateway: true}"))
+    tb = loads(ROUTED.split("floating_ips:")[0].replace(
+        "routers:\n", "routers:\n  - {name: r2, host: h2, vnets: [green], external_gateway: true}\n")
+        .replace("[{name: blue}, {name: red}]", "[{name: blue}, {name: red}, {name: green}]"))
     why = probe().why_not_routers(tb)
     assert why and "one SDN gateway" in why and "h1, h2" in why and "\n" not in why
 
