@@ -267,6 +267,21 @@ class VRouterHost(OvsHost):
     def configure(self, datapath: str) -> None:
         self.apply(datapath)
 
+    def afxdp_columns(self, tx: list[str]) -> list[str]:
+        """AF_XDP for north-south's ports too (the SDN gateway's external link, the SNAT
+        service instances' NICs), as for every veth of the host: left to AF_PACKET they were
+        read by ovs-vswitchd's main thread beside the PMD's ports, and TCP into a floating
+        IP met reordered segments (a fifth of them retransmitted)."""
+        names, tb = self.ctx.names, self.ctx.testbed
+        mine = {si["port"] for si in northsouth.si_ifaces(tb, names) if si["host"] == self.host.name}
+        if northsouth.gateway_host(tb) == self.host.name:
+            mine.add(names.ext_uplink)
+        added = {tx[i + 2] for i, arg in enumerate(tx[:-2]) if arg == "add-port"}
+        out = super().afxdp_columns(tx)
+        for port in sorted(mine & added):
+            out += ["--", "set", "Interface", port, "type=afxdp"]
+        return out
+
     def _transaction(self, datapath: str) -> list[str]:
         ctx, host = self.ctx, self.host
         tb, names = ctx.testbed, ctx.names
