@@ -5,7 +5,9 @@ path keeps it); the outside reaches the floating IP and never a fixed address; w
 VMs send out leaves from the floating IP, or from the router's gateway address (SNAT),
 as the external host's capture shows; the NAT is Neutron's: the L3 agent's rules in the
 router's namespace (ovs), the OVN driver's NAT rows with the gateway port on the router's
-host's chassis (ovn). Teardown leaves nothing (``netns_up``)."""
+host's chassis (ovn); on vrouter Contrail's: the floating IP's DNAT/SNAT in its host's
+vRouter flows, SNAT by the router's service instance (MASQUERADE), through the SDN
+gateway on h1. Teardown leaves nothing (``netns_up``)."""
 
 import re
 import subprocess
@@ -41,9 +43,11 @@ def ping(dep, where, ip, count=3, wait_s=2):
 
 
 # every kind that routes (the functional matrix's --quick measures its routing rows on one)
-@pytest.mark.parametrize("kind", ["linuxbridge", "ovs", "ovs-openflow", "ovn"])
+@pytest.mark.parametrize("kind", ["linuxbridge", "ovs", "ovs-openflow", "ovn", "vrouter", "vrouter-agent"])
 def test_routed_east_west_and_north_south(netns_up, kind):
-    dep = netns_up(loads(ROUTED.format(kind=kind), source=f"<routed {kind}>"))
+    vswitch = {"vrouter-agent": "{kind: vrouter, vrouter: {flow_setup: agent}}"}.get(kind, kind)
+    text = ROUTED.format(kind=vswitch)
+    dep = netns_up(loads(text.replace("vxlan", "gre") if "vrouter" in kind else text, source=f"<routed {kind}>"))
     tb = dep.testbed
     a, b = (tb.vm(n).nics[0].ip for n in ("a", "b"))
     router, fip, outside = tb.routers[0], tb.floating_ips[0].ip, tb.external_hosts[0]
@@ -67,6 +71,12 @@ def test_routed_east_west_and_north_south(netns_up, kind):
     assert sources == {str(router.gateway), str(fip)}, text   # a through SNAT, b from its floating IP
 
     _nat_is_neutrons(dep, kind, router, fip, b)
+    if kind.startswith("vrouter"):        # the agents program the NAT and the gateway again
+        from vnetbench.faults import vswitch
+        for host in ("h2", "h1"):
+            vswitch.restart(dep, host)
+            again = ping(dep, outside.name, fip)
+            assert again.returncode == 0, (host, again.stdout + again.stderr)
 
     with pytest.raises(VnetbenchError, match="needed by floating IP"):
         dep.remove_router_interface(router.name, "red")      # Neutron refuses it too
@@ -103,7 +113,8 @@ def test_vrouter_routes_between_vns_in_every_host(netns_up, tmp_path, setup):
     withdrawn: across stops, red's own switching goes on (also after a control-node restart);
     after a vSwitch restart the agent programs the leaked routes again.
     The agent's DHCP offers the router's
-    interface as the default gateway. North-south is refused in one line. Both flow set-ups:
+    interface as the default gateway. Routers with gateways on two hosts (two SDN
+    gateways) are refused in one line. Both flow set-ups:
     the datapath's conntrack zones, and the agent's flows across VRFs."""
     from vnetbench.kinds.vrouter import netns
     dep = netns_up(loads(EAST_WEST.format(setup=setup), source="<routed vrouter>"))
@@ -126,9 +137,12 @@ def test_vrouter_routes_between_vns_in_every_host(netns_up, tmp_path, setup):
     netns.stop(dep)                                   # a restarted control node keeps the removal
     netns.start_node(dep)
     assert ping(dep, "a", b, count=1, wait_s=1).returncode != 0 and ping(dep, "c", b, count=1).returncode == 0
-    north_south = loads(ROUTED.format(kind="vrouter").replace("vxlan", "gre"), source="<north-south vrouter>")
+    two_gateways = loads(EAST_WEST.format(setup=setup).replace(
+        "{name: r1, host: h1, vnets: [blue, red]}",
+        "{name: r1, host: h1, vnets: [blue], external_gateway: true}\n"
+        "  - {name: r2, host: h2, vnets: [red], external_gateway: true}"), source="<two gateways vrouter>")
     from vnetbench.testbed.capabilities import probe
-    assert "east-west only" in probe().why_not_routers(north_south)
+    assert "one SDN gateway" in probe().why_not_routers(two_gateways)
     script = tmp_path / "udhcpc.sh"
     script.write_text('#!/bin/sh\necho "$1 router=$router"\n')
     script.chmod(0o755)
@@ -139,6 +153,8 @@ def test_vrouter_routes_between_vns_in_every_host(netns_up, tmp_path, setup):
 
 
 def _nat_is_neutrons(dep, kind, router, fip, b):
+    if kind.startswith("vrouter"):
+        return _nat_is_contrails(dep, router, fip, b)
     if kind == "ovn":                       # the NAT Neutron's OVN driver writes, centralized
         from vnetbench.kinds.ovn.netns import Central
         from vnetbench.kinds.ovn.routers import chassis, router_port, EXT_SWITCH
@@ -155,6 +171,27 @@ def _nat_is_neutrons(dep, kind, router, fip, b):
     assert f"-A neutron-l3-agent-PREROUTING -d {fip}/32 -j DNAT --to-destination {b}" in nat, nat
     assert f"-A neutron-l3-agent-float-snat -s {b}/32 -j SNAT --to-source {fip}" in nat, nat
     assert f"-A neutron-l3-agent-snat -o {l3agent.GATEWAY_DEV} -j SNAT --to-source {router.gateway}" in nat, nat
+
+
+def _nat_is_contrails(dep, router, fip, b):
+    """vrouter: the floating IP's NAT is in the flows of b's host's vRouter (DNAT in the
+    public VRF's route to it, SNAT of what b sends out), in no namespace's iptables; a's
+    SNAT is the router's service instance's MASQUERADE out of its right NIC."""
+    host = dep.testbed.vm("b").host
+    sock = dep.host_file(host, f"{dep.names.ovs_int}.mgmt")
+    table = subprocess.run(["ovs-ofctl", "-O", "OpenFlow13", "dump-flows", f"unix:{sock}", "table=2"],
+                           capture_output=True, text=True, check=True).stdout
+    assert re.search(rf"nw_dst={fip} actions=set_field:{b}->ip_dst,dec_ttl,", table), table
+    assert re.search(rf"nw_src={b} actions=set_field:{fip}->ip_src,dec_ttl,", table), table
+    for where in ("b", "outside"):
+        nat = subprocess.run(dep.vm_argv(where, ["iptables-save", "-t", "nat"]), capture_output=True, text=True).stdout
+        assert str(fip) not in nat, (where, nat)
+    nat = subprocess.run(dep.vm_argv(router.name, ["iptables-save", "-t", "nat"]), capture_output=True,
+                         text=True, check=True).stdout
+    assert "-A POSTROUTING -o right -j MASQUERADE" in nat and str(fip) not in nat, nat
+    host_nat = subprocess.run(dep.host_argv(host, ["iptables-save", "-t", "nat"]), capture_output=True,
+                              text=True).stdout
+    assert str(fip) not in host_nat, host_nat
 
 
 @pytest.mark.parametrize("kind,ntype,mss", [("ovs", "vxlan", 1410), ("vrouter", "gre", 1432)])
@@ -176,12 +213,14 @@ def test_the_battery_measures_a_routed_pair(netns_up, kind, ntype, mss):
     assert tcp_rec.samples["gbps"][0] > 0.01 and tcp_rec.samples["mss_on_wire"] == [mss]
 
 
-def test_the_battery_measures_north_south_through_snat(netns_up):
+@pytest.mark.parametrize("kind,ntype", [("ovs", "vxlan"), ("vrouter", "gre")])
+def test_the_battery_measures_north_south_through_snat(netns_up, kind, ntype):
     """A VM on h2 to the external host through r1's SNAT on h1 (``path: north-south``):
-    RTT, and new TCP connections/s whose server sees the router's address."""
+    RTT, and new TCP connections/s whose server sees the router's address (vrouter: its
+    SNAT service instance's right NIC, through the SDN gateway)."""
     from vnetbench.battery import flowsetup, rtt
     from vnetbench.rally_plugins.context import testbed_yaml
-    dep = netns_up(loads(testbed_yaml("ovs", "vxlan", None, ["cross-host"], path="north-south"),
+    dep = netns_up(loads(testbed_yaml(kind, ntype, None, ["cross-host"], path="north-south"),
                          source="<north-south pair>"))
     (pair,) = dep.testbed.pairs
     vm, outside = pair.vms
@@ -260,14 +299,16 @@ def test_seed002_router_beside_the_bridge_on_a_short_profile(netns_up):
         assert points["64B latency at 1000 fps"].samples["loss_pct"][0] == 0.0, path
 
 
-def test_the_battery_measures_into_a_floating_ip(netns_up):
+@pytest.mark.parametrize("kind,ntype", [("ovs", "vxlan"), ("vrouter", "gre")])
+def test_the_battery_measures_into_a_floating_ip(netns_up, kind, ntype):
     """The external host to a VM's floating IP (``path: floating-ip``): the VM on h2
     behind r1 on h1; RTT, TCP (its MSS checked where the external host sends) and new
-    connections/s go to the floating IP, the router DNATs them, and the VM sees them come
-    from the external host's own address (inbound traffic to a floating IP is not SNAT'd)."""
+    connections/s go to the floating IP, the router DNATs them (vrouter: h2's vRouter,
+    reached through the SDN gateway on h1), and the VM sees them come from the external
+    host's own address (inbound traffic to a floating IP is not SNAT'd)."""
     from vnetbench.battery import flowsetup, rtt, tcp
     from vnetbench.rally_plugins.context import testbed_yaml
-    dep = netns_up(loads(testbed_yaml("ovs", "vxlan", None, ["cross-host"], path="floating-ip"),
+    dep = netns_up(loads(testbed_yaml(kind, ntype, None, ["cross-host"], path="floating-ip"),
                          source="<floating-ip pair>"))
     (pair,) = dep.testbed.pairs
     outside, vm = pair.vms

@@ -134,6 +134,11 @@ class Kind:
         from vnetbench.kinds import l3agent
         l3agent.namespace_routers(ctx)
 
+    def why_not_north_south(self, testbed) -> str | None:
+        """Why TESTBED's external gateways, external network or floating IPs cannot be
+        realised by this kind's routers; None when they can."""
+        return self.no_north_south or None
+
     def why_not_switch_routing(self, caps, routing: str) -> str | None:
         """Why this kind cannot be seed 000's L3 switch ("svi") or carry its router on a
         stick ("stick"); None when it can."""

@@ -111,8 +111,10 @@ class Capabilities:
         own = [r for r in testbed.routers if r.routing == ROUTER]
         if not kind.routers and (own or testbed.external):
             return kind.no_routers or f"{kind.name} does not realise routers on the embedded testbed yet"
-        if kind.no_north_south and (testbed.external or testbed.floating_ips or any(r.gateway for r in own)):
-            return kind.no_north_south
+        north_south = testbed.external or testbed.floating_ips or any(r.gateway for r in own)
+        why = kind.why_not_north_south(testbed) if north_south else None
+        if why:
+            return why
         for r in testbed.routers:
             why = kind.why_not_switch_routing(self, r.routing) if r.routing != ROUTER else None
             if why:

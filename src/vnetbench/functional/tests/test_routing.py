@@ -1,13 +1,14 @@
 """Routed tenant networks (issue 26): east-west through a router, north-south through a
 floating IP and SNAT, and what removing a router interface does to traffic through it.
 A kind that does not realise routers yet is refused at build time (N/A, the reason); one
-that routes east-west only (``Kind.no_north_south``) is built without the gateway and the
-floating IP, and its floating-IP row is N/A with that reason.
+that routes east-west only (``Kind.no_north_south``; none today) is built without the gateway
+and the floating IP, and its floating-IP row is N/A with that reason.
 
 blue-1 (h1) and blue-2 (h2) on blue, red-1 (h2) on red; router r1 on h1 joins blue and
 red and has a gateway on the external network, where the external host 'outside' is;
 red-1 has a floating IP. blue-1 -> red-1 crosses the tunnel to h1's router and back (on a
-kind whose every host routes, vrouter, h1's own vRouter routes it: one tunnel).
+kind whose every host routes, vrouter, h1's own vRouter routes it: one tunnel; its
+north-south crosses the SDN gateway in h1's vRouter, red-1's floating IP NAT'd in h2's).
 """
 
 import pytest

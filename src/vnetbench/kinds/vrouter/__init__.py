@@ -35,11 +35,15 @@ class VRouter(Ovs):
     demo = False
     routers = "vrouter"               # inter-VN routing in every host's vRouter (route leaking)
     switch_routing = ()               # Ovs's svi/stick wiring is in its own transaction
-    no_north_south = ("vrouter routes east-west only here: Contrail's floating-IP VRF on the public "
-                      "network and its gateway (an SDN gateway speaking MPLSoGRE) are not realised; "
-                      "leave out external_gateway, external, external_hosts and floating_ips")
     firewall = ("Contrail security groups in the vRouter agent: rules evaluated at each flow's "
                 "set-up (forward and reverse entries pass or drop), flows re-evaluated on a change")
+
+    def why_not_north_south(self, testbed):
+        """The public VN, floating IPs in the vRouters, the SNAT service instances and one
+        SDN gateway (``northsouth``): refused only where the routers' gateways would need
+        more than one gateway host."""
+        from vnetbench.kinds.vrouter import northsouth
+        return northsouth.why_not(testbed)
 
     def why_not_security_groups(self, caps):
         return None              # the agent evaluates them (os-ken: checked by why_not)
@@ -98,7 +102,9 @@ class VRouter(Ovs):
     def netns_routers(self, ctx):
         """Nothing to build: the control node leaks routes between the VRFs of each
         router's vnets from its start (``control_node.leaked``), and bring-up waited until
-        every agent held them (``netns.expected_routes``)."""
+        every agent held them (``netns.expected_routes``); north-south (the public VRF,
+        floating IPs, the SDN gateway, the SNAT service instances) was wired with the
+        vRouters (``netns.wire``, ``northsouth``)."""
 
     def netns_remove_router_interface(self, dep, router, vnet):
         """The control node stops leaking between VNET and the router's other vnets and

@@ -236,7 +236,10 @@ class VRouterAgent(app_manager.OSKenApp):
         match = parser.OFPMatch(**{k: _value(v) for k, v in d.match})
         if isinstance(d, Delete):
             kw = {"cookie": d.cookie, "cookie_mask": (1 << 64) - 1} if d.cookie is not None else {}
-            return parser.OFPFlowMod(dp, table_id=d.table, command=ofp.OFPFC_DELETE,
+            if d.priority is not None:          # that entry only (a prefix route's)
+                kw["priority"] = d.priority
+            command = ofp.OFPFC_DELETE if d.priority is None else ofp.OFPFC_DELETE_STRICT
+            return parser.OFPFlowMod(dp, table_id=d.table, command=command,
                                      out_port=ofp.OFPP_ANY, out_group=ofp.OFPG_ANY, match=match, **kw)
         actions, inst = [], []
         for a in d.actions:

@@ -25,6 +25,16 @@ routes the control node distributes -- into OpenFlow entries described as plain
   host delivers to its port, in its own VRF's flow and zone on the way back.
 3 flood: per VRF, ingress replication: local ports + one copy per remote host
   that has the VRF, with that host's broadcast label.
+North-south (``northsouth``): the public VN is one more VRF. A floating IP is a
+  route of it announced by its VM's host with a label of its own; that host's tables do
+  the NAT, statically per floating IP: from the label (or the public VRF's route to the
+  floating IP) DNAT to the fixed address, a hop, on into the VM's VRF and its flow
+  lookup; from the VM (source its fixed address, no more specific route) SNAT to the
+  floating IP, a hop, on in the public VRF. The SDN gateway's host has the external link
+  as a port: what comes in from it is routed in the public VRF (ARP answered for the
+  public addresses), and the public VRF's way out (its neighbours, its default) leaves
+  by it; the other hosts reach it by the default route it announces with its label.
+  Routes are ordered by prefix length (``priority``).
 4-5 datapath set-up (``flow_setup: datapath``, the default): a packet of a port
   without port security (from its VM, or from the fabric for it) passes the VRF's
   conntrack zone; a new connection is committed there and every packet routed on,
@@ -39,6 +49,7 @@ import dataclasses
 import ipaddress
 import time
 
+from vnetbench.kinds.vrouter.northsouth import DEFAULT, PUBLIC
 from vnetbench.testbed import secgroups
 from vnetbench.testbed.codec import rule_from_dict
 
@@ -52,6 +63,9 @@ COOKIE_FLOW = 0x00C0_471A_0000_0001      # reactive 5-tuple flows
 COOKIE_LEARNED = 0x00C0_471A_0000_0002   # routes learned from the control node
 LABEL_BASE = 16                          # labels 0..15 are reserved (RFC 3032)
 BCAST_LABEL_BASE = 100_000               # per-VRF broadcast label: BASE + vrf
+FIP_LABEL_BASE = 200_000                 # a floating IP's label: BASE + its VM port's number
+GATEWAY_LABEL = 300_000                  # the SDN gateway's: the public VRF's way out
+FIP_SNAT_PRIORITY = 31                   # above a default route (30), below any other prefix
 MAX_PENDING = 1024                       # flows waiting for set-up; more are dropped
 MAX_TRACKED = 65536                      # flows whose verdict a rule change re-evaluates
 PROTOCOLS = {1: "icmp", 6: "tcp", 17: "udp"}
@@ -79,10 +93,13 @@ class Flow:
 
 @dataclasses.dataclass(frozen=True)
 class Delete:
-    """Delete entries of ``table`` matching ``match`` (and ``cookie`` when given)."""
+    """Delete entries of ``table`` matching ``match`` (and ``cookie`` when given); with
+    ``priority`` only the entry of exactly that match and priority (a prefix route's
+    match would otherwise take every more specific route with it)."""
     table: int
     match: tuple = ()
     cookie: int | None = None
+    priority: int | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -111,6 +128,24 @@ class Iface:
 
 def _m(**kw) -> tuple:
     return tuple(sorted(kw.items()))
+
+
+def priority(ip: str) -> int:
+    """A route's priority in the route table: longest prefix first (a /32: 100)."""
+    return 100 if "/" not in ip else 30 + 2 * int(ip.split("/")[1])
+
+
+def unroute(table: int, match: tuple, ip: str, cookie: int | None = None) -> Delete:
+    """The deletion of a route entry to IP: strict for a prefix (see ``Delete``)."""
+    return Delete(table, match, cookie, priority(ip) if "/" in ip else None)
+
+
+#: the vRouter's proxy ARP, answered in the datapath: the requester gets VROUTER_MAC
+PROXY_ARP = (("move", "eth_src", "eth_dst", 48), ("set_field", "eth_src", VROUTER_MAC),
+             ("set_field", "arp_op", 2), ("move", "arp_sha", "arp_tha", 48),
+             ("set_field", "arp_sha", VROUTER_MAC), ("move", "arp_tpa", "reg0", 32),
+             ("move", "arp_spa", "arp_tpa", 32), ("move", "reg0", "arp_spa", 32),
+             ("in_port",))
 
 
 class FlowSetup:
@@ -217,6 +252,9 @@ class Agent:
         self.learned: dict[tuple, dict] = {}         # route key -> route from the control node
         self.setup = FlowSetup(self.opts["flow_setup_rate"], self.opts["flow_hold_packets"])
         self.setup.reverse = self.reverse_of
+        # north-south (``northsouth``): VM port -> its floating IP; the SDN gateway's part
+        self.fips = {f["port"]: f for f in config.get("floating_ips", ())}
+        self.gateway = config.get("gateway")
 
     # -- local interfaces ---------------------------------------------------------
 
@@ -234,6 +272,11 @@ class Agent:
         for vnet in sorted({i.vnet for i in self.local()}):
             routes.append({"kind": "bcast", "vnet": vnet, "ip": underlay_ip,
                            "label": BCAST_LABEL_BASE + self.vrfs[vnet], "nh": underlay_ip})
+        routes += [{"kind": "vm", "vnet": PUBLIC, "ip": f["ip"], "label": FIP_LABEL_BASE + self.ofports[p],
+                    "nh": underlay_ip} for p, f in sorted(self.fips.items()) if p in self.ofports]
+        if self.gateway and self.gateway["port"] in self.ofports:
+            routes.append({"kind": "vm", "vnet": PUBLIC, "ip": DEFAULT, "label": GATEWAY_LABEL,
+                           "nh": underlay_ip})
         return routes
 
     def base(self) -> list:
@@ -266,19 +309,16 @@ class Agent:
         """A port appeared: a VM interface gets its classification, label and local route."""
         self.ofports[port] = ofport
         iface = self.ifaces.get(port)
+        if self.gateway and port == self.gateway["port"]:
+            return self._gateway_up(ofport)
         if iface is None:
             return self._via_tunnel(port)
         vrf, n = self.vrfs[iface.vnet], ofport
         cidr = self.cidrs[iface.vnet]
         limit = (("meter", n),) if iface.egress else ()     # what the VM sends, metered
-        proxy_arp = (("move", "eth_src", "eth_dst", 48), ("set_field", "eth_src", VROUTER_MAC),
-                     ("set_field", "arp_op", 2), ("move", "arp_sha", "arp_tha", 48),
-                     ("set_field", "arp_sha", VROUTER_MAC), ("move", "arp_tpa", "reg0", 32),
-                     ("move", "arp_spa", "arp_tpa", 32), ("move", "reg0", "arp_spa", 32),
-                     ("in_port",))
         # a secured port's flows are the agent's (it judges the rules at set-up)
         lookup = T_TRACK if self.in_datapath and not iface.port_security else T_FLOW
-        out = [Flow(T_CLASSIFY, 300, _m(in_port=n, eth_type=ARP, arp_op=1, arp_tpa=cidr), proxy_arp),
+        out = [Flow(T_CLASSIFY, 300, _m(in_port=n, eth_type=ARP, arp_op=1, arp_tpa=cidr), PROXY_ARP),
                Flow(T_CLASSIFY, 290, _m(in_port=n, eth_type=ARP), ()),
                Flow(T_CLASSIFY, 270, _m(in_port=n, eth_type=IP, eth_dst=("01:00:00:00:00:00",
                                                                          "01:00:00:00:00:00")),
@@ -289,7 +329,8 @@ class Agent:
                Flow(T_CLASSIFY, 200, _m(eth_type=MPLS, mpls_label=self.label(port)),
                     (("pop_mpls", IP), ("metadata", vrf), ("goto", lookup))
                     if iface.port_security or self.in_datapath else (("pop_mpls", IP),) + self.deliver(iface)),
-               Flow(T_ROUTE, 100, self._to(iface), self.deliver(iface))]
+               Flow(T_ROUTE, priority(iface.ip), self._to(iface), self.deliver(iface))]
+        out += self._floating_ip(iface)
         if self.in_datapath and iface.port_security:
             out.append(Flow(T_TRACK, 50, self._to(iface), (("resubmit", T_FLOW),)))
         if iface.egress:
@@ -298,6 +339,52 @@ class Agent:
             out.append(Flow(T_CLASSIFY, 280, _m(in_port=n, eth_type=IP, ip_proto=17, udp_src=68,
                                                 udp_dst=67), (("controller",),)))
         return out + self.flood(iface.vnet) + [f for r in self.leaked_to(iface) for f in self._route(r)]
+
+    def _floating_ip(self, iface: Iface, delete: bool = False) -> list:
+        """A local VM interface's floating IP (none: nothing): its label and the public
+        VRF's route to it DNAT into the VM's VRF and its flow lookup; what the VM sends with
+        no more specific route is SNAT'd to the floating IP and routed in the public VRF.
+        Each crossing between the VRFs is a router hop (``dec_ttl``). Static 1:1 NAT, as
+        the agent's floating-IP flows rewrite every flow of the interface alike."""
+        fip = self.fips.get(iface.port)
+        if fip is None:
+            return []
+        vrf, pub, n = self.vrfs[iface.vnet], self.vrfs[PUBLIC], self.ofports[iface.port]
+        label = _m(eth_type=MPLS, mpls_label=FIP_LABEL_BASE + n)
+        to_fip = _m(metadata=pub, eth_type=IP, ipv4_dst=fip["ip"])
+        from_vm = _m(metadata=vrf, eth_type=IP, ipv4_src=fip["fixed"])
+        if delete:
+            return [Delete(T_CLASSIFY, label), Delete(T_ROUTE, to_fip),
+                    Delete(T_ROUTE, from_vm, priority=FIP_SNAT_PRIORITY)]
+        lookup = T_TRACK if self.in_datapath else T_FLOW
+        return [Flow(T_CLASSIFY, 200, label, (("pop_mpls", IP), ("metadata", pub), ("goto", T_ROUTE))),
+                Flow(T_ROUTE, 100, to_fip, (("set_field", "ipv4_dst", fip["fixed"]), ("dec_ttl",),
+                                            ("set_field", "metadata", vrf), ("resubmit", lookup))),
+                Flow(T_ROUTE, FIP_SNAT_PRIORITY, from_vm,
+                     (("set_field", "ipv4_src", fip["ip"]), ("dec_ttl",), ("set_field", "metadata", pub),
+                      ("resubmit", T_ROUTE)))]
+
+    def _gateway_up(self, n: int) -> list:
+        """The SDN gateway's external port (``northsouth.gateway``): ARP for the public
+        addresses answered, everything else from outside routed in the public VRF; the
+        public VRF's neighbours and default out of it; its label (the default route it
+        announces) into the public VRF."""
+        gw, pub = self.gateway, self.vrfs[PUBLIC]
+        out = [Flow(T_CLASSIFY, 300, _m(in_port=n, eth_type=ARP, arp_op=1, arp_tpa=a), PROXY_ARP)
+               for a in gw["answers"]]
+        out += [Flow(T_CLASSIFY, 290, _m(in_port=n, eth_type=ARP), ()),
+                Flow(T_CLASSIFY, 260, _m(in_port=n, eth_type=IP), (("metadata", pub), ("goto", T_ROUTE))),
+                Flow(T_CLASSIFY, 250, _m(in_port=n), ()),
+                Flow(T_CLASSIFY, 200, _m(eth_type=MPLS, mpls_label=GATEWAY_LABEL),
+                     (("pop_mpls", IP), ("metadata", pub), ("goto", T_ROUTE)))]
+        nexthops = dict(gw["neighbours"])
+        if gw["default"] in nexthops:
+            nexthops[DEFAULT] = nexthops[gw["default"]]
+        for ip, mac in sorted(nexthops.items()):
+            out.append(Flow(T_ROUTE, priority(ip), _m(metadata=pub, eth_type=IP, ipv4_dst=ip),
+                            (("set_field", "eth_src", VROUTER_MAC), ("set_field", "eth_dst", mac),
+                             ("output", n))))
+        return out
 
     def leaked_to(self, iface: Iface) -> list[dict]:
         """The routes other VRFs hold to this host's ``iface`` (leaked by the control node
@@ -326,14 +413,17 @@ class Agent:
 
     def port_down(self, port: str) -> list:
         """A port left (deleted, or the VM migrated away): its entries go."""
-        n = self.ofports.pop(port, None)
+        n = self.ofports.get(port)
         iface = self.ifaces.get(port)
         if n is None or iface is None:
+            self.ofports.pop(port, None)
             return []
         setup = [Delete(T_TRACK, self._to(iface))] if self.in_datapath and iface.port_security else []
+        gone = self._floating_ip(iface, delete=True)
+        self.ofports.pop(port)
         return [Delete(T_CLASSIFY, _m(in_port=n)),
                 Delete(T_CLASSIFY, _m(eth_type=MPLS, mpls_label=LABEL_BASE + n)),
-                Delete(T_ROUTE, self._to(iface))] + setup + self.flood(iface.vnet) + \
+                unroute(T_ROUTE, self._to(iface), iface.ip)] + setup + gone + self.flood(iface.vnet) + \
             [d for r in self.leaked_to(iface) for d in self._unroute(r)]
 
     # -- routes from the control node -------------------------------------------------
@@ -379,21 +469,23 @@ class Agent:
             iface = self.iface_at(self.vrfs[r["origin"]], r["ip"])
             if iface is None:
                 return []
-            out = [Flow(T_ROUTE, 100, match, hop + self.deliver(iface), COOKIE_LEARNED)]
+            out = [Flow(T_ROUTE, priority(r["ip"]), match, hop + self.deliver(iface), COOKIE_LEARNED)]
             if self.in_datapath and iface.port_security:    # its agent judges the rules
                 out.append(Flow(T_TRACK, 50, match, (("resubmit", T_FLOW),), COOKIE_LEARNED))
             return out
         port = self.tunnel_port(r["nh"])
         if port is None:
             return []
-        return [Flow(T_ROUTE, 100, match, hop + (("push_mpls", MPLS), ("set_field", "mpls_label", r["label"]),
-                                                 ("output", port)), COOKIE_LEARNED)]
+        return [Flow(T_ROUTE, priority(r["ip"]), match,
+                     hop + (("push_mpls", MPLS), ("set_field", "mpls_label", r["label"]), ("output", port)),
+                     COOKIE_LEARNED)]
 
     def _unroute(self, r: dict) -> list[Delete]:
         """A learned VM route withdrawn: its entries go."""
         match = self._route_match(r)
-        return [Delete(T_ROUTE, match, COOKIE_LEARNED)] + \
-            ([Delete(T_TRACK, match, COOKIE_LEARNED)] if r["nh"] == self.underlay_ip and self.in_datapath else [])
+        return [unroute(T_ROUTE, match, r["ip"], COOKIE_LEARNED)] + \
+            ([Delete(T_TRACK, match, COOKIE_LEARNED, 50 if "/" in r["ip"] else None)]
+             if r["nh"] == self.underlay_ip and self.in_datapath else [])
 
     def _route_match(self, r: dict) -> tuple:
         return _m(metadata=self.vrfs[r["vnet"]], eth_type=IP, ipv4_dst=r["ip"])

@@ -20,6 +20,7 @@ from vnetbench.errors import BuildError
 from vnetbench.testbed.netns import mgmt, nsops, proc
 from vnetbench.testbed.deployment import CONTROLLER_DIR
 from vnetbench.kinds.ovs.netns import OvsHost, _bridge, _port, qos_columns, start_host, tunnel_neighbours
+from vnetbench.kinds.vrouter import northsouth
 
 CONTROL_PORT = 5269              # XMPP's client port, which Contrail agents use
 AGENT_OF = "127.0.0.1:6653"     # the agent's OpenFlow listener, inside its host namespace
@@ -61,14 +62,19 @@ def agent_config(ctx, host) -> dict:
                                          "prefixlen": tb.vnet(nic.vnet).cidr.prefixlen,
                                          "egress": egress, "port_security": nic.port_security,
                                          "groups": list(nic.security_groups)}
+    for si in northsouth.si_ifaces(tb, n):        # the SNAT service instances' interfaces
+        ifaces[si["port"]] = {k: v for k, v in si.items() if k != "host"}
     tunnels = {str(p.underlay_ip): n.gre_port(ctx.host_index(p.name))
                for p in tb.hosts if p.name != host.name}
     return {"host": host.name, "underlay_ip": str(host.underlay_ip),
             "tenant_mtu": tb.network.tenant_mtu,
             "options": {**tb.vswitch.options.__dict__},
-            "vnets": [v.name for v in tb.vnets], "cidrs": {v.name: str(v.cidr) for v in tb.vnets},
+            "vnets": northsouth.vrf_names(tb),
+            "cidrs": {**{v.name: str(v.cidr) for v in tb.vnets}, **northsouth.cidrs(tb)},
             "ifaces": ifaces, "tunnels": tunnels, "security": security(tb),
-            "gateways": {p.vnet: str(p.ip) for r in tb.routers for p in r.ports}}
+            "gateways": {p.vnet: str(p.ip) for r in tb.routers for p in r.ports},
+            "floating_ips": northsouth.floating_ips(tb, n),
+            "gateway": northsouth.gateway(tb, n, host.name)}
 
 
 def security(tb) -> dict:
@@ -105,13 +111,19 @@ def push_security(dep, timeout: float = 10.0) -> dict:
 
 def expected_routes(testbed, host: str, removed=()) -> int:
     """Routes an agent learns once every other agent announced: a route per remote VM
-    interface and a broadcast route per (remote host, vnet it has); and a route per VM
-    interface (its own host's too) in each other VRF a router joins its vnet to (the
-    control node's leaks; ``removed``: router interfaces taken out since bring-up)."""
+    interface and a broadcast route per (remote host, vnet it has), with what north-south
+    adds (``northsouth.announced``: SNAT service instances, floating IPs, the SDN
+    gateway's default); and a route per VM interface (its own host's too) in each other
+    VRF a router joins its vnet to (the control node's leaks; ``removed``: router
+    interfaces taken out since bring-up)."""
     from vnetbench.kinds.vrouter.control_node import joined
     links = joined(routing_groups(testbed, removed))
-    leaks = sum(len(links.get(nic.vnet, ())) for vm in testbed.vms for nic in vm.nics)
-    return leaks + sum(sum(len(vm.nics) for vm in testbed.vms_on(h.name)) + len(testbed.vnets_on(h.name))
+    vm_routes = {h.name: [nic.vnet for vm in testbed.vms_on(h.name) for nic in vm.nics]
+                 + [v for kind, v in northsouth.announced(testbed, h.name) if kind == "vm"]
+                 for h in testbed.hosts}
+    leaks = sum(len(links.get(vnet, ())) for vnets in vm_routes.values() for vnet in vnets)
+    return leaks + sum(len(vm_routes[h.name]) + len(testbed.vnets_on(h.name))
+                       + sum(kind == "bcast" for kind, _ in northsouth.announced(testbed, h.name))
                        for h in testbed.hosts if h.name != host)
 
 
@@ -119,7 +131,9 @@ def routing_groups(testbed, removed=()) -> list[list[str]]:
     """The vnets each router joins (the control node leaks routes among them), without the
     interfaces in ``removed`` ([router, vnet] pairs: ``Deployment.remove_router_interface``)."""
     gone = {tuple(x) for x in removed}
-    return [[p.vnet for p in r.ports if (r.name, p.vnet) not in gone] for r in testbed.routers]
+    snat = {r.name for _, r in northsouth.snat_routers(testbed)}
+    return [[p.vnet for p in r.ports if (r.name, p.vnet) not in gone]
+            + ([northsouth.left_vn(r.name)] if r.name in snat else []) for r in testbed.routers]
 
 
 def removed_interfaces(run_dir: Path) -> list:
@@ -186,6 +200,7 @@ def wire(ctx) -> None:
     every other host's routes from the control node."""
     tb = ctx.testbed
     hosts = [VRouterHost(ctx, h) for h in tb.hosts]
+    snat_instances(ctx)                 # their ports are the vRouters' from the start
     proc.parallel([lambda o=o: start_host(ctx, o) for o in hosts])
     for o in hosts:
         o.address_underlay()
@@ -252,6 +267,21 @@ class VRouterHost(OvsHost):
     def configure(self, datapath: str) -> None:
         self.apply(datapath)
 
+    def afxdp_columns(self, tx: list[str]) -> list[str]:
+        """AF_XDP for north-south's ports too (the SDN gateway's external link, the SNAT
+        service instances' NICs), as for every veth of the host: left to AF_PACKET they were
+        read by ovs-vswitchd's main thread beside the PMD's ports, and TCP into a floating
+        IP met reordered segments (a fifth of them retransmitted)."""
+        names, tb = self.ctx.names, self.ctx.testbed
+        mine = {si["port"] for si in northsouth.si_ifaces(tb, names) if si["host"] == self.host.name}
+        if northsouth.gateway_host(tb) == self.host.name:
+            mine.add(names.ext_uplink)
+        added = {tx[i + 2] for i, arg in enumerate(tx[:-2]) if arg == "add-port"}
+        out = super().afxdp_columns(tx)
+        for port in sorted(mine & added):
+            out += ["--", "set", "Interface", port, "type=afxdp"]
+        return out
+
     def _transaction(self, datapath: str) -> list[str]:
         ctx, host = self.ctx, self.host
         tb, names = ctx.testbed, ctx.names
@@ -273,6 +303,11 @@ class VRouterHost(OvsHost):
                 tx += _port(br, gre, own)
                 tx += ["--", "set", "Interface", gre, "type=gre", "options:packet_type=legacy_l3",
                        f"options:remote_ip={peer.underlay_ip}", f"options:local_ip={host.underlay_ip}"]
+        for si in northsouth.si_ifaces(tb, names):
+            if si["host"] == host.name:
+                tx += _port(br, si["port"], own)
+        if northsouth.gateway_host(tb) == host.name:     # the SDN gateway's external port
+            tx += _port(br, names.ext_uplink, own)
         for i, (port, qos) in enumerate(ctx.qos_ports(host.name)):
             if not qos.egress:     # egress: the agent's meter on what the VM sends
                 tx += qos_columns(port, i, qos, own)
@@ -297,7 +332,7 @@ def flow_aging(tb, datapath: str) -> list[str]:
     timeouts = ",".join(f"{s}={opts.flow_idle_timeout}" for s in AGED_STATES)
     tx = ["--", "--id=@tp", "create", "CT_Timeout_Policy", f"timeouts={{{timeouts}}}"]
     zones = []
-    for vrf in range(1, len(tb.vnets) + 1):
+    for vrf in range(1, len(northsouth.vrf_names(tb)) + 1):
         tx += ["--", f"--id=@z{vrf}", "create", "CT_Zone", "timeout_policy=@tp"]
         zones.append(f"{vrf}=@z{vrf}")
     return tx + ["--", "--id=@dp", "create", "Datapath", "datapath_version=0",
@@ -362,3 +397,56 @@ def tracked_flows(dep, host: str) -> int:
     out = proc.run(["ovs-appctl", "-t", str(dep.host_file(host, "ovs-vswitchd.ctl")),
                     "dpctl/ct-stats-show"], what=f"ovs-appctl dpctl/ct-stats-show on {host}")
     return int(out.split("Total:")[1].split()[0]) if "Total:" in out else 0
+
+
+# -- north-south: the SNAT service instances (``northsouth``) ------------------------
+
+#: Contrail's netns SNAT (vrouter_netns.py ``set_snat``): its policy-routing table for what
+#: comes back in by the right interface
+SNAT_TABLE = 42
+
+
+def snat_instances(ctx) -> None:
+    """Each SNAT service instance's namespace on its router's host (journaled before it
+    exists; ``Deployment.exec`` takes the router's name there), its left and right NICs
+    veths whose host ends become ports of the host's vRouter; then what Contrail's
+    ``vrouter_netns.py`` sets in it (``set_snat``): forwarding, MASQUERADE out of the
+    right NIC, the default route out of it, and what comes back in by the right NIC routed
+    out of the left one (its own table). The left NIC has no address: the vRouter answers
+    every ARP on it and routes by its VRF (the router's VNs' routes leaked there)."""
+    from vnetbench.testbed.netns import links, nlbatch, offloads
+    tb, n = ctx.testbed, ctx.names
+    ext = tb.external
+    for ri, r in northsouth.snat_routers(tb):
+        sns, hns = n.vm_ns(r.name), n.host_ns(r.host)
+        ctx.run.record("netns", name=sns)
+        nsops.create(sns, then=nlbatch.Batch(sns).set("lo up", index=1, up=True).send_here)
+        sides = ((northsouth.LEFT_DEV, "l", r.ports[0].mac), (northsouth.RIGHT_DEV, "r", r.gateway_mac))
+        with nsops.rtnl(sns) as ns:
+            for dev, side, mac in sides:
+                alias = n.alias(f"router={r.name} SNAT service instance {dev}")
+                links.veth(ns, dev, n.si_port(ri, side), hns, tb.network.tenant_mtu, alias)
+                links.stamp(ns, dev, alias)
+                ns.link("set", index=links.index(ns, dev), address=mac)
+        with nsops.rtnl(hns) as ns:
+            for dev, side, _ in sides:
+                links.stamp(ns, n.si_port(ri, side), n.alias(f"router={r.name} SNAT service instance {dev}"))
+                links.up(ns, n.si_port(ri, side))
+        offloads.off(hns, [(n.si_port(ri, side), ("tx",)) for _, side, _ in sides])
+        offloads.off(sns, [(dev, ("tx",)) for dev, _, _ in sides])
+        nsops.sysctl(sns, "net/ipv4/ip_forward", "1")
+        for dev, _, _ in sides:
+            nsops.sysctl(sns, f"net/ipv4/conf/{dev}/rp_filter", "2")
+        with nsops.rtnl(sns) as ns:
+            left, right = links.index(ns, northsouth.LEFT_DEV), links.index(ns, northsouth.RIGHT_DEV)
+            links.address(ns, northsouth.RIGHT_DEV, r.gateway, ext.cidr.prefixlen)
+            links.up(ns, northsouth.LEFT_DEV)
+            links.up(ns, northsouth.RIGHT_DEV)
+            ns.route("add", dst="0.0.0.0/0", oif=right)
+            for p in r.ports:
+                ns.route("add", dst=str(tb.vnet(p.vnet).cidr), oif=left)
+            ns.route("add", dst="0.0.0.0/0", oif=left, table=SNAT_TABLE)
+            ns.rule("add", iifname=northsouth.RIGHT_DEV, table=SNAT_TABLE, priority=1000)
+        proc.run(proc.in_netns(sns, ["iptables", "-t", "nat", "-A", "POSTROUTING", "-s", "0.0.0.0/0",
+                                     "-o", northsouth.RIGHT_DEV, "-j", "MASQUERADE"]),
+                 what=f"iptables MASQUERADE in router {r.name}'s SNAT service instance")

@@ -149,6 +149,11 @@ class Names:
         """The host's end of router ``router_i``'s gateway link (Neutron's qg- port)."""
         return _ifname(f"rg{self.rid}-{router_i}")
 
+    def si_port(self, router_i: int, side: str) -> str:
+        """vrouter: the host's end of router ``router_i``'s SNAT service instance's left
+        (``side`` "l") or right ("r") interface, a port of the host's vRouter."""
+        return _ifname(f"si{self.rid}-{router_i}{side}")
+
     # seed 000's inter-VLAN testbeds (``Router.routing``): an L3 switch's interfaces, a
     # router on a stick's trunk and what takes its subinterfaces apart
     def svi(self, router_i: int, port_k: int) -> str:
