@@ -328,3 +328,13 @@ def busy_seconds(times: dict[str, float]) -> float:
     """A CPU's time spent running this kernel's work: every column but idle, iowait
     and steal (time the hypervisor gave to someone else)."""
     return sum(v for f, v in times.items() if f not in ("idle", "iowait", "steal"))
+
+
+def busy_share(a: dict[str, float], b: dict[str, float]) -> float | None:
+    """The share (0..1) of a CPU's own time between two ``cpu_times`` rows that was busy:
+    busy over busy + idle + iowait, both from /proc/stat, so never above 1 whatever clock
+    the caller's window was timed by (steal left out: time that was never this CPU's).
+    None when no tick passed."""
+    busy = busy_seconds(b) - busy_seconds(a)
+    own = busy + sum(b[f] - a[f] for f in ("idle", "iowait"))
+    return busy / own if own > 0 else None

@@ -188,11 +188,14 @@ def _host(split: attribution.Split, cpus, times_a: dict, times_b: dict) -> dict:
     thread shows only here), and how busy its CPUs were with anything at all (% of one
     CPU, from /proc/stat: the guests' work included), which tells a CPU this machine ran
     out of from one the vSwitch left idle (vnetbench.results.bound)."""
-    busy = sum(procfs.busy_seconds(times_b[c]) - procfs.busy_seconds(times_a[c])
-               for c in (cpus or ()) if c in times_a and c in times_b)
+    shares = [procfs.busy_share(times_a[c], times_b[c])
+              for c in (cpus or ()) if c in times_a and c in times_b]
     out = {**split.percent(), "components": describe(split)["components"], "cpus": len(cpus or ())}
-    if cpus and split.seconds:
-        out["busy_pct"] = 100.0 * busy / split.seconds
+    if shares and None not in shares:
+        # each CPU's busy share of its own /proc/stat time: the window's seconds come from
+        # the collectors' snapshots, which a loaded machine can make stale (a 1-CPU host
+        # read 132 % busy against them in a CI run with other work beside it)
+        out["busy_pct"] = 100.0 * sum(shares)
     return out
 
 

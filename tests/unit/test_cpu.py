@@ -4,10 +4,13 @@ recorded /proc and probe samples, and the battery's windows on fake /proc trees.
 import json
 import threading
 import time
+from unittest import mock
 from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as hst
 
 from vnetbench import cpu
 from vnetbench_collector import attribution as attr
@@ -347,3 +350,35 @@ def test_ovn_nb_and_sb_are_two_controller_components(tmp_path):
     dep.controller_pids = lambda: {"ovsdb-server-nb": 7, "ovsdb-server-sb": 8, "ovn-northd": 9}
     col = cpu.controller_collector(dep, proc=proc)
     assert col.processes()[0] == {7: "ovsdb-server-nb", 8: "ovsdb-server-sb", 9: "ovn-northd"}
+
+
+# -- a host's busy share: /proc/stat's own time, never the window's clock -------------
+
+_ROW = hst.fixed_dictionaries({f: hst.integers(0, 10_000) for f in procfs.CPU_FIELDS})
+
+
+@given(hst.lists(hst.tuples(_ROW, _ROW), min_size=1, max_size=4),
+       hst.floats(min_value=0.01, max_value=100.0))
+def test_host_busy_never_exceeds_its_cpus_whatever_the_window_seconds(rows, seconds):
+    """A loaded machine's collectors can time a window shorter than the /proc/stat reads
+    around it (a 1-CPU host read 132 % busy in CI): the busy share is each CPU's own."""
+    hz = 100
+    a = {c: {f: v / hz for f, v in r.items()} for c, (r, _) in enumerate(rows)}
+    b = {c: {f: (r[f] + d[f]) / hz for f in r} for c, (r, d) in enumerate(rows)}
+    split = SimpleNamespace(seconds=seconds, percent=dict)
+    with mock.patch.object(cpu, "describe", return_value={"components": {}}):
+        out = cpu._host(split, set(a), a, b)
+    shares = [procfs.busy_share(a[c], b[c]) for c in a]
+    if None in shares:
+        assert "busy_pct" not in out
+    else:
+        assert 0.0 <= out["busy_pct"] <= 100.0 * len(a) + 1e-9
+        busy = sum(procfs.busy_seconds(b[c]) - procfs.busy_seconds(a[c]) for c in a)
+        assert (out["busy_pct"] == 0.0) == (busy == 0)
+
+
+def test_busy_share_leaves_steal_out():
+    a = dict.fromkeys(procfs.CPU_FIELDS, 0.0)
+    b = {**a, "user": 0.5, "idle": 0.5, "steal": 1.0}
+    assert procfs.busy_share(a, b) == 0.5
+    assert procfs.busy_share(a, a) is None
