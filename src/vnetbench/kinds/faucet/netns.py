@@ -34,6 +34,8 @@ OF_PORT = 6653
 PROMETHEUS_PORT = 9302
 MAX_BACKOFF_MS = 1000
 READY_TIMEOUT_S = 45.0          # a loaded 2-CPU machine imports os-ken and Faucet slowly
+RECONNECT_S = 10 * MAX_BACKOFF_MS / 1000   # bridges back on a listening Faucet: their backoff
+                                           # is 1 s; a restart's reconnection took under 1 s
 NAME = "faucet"
 ENV_VENV = "VNETBENCH_FAUCET_VENV"
 
@@ -224,12 +226,29 @@ def start_again(dep, name: str = NAME) -> None:
     start_controller(dep.run, dep.names, dep.testbed)
     ctx = context(dep)
     hosts = [FaucetHost(ctx, h) for h in dep.testbed.hosts]
-    deadline = started + READY_TIMEOUT_S
+    _wait_listening(dep.run.dir, started + READY_TIMEOUT_S)
+    deadline = time.monotonic() + RECONNECT_S
     while not all(_connected(o, time.monotonic() - started) for o in hosts):
         if time.monotonic() > deadline:
-            raise BuildError(f"the bridges did not reconnect to Faucet ({report(dep.run.dir)})")
+            rows = {o.host.name: o.vsctl("--format=json", "--columns=is_connected,status", "list",
+                                         "Controller").strip() for o in hosts}
+            raise BuildError(f"the bridges did not reconnect to Faucet within {RECONNECT_S:.0f} s of its "
+                             f"listening ({report(dep.run.dir)}; controller rows: {rows})")
         time.sleep(0.1)
     wait_ready(ctx, hosts)
+
+
+def _wait_listening(run_dir: Path, deadline: float) -> None:
+    """Until the new Faucet listens for OpenFlow: its start-up (importing os-ken and Faucet)
+    is bounded apart from the bridges' reconnection, so a time-out says which was slow."""
+    while True:
+        pid = running_pid(run_dir)
+        if pid and OF_PORT in proc.listening_ports(pid):
+            return
+        if time.monotonic() > deadline:
+            raise BuildError(f"Faucet did not listen on port {OF_PORT} within {READY_TIMEOUT_S:.0f} s "
+                             f"of its start ({report(run_dir)})")
+        time.sleep(0.1)
 
 
 def _connected(o: OvsHost, within_s: float) -> bool:

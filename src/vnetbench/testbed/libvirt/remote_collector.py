@@ -16,7 +16,6 @@ the relay and the SSH master by pid.
 
 from __future__ import annotations
 
-import os
 import shlex
 import shutil
 import subprocess
@@ -138,15 +137,5 @@ def _relay(dep, hv, mon, name: str, rport: int, timeout: float) -> int:
 
 
 def listening_port(pid: int, proc_root: Path = Path("/proc")) -> int | None:
-    """The TCP port PID listens on, from its own socket inodes (its namespace's table)."""
-    try:
-        inodes = {os.readlink(f).removeprefix("socket:[").rstrip("]")
-                  for f in (proc_root / str(pid) / "fd").iterdir()}
-        table = (proc_root / str(pid) / "net" / "tcp").read_text().splitlines()[1:]
-    except OSError:
-        return None
-    for line in table:
-        f = line.split()
-        if len(f) > 9 and f[3] == "0A" and f[9] in inodes:      # 0A: LISTEN
-            return int(f[1].rsplit(":", 1)[1], 16)
-    return None
+    """The TCP port PID listens on (the lowest, if several)."""
+    return min(proc.listening_ports(pid, proc_root), default=None)

@@ -167,6 +167,19 @@ def parallel(calls, workers: int = 8) -> None:
         wait_through_interrupts(lambda: pool.shutdown(wait=True, cancel_futures=True))
 
 
+def listening_ports(pid: int, proc_root: Path = Path("/proc")) -> set[int]:
+    """The TCP ports PID listens on, from its own socket inodes and its network
+    namespace's table (so a daemon in another namespace is read where it is)."""
+    try:
+        inodes = {os.readlink(f).removeprefix("socket:[").rstrip("]")
+                  for f in (proc_root / str(pid) / "fd").iterdir()}
+        table = (proc_root / str(pid) / "net" / "tcp").read_text().splitlines()[1:]
+    except OSError:
+        return set()
+    return {int(f[1].rsplit(":", 1)[1], 16) for f in (line.split() for line in table)
+            if len(f) > 9 and f[3] == "0A" and f[9] in inodes}      # 0A: LISTEN
+
+
 def cmdline(pid: int) -> str:
     try:
         return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
