@@ -245,18 +245,34 @@ class Aio:
         return _run(["ovs-vsctl", f"--db={node.ovsdb}", "--timeout=20", *args], what,
                     env=self.ovs_env(node))
 
-    def _in(self, node: Node) -> list[str]:
-        """argv prefix: run in NODE's network, mount and UTS namespaces (those of its
-        holder process); nothing for node 1, this machine."""
+    def _in(self, node: Node, net: bool = True) -> list[str]:
+        """argv prefix: run in NODE's network (unless not NET), mount and UTS namespaces
+        (those of its holder process); nothing for node 1, this machine."""
         if node.primary:
             return []
         holder = next(e for e in reversed(self.processes()) if e["name"] == f"{node.name}-node")
-        return ["nsenter", f"--target={holder['pid']}", "--mount", "--uts", "--net", "--"]
+        return ["nsenter", f"--target={holder['pid']}", "--mount", "--uts", *(["--net"] if net else []), "--"]
 
-    def _node_start(self, node: Node, name: str, argv, env=None, port=None):
+    def _node_start(self, node: Node, name: str, argv, env=None, port=None, net: bool = True):
         """A daemon of NODE, in its namespaces, journaled as '<node>-NAME' (node 1: NAME)."""
         full = name if node.primary else f"{node.name}-{name}"
-        return self._start(full, [*self._in(node), *argv], env=env, port=port)
+        return self._start(full, [*self._in(node, net), *argv], env=env, port=port)
+
+    def _node_shell(self) -> Path:
+        """The nova-computes' remote shell (RSYNC_RSH): 'HOST COMMAND...' runs COMMAND in
+        the mount namespace of that node (ssh between compute nodes, which Nova's block
+        migration uses to copy a config drive); node 1's is that of its ovsdb-server."""
+        first = next(e for e in reversed(self.processes()) if e["name"] == "ovsdb-server")
+        cases = [f'  {self.lay.nodes[0].host}) exec nsenter --target={first["pid"]} --mount -- "$@" ;;']
+        for node in self.lay.nodes[1:]:
+            cases.append(f'  {node.host}) exec {" ".join(self._in(node, net=False))} "$@" ;;')
+        path = self.lay.state / "nodes" / "rsh"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("#!/bin/sh\n# nova-compute's RSYNC_RSH between the AIO's nodes (aio/cloud.py)\n"
+                        'host="$1"; shift\ncase "$host" in\n' + "\n".join(cases) +
+                        '\n  *) echo "rsh: no AIO node $host" >&2; exit 255 ;;\nesac\n')
+        path.chmod(0o755)
+        return path
 
     # --- compute nodes 2..N -------------------------------------------------------------
     def _nodes(self) -> None:
@@ -291,7 +307,13 @@ class Aio:
         _run([*inside, "ip", "addr", "add", f"{theirs}/30", "dev", Node.INNER["m"]], f"address in {ns}")
         for dev in ("lo", *Node.INNER.values()):
             _run([*inside, "ip", "link", "set", dev, "up"], f"{dev} up in {ns}")
+        # node 1's migration address (its end of node 2's link) from every node
+        _run([*inside, "ip", "route", "add", "default", "via", ours], f"default route in {ns}")
         binds = []
+        first = self.lay.nodes[0]
+        if first.migration_addr:    # the machine's libvirtd for a peer-to-peer migration to node 1
+            binds += ["/run/libvirt", str(first.libvirt_sock_dir)]
+            first.libvirt_sock_dir.mkdir(parents=True, exist_ok=True)
         for point, src in node.hidden():
             src.mkdir(parents=True, exist_ok=True)
             binds += [str(src), point]
@@ -583,15 +605,18 @@ class Aio:
         self.daemons.start("heat-engine", ["heat-engine", *heat])
         self.daemons.start("neutron-openvswitch-agent", ["neutron-openvswitch-agent", *agent],
                            env=self.ovs_env())
-        self._computes = {"nova-compute": (["nova-compute", *nova], self.ovs_env())}
+        rsh = {"RSYNC_RSH": str(self._node_shell())} if len(self.lay.nodes) > 1 else {}
+        self._computes = {"nova-compute": (["nova-compute", *nova], {**self.ovs_env(), **rsh})}
         for node in self.lay.nodes[1:]:
             self._node_libvirt(node)
             self._node_start(node, "neutron-openvswitch-agent", [
                 "neutron-openvswitch-agent", *neutron, "--config-file", str(node.conf_path("neutron"))],
                 env=self.ovs_env(node))
-            # this machine's namespaces: its libvirtd and OVS by socket, the APIs on loopback
+            # the node's mount and UTS namespaces (its instances dir, its hostname), this
+            # machine's network namespace (the APIs on loopback); libvirtd and OVS by socket
             self._computes[f"{node.name}-nova-compute"] = (
-                ["nova-compute", "--config-file", str(node.conf_path("nova"))], self.ovs_env(node))
+                [*self._in(node, net=False), "nova-compute", "--config-file", str(node.conf_path("nova"))],
+                {**self.ovs_env(node), **rsh})
         for name, (argv, env) in self._computes.items():
             self.daemons.start(name, argv, env=env)
         for name, entry in entries.items():

@@ -232,8 +232,10 @@ class Node:
         return f"unix:{self.ovs_run / 'db.sock'}"
 
     def _br(self, kind: str) -> str:
-        # in its own namespace all the same: distinct names keep captures and logs plain
-        return f"vnb{self.lay.run_id}-{kind}" if self.primary else f"vnb{self.lay.run_id}-{self.index}{kind}"
+        # the same on every node, as br-int is in a cloud: a live migration's destination
+        # plugs the port into the bridge the source's binding names (each node's bridges
+        # are in its own network namespace and OVS)
+        return f"vnb{self.lay.run_id}-{kind}"
 
     @property
     def br_int(self) -> str:
@@ -254,10 +256,22 @@ class Node:
         return self._br("ul")
 
     @property
+    def migration_addr(self) -> str | None:
+        """Nova's live_migration_inbound_addr: where a peer's QEMU sends this node the
+        migration stream (its end of a management link; node 1: its end of node 2's),
+        and the name of its libvirtd's socket dir in DIR/sockets (Nova's
+        live_migration_uri takes that address). None with one node."""
+        if self.lay.computes == 1:
+            return None
+        return self.lay.nodes[1].mgmt[0] if self.primary else self.mgmt[1]
+
+    @property
     def libvirt_sock_dir(self) -> Path:
-        """Node 2..: its libvirtd's unix_sock_dir, outside the hidden /run/libvirt so
-        nova-compute (and a peer libvirtd) reach it by path."""
-        return self.lay.state / "sockets" / self.host
+        """Where a peer reaches this node's libvirtd socket (libvirt peer to peer): node
+        2..: its libvirtd's unix_sock_dir, outside the hidden /run/libvirt, so nova-compute
+        and node 1's libvirtd reach it by path; node 1 (the system libvirtd): the
+        machine's /run/libvirt, bound there inside each other node's mount namespace."""
+        return self.lay.state / "sockets" / (self.migration_addr or self.host)
 
     @property
     def libvirt_uri(self) -> str:
@@ -266,8 +280,12 @@ class Node:
         return f"qemu+unix:///system?socket={self.libvirt_sock_dir / 'libvirt-sock'}"
 
     def hidden(self) -> tuple[tuple[str, Path], ...]:
-        """(mount point, the node's own dir bound over it)."""
-        return tuple((point, self.dir / sub) for point, sub in HIDDEN)
+        """(mount point, the node's own dir bound over it): libvirt's dirs, and Nova's
+        instances dir (one path on every node, as Nova assumes: a disk keeps its path
+        across a migration; each node's own disks behind it)."""
+        shared = self.lay.nodes[0].nova_data / "instances"
+        return (*((point, self.dir / sub) for point, sub in HIDDEN),
+                (str(shared), self.nova_data / "instances"))
 
     @property
     def host_uuid(self) -> str:
@@ -403,7 +421,9 @@ def nova(lay: Layout, node: "Node | None" = None) -> str:
     c["DEFAULT"].update({
         "host": node.host, "my_ip": "127.0.0.1" if node.primary else node.mgmt[1],
         "state_path": node.nova_data,
-        "instances_path": node.nova_data / "instances", "enabled_apis": "osapi_compute",
+        # one path on every node (a disk keeps its path across a migration); node 2..'s
+        # mount namespace binds its own dir there (Node.hidden)
+        "instances_path": lay.nodes[0].nova_data / "instances", "enabled_apis": "osapi_compute",
         "osapi_compute_listen": "127.0.0.1", "osapi_compute_listen_port": lay.port("nova"),
         "osapi_compute_workers": 1, "compute_driver": "libvirt.LibvirtDriver",
         "instance_name_template": f"{lay.instance_prefix}%08x",
@@ -422,7 +442,8 @@ def nova(lay: Layout, node: "Node | None" = None) -> str:
         "compute": {k: v for k, v in (("cpu_dedicated_set", node.cpus),
                                       ("cpu_shared_set", node.shared_cpus)) if v},
         # no usable KVM here (REFERENCE §4): TCG, and no APIC as devstack sets without KVM
-        "libvirt": {"virt_type": "qemu", "cpu_mode": "none", "connection_uri": node.libvirt_uri},
+        "libvirt": {"virt_type": "qemu", "cpu_mode": "none", "connection_uri": node.libvirt_uri,
+                    **_migration(lay, node)},
         "workarounds": {"libvirt_disable_apic": True},
         "vnc": {"enabled": False},
         "serial_console": {"enabled": False},
@@ -434,6 +455,20 @@ def nova(lay: Layout, node: "Node | None" = None) -> str:
         "oslo_messaging_notifications": {"driver": "noop"},
     })
     return ini(c)
+
+
+def _migration(lay: Layout, node: Node) -> dict[str, object]:
+    """Live migration between the nodes, libvirt peer to peer: the source's libvirtd
+    reaches the destination's by its socket (named by the destination's inbound address,
+    which Nova puts into live_migration_uri), and QEMU's stream goes to that address over
+    the management link (Nova's migrate URI tcp://<inbound addr>)."""
+    if not node.migration_addr:
+        return {}
+    return {"live_migration_uri": f"qemu+unix:///system?socket={lay.state / 'sockets'}/%s/libvirt-sock",
+            "live_migration_inbound_addr": node.migration_addr,
+            # block migration copies the ISO config drive first with "rsync HOST:PATH"; its
+            # remote shell (RSYNC_RSH, Aio._node_shell) runs it in that node's namespaces
+            "remote_filesystem_transport": "rsync"}
 
 
 def neutron(lay: Layout) -> str:

@@ -2,9 +2,10 @@
 network + mount + UTS namespace with its own OVS, libvirtd, OVS agent and nova-compute
 (tools/aio/README.md). Nova and Neutron see two computes, two hypervisors and two OVS
 agents, each node with its own dedicated CPU; an anti-affinity server group's pair
-lands on both nodes and pings over a VXLAN tenant network, and the underlay link
-between the nodes carries that traffic with the VNI Neutron allocated. One pair for the
-module (two TCG boots); it runs on the session's AIO when that has two nodes
+lands on both nodes and pings over a VXLAN tenant network, the underlay link between
+the nodes carries that traffic with the VNI Neutron allocated, and Nova live-migrates one
+of them to the other node (block migration, libvirt peer to peer) under the suite's 5 ms
+probes. One pair for the module (two TCG boots); it runs on the session's AIO when that has two nodes
 (VNETBENCH_AIO_COMPUTES=2), and is skipped on a one-node AIO. That `down` leaves nothing
 of the nodes is checked by the session fixture (conftest.aio_cloud)."""
 
@@ -154,3 +155,67 @@ def test_an_anti_affinity_pair_lands_on_both_nodes_and_pings_over_vxlan_on_the_u
     assert f"{b_test} > {a_test}: ICMP echo reply" in out, out
     assert vnis(out) == {net.provider_segmentation_id}, out
     print(f"VXLAN on {link}: VNI {net.provider_segmentation_id}; {ping.stdout.strip().splitlines()[-1]}")
+
+
+PROBE_S = 45.0          # the probe stream: the migration (TCG, block) runs inside it
+INTERVAL_MS = 5.0       # the suite's migration probes (faults.migrate, functional matrix)
+
+
+def test_live_migration_between_the_nodes_under_5ms_probes(lay, pair, conn):
+    """Nova live-migrates a, block migration (its disk copied by QEMU; its ISO config drive
+    first, by rsync through the nodes' remote shell) and libvirt peer to peer (node 1's
+    libvirtd and node 2's, each reaching the other's socket), to the other node while the
+    runner, which stays, sends it the suite's 5 ms UDP probes on the flat network (the
+    probe tool here, vnetbench-flowgen probe-recv in the guest); downtime = the longest
+    run of lost probes x 5 ms. (Probes *from* the migrating guest would hide it: a paused
+    guest sends nothing and loses nothing.) b goes first: each node has one dedicated CPU,
+    and a pinned guest needs one on arrival."""
+    from vnetbench.traffic import probe
+    a, b = pair["servers"]
+    source, target = a.compute_host, b.compute_host
+    conn.compute.delete_server(b.id)
+    conn.compute.wait_for_delete(b, wait=120)
+    key, (_, a_mgmt) = pair["key"], pair["ips"]["a"]
+    port, marker = 40000 + secrets.randbelow(20000), 1 + secrets.randbelow(2**31 - 2)
+    recv = ["vnetbench-flowgen", *probe.recv_command(probe.RecvParams(
+        port, PROBE_S + 5, marker, first_within=30), native=True)[1:]]
+    started = _ssh(key, a_mgmt, f"({' '.join(recv)} > /tmp/vnb-probe.out 2>&1 &); sleep 1; cat /tmp/vnb-probe.out")
+    assert started.returncode == 0 and '"ready"' in started.stdout, started.stdout + started.stderr
+    send = subprocess.Popen(probe.send_command(probe.SendParams(a_mgmt, port, INTERVAL_MS, PROBE_S, marker)),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert '"ready"' in send.stdout.readline()
+        time.sleep(3.0)
+        t0 = time.monotonic()
+        conn.compute.live_migrate_server(a, host=target, block_migration="auto")    # Nova: block
+        while time.monotonic() - t0 < PROBE_S:
+            s = conn.compute.get_server(a.id)
+            if s.compute_host == target and s.status == "ACTIVE" and not s.task_state:
+                break
+            assert s.status != "ERROR", s.fault
+            time.sleep(0.5)
+        moved_s = time.monotonic() - t0
+        s = conn.compute.get_server(a.id)
+        assert s.compute_host == target and s.status == "ACTIVE", (s.compute_host, s.status, s.task_state)
+        sent = probe.parse(send.communicate(timeout=PROBE_S + 30)[0])
+    finally:
+        if send.poll() is None:
+            send.kill()
+            send.wait()
+    # block migration: the disk is now in the target node's own storage
+    node = next(n for n in lay.nodes if n.host == target)
+    assert (node.nova_data / "instances" / a.id / "disk").is_file()
+    deadline, out = time.monotonic() + 60, None      # the receiver ends 5 s after the stream
+    while time.monotonic() < deadline:
+        out = _ssh(key, a_mgmt, "cat", "/tmp/vnb-probe.out")      # on its new node now
+        if out.returncode == 0 and out.stdout.count("\n") >= 2:
+            break
+        time.sleep(2)
+    assert out.returncode == 0 and out.stdout.count("\n") >= 2, out.stdout + out.stderr
+    got = probe.parse(out.stdout)
+    res = probe.summarize(sent["sent"], [p[0] for p in got["probes"]], INTERVAL_MS)
+    print(f"live migration {source} -> {target}: {moved_s:.1f} s until Nova had it ACTIVE there; "
+          f"downtime {res['downtime_ms']:.0f} ms ({res['lost']}/{res['sent']} probes lost at "
+          f"{INTERVAL_MS:g} ms, {res['outages']} outage(s))")
+    assert res["received"] > 0 and res["outages"] >= 1, res        # a live migration pauses it
+    assert res["downtime_ms"] < 20_000, res
