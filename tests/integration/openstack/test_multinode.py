@@ -12,6 +12,7 @@ of the nodes is checked by the session fixture (conftest.aio_cloud)."""
 from __future__ import annotations
 
 import secrets
+import shutil
 import subprocess
 import tempfile
 import time
@@ -123,6 +124,7 @@ def pair(lay, aio_cloud):
         if kp:
             c.compute.delete_keypair(kp.name, ignore_missing=True)
         c.close()
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 def test_an_anti_affinity_pair_lands_on_both_nodes_and_pings_over_vxlan_on_the_underlay(lay, pair):
