@@ -46,6 +46,10 @@ def test_each_node_has_its_own_host_libvirtd_ovs_and_cpu():
     assert n1["libvirt"]["connection_uri"] == "qemu:///system"
     assert n2["os_vif_ovs"]["ovsdb_connection"] == f"unix:{STATE}/nodes/c2/ovs/db.sock"
     assert n1["os_vif_ovs"]["ovsdb_connection"] == f"unix:{STATE}/ovs/db.sock"
+    # os-vif's privileged device work (tap MTU, delete on unplug) in the node's netns
+    helper = n2["vif_plug_ovs_privileged"]["helper_command"]
+    assert helper.startswith("nsenter --net=/run/netns/vnbaioa1b2c3-c2 -- privsep-helper")
+    assert "vif_plug_ovs_privileged" not in n1
     # one CPU each: two pinned guests on two nodes never share a core
     assert (n1["compute"]["cpu_dedicated_set"], n2["compute"]["cpu_dedicated_set"]) == ("0", "1")
     # its own state and locks; one instances dir (shared storage, as for live migration)

@@ -452,6 +452,12 @@ def nova(lay: Layout, node: "Node | None" = None) -> str:
         "glance": {"region_name": REGION},
         "service_user": {"send_service_user_token": True, **_auth(lay, "nova")},
         "os_vif_ovs": {"ovsdb_connection": node.ovsdb},
+        # os-vif's device work (a tap's MTU, deleting it on unplug) in the node's network
+        # namespace, where its libvirtd made the tap: nova-compute runs in this machine's,
+        # and a migration's source deleted the destination's new tap of the same name there
+        **({} if node.primary else {"vif_plug_ovs_privileged": {"helper_command": (
+            f"nsenter --net=/run/netns/{node.netns} -- privsep-helper --config-file "
+            f"{node.conf_path('nova')}")}}),
         "oslo_messaging_notifications": {"driver": "noop"},
     })
     return ini(c)

@@ -161,6 +161,7 @@ def test_an_anti_affinity_pair_lands_on_both_nodes_and_pings_over_vxlan_on_the_u
 
 PROBE_S = 45.0          # the probe stream: the migration (TCG, block) runs inside it
 INTERVAL_MS = 5.0       # the suite's migration probes (faults.migrate, functional matrix)
+REACH_S = 240.0
 
 
 def test_live_migration_between_the_nodes_under_5ms_probes(lay, pair, conn):
@@ -173,11 +174,13 @@ def test_live_migration_between_the_nodes_under_5ms_probes(lay, pair, conn):
     guest sends nothing and loses nothing.) b goes first: each node has one dedicated CPU,
     and a pinned guest needs one on arrival."""
     from vnetbench.traffic import probe
-    a, b = pair["servers"]
+    # the guest on node 1 moves to node 2 (node 2 -> node 1 fails here: tools/aio/README.md,
+    # Live migration); the other one goes first
+    (name, a), (_, b) = sorted(zip("ab", pair["servers"]), key=lambda nb: nb[1].compute_host != lay.nodes[0].host)
     source, target = a.compute_host, b.compute_host
     conn.compute.delete_server(b.id)
     conn.compute.wait_for_delete(b, wait=120)
-    key, (_, a_mgmt) = pair["key"], pair["ips"]["a"]
+    key, (_, a_mgmt) = pair["key"], pair["ips"][name]
     port, marker = 40000 + secrets.randbelow(20000), 1 + secrets.randbelow(2**31 - 2)
     recv = ["vnetbench-flowgen", *probe.recv_command(probe.RecvParams(
         port, PROBE_S + 5, marker, first_within=30), native=True)[1:]]
@@ -207,13 +210,18 @@ def test_live_migration_between_the_nodes_under_5ms_probes(lay, pair, conn):
     # block migration: the disk is now in the target node's own storage
     node = next(n for n in lay.nodes if n.host == target)
     assert (node.nova_data / "instances" / a.id / "disk").is_file()
-    deadline, out = time.monotonic() + 60, None      # the receiver ends 5 s after the stream
-    while time.monotonic() < deadline:
+    # the receiver ends 5 s after the stream; the runner reaching the guest again after a
+    # migration took minutes in 2 of 5 runs here (ARP: 'No route to host'): waited for, and told
+    t1, out = time.monotonic(), None
+    while time.monotonic() - t1 < REACH_S:
         out = _ssh(key, a_mgmt, "cat", "/tmp/vnb-probe.out")      # on its new node now
         if out.returncode == 0 and out.stdout.count("\n") >= 2:
             break
         time.sleep(2)
-    assert out.returncode == 0 and out.stdout.count("\n") >= 2, out.stdout + out.stderr
+    assert out.returncode == 0 and out.stdout.count("\n") >= 2, \
+        f"no SSH to {a_mgmt} {REACH_S:g} s after the probes on {target}: {out.stdout + out.stderr}"
+    if time.monotonic() - t1 > 10:
+        print(f"SSH to the guest on {target} again {time.monotonic() - t1:.0f} s after the probe stream")
     got = probe.parse(out.stdout)
     res = probe.summarize(sent["sent"], [p[0] for p in got["probes"]], INTERVAL_MS)
     print(f"live migration {source} -> {target}: {moved_s:.1f} s until Nova had it ACTIVE there; "
