@@ -51,11 +51,17 @@ def main(argv=None) -> int:
                     help="the OVS backend's packet rate in Placement (kilo packets/s; the OVS agent's "
                          "resource_provider_packet_processing_without_direction), e.g. from "
                          "'vnetbench plan --openstack' (docs/capacity.md); default: none")
+    ap.add_argument("--computes", type=int, default=1,
+                    help="compute nodes: this machine, then N-1 emulated ones (a network, mount and "
+                         "UTS namespace each with its own OVS, libvirtd, OVS agent and nova-compute; "
+                         "the CPU sets are shared out between them; default %(default)s)")
     args = ap.parse_args(argv)
+    if args.computes < 1:
+        ap.error("--computes: at least 1")
     log = lambda msg: print(msg, file=sys.stderr, flush=True)   # noqa: E731
     try:
         aio = Aio(Path(args.state), args.port_base, args.cidr, args.pinned_cpus, args.shared_cpus,
-                  args.ovs_kpps)
+                  args.ovs_kpps, computes=args.computes)
         if args.command == "up":
             t0 = time.monotonic()
             image = guest_image(args.image, log)

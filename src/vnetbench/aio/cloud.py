@@ -22,7 +22,7 @@ from pathlib import Path
 import yaml
 
 from vnetbench.aio import conf
-from vnetbench.aio.conf import Layout
+from vnetbench.aio.conf import Layout, Node
 from vnetbench.aio.procs import (MARKER, Daemons, Journal, _tail, alive, log_lines, port_free,
                                   stop, wait_port)
 from vnetbench.errors import PrerequisiteError, VnetbenchError
@@ -65,7 +65,8 @@ class Aio:
     """One all-in-one cloud, owned through its state dir."""
 
     def __init__(self, state: Path, port_base: int = 19000, cidr: str = "198.19.250.0/24",
-                 cpus: str = "0-1", shared_cpus: str = "", ovs_kpps: int | None = None):
+                 cpus: str = "0-1", shared_cpus: str = "", ovs_kpps: int | None = None,
+                 computes: int = 1):
         self.state = state.resolve()
         self.journal = Journal(self.state / "journal.jsonl")
         meta = self._meta()
@@ -73,7 +74,8 @@ class Aio:
         self.lay = Layout(self.state, run_id, int(meta.get("port_base", port_base)),
                           meta.get("cidr", cidr), host=meta.get("host", socket.gethostname()),
                           cpus=meta.get("cpus", cpus), shared_cpus=meta.get("shared_cpus", shared_cpus),
-                          ovs_kpps=meta.get("ovs_kpps", ovs_kpps))
+                          ovs_kpps=meta.get("ovs_kpps", ovs_kpps),
+                          computes=int(meta.get("computes", computes)))
         self.daemons = Daemons(self.journal, self.lay.logs, str(self.state))
         self.timings: dict[str, float] = {}
 
@@ -123,19 +125,22 @@ class Aio:
             (self.state / "meta.json").write_text(json.dumps(
                 {"run_id": self.lay.run_id, "port_base": self.lay.port_base,
                  "cidr": self.lay.cidr, "host": self.lay.host, "cpus": self.lay.cpus,
-                 "shared_cpus": self.lay.shared_cpus, "ovs_kpps": self.lay.ovs_kpps}))
+                 "shared_cpus": self.lay.shared_cpus, "ovs_kpps": self.lay.ovs_kpps,
+                 "computes": self.lay.computes}))
             self.journal.record("aio", run_id=self.lay.run_id, domains=self.lay.instance_prefix)
             for path, text in conf.files(self.lay).items():
                 path.parent.mkdir(parents=True, exist_ok=True)
                 path.write_text(text)
             for name in conf.SERVICES:
                 (self.lay.data(name) / "lock").mkdir(parents=True, exist_ok=True)
-            (self.lay.data("nova") / "instances").mkdir(parents=True, exist_ok=True)
+            for node in self.lay.nodes:
+                (node.nova_data / "instances").mkdir(parents=True, exist_ok=True)
+                (node.nova_data / "lock").mkdir(parents=True, exist_ok=True)
             steps = (("mariadb", self._mariadb), ("databases", self._db_sync_start),
-                     ("rabbitmq", self._rabbitmq), ("ovs", self._ovs),
+                     ("nodes", self._nodes), ("rabbitmq", self._rabbitmq), ("ovs", self._ovs),
                      ("keystone", self._keystone), ("identity", self._identity),
                      ("databases-wait", self._db_sync_wait), ("services", self._services), ("resources", lambda: self._resources(image)),
-                     ("compute", self._wait_compute))
+                     ("compute", self._wait_compute), ("tunnels", self._tunnel_neighbours))
             for name, step in steps:
                 progress(f"aio: {name}")
                 t0 = time.monotonic()
@@ -161,7 +166,17 @@ class Aio:
             raise VnetbenchError("aio: an OVS userspace datapath already runs in the root namespace "
                                  "(link ovs-netdev: another AIO?); two cannot share it; take that "
                                  "one down first ('aio down --state ITS_DIR')")
-        nets = [ipaddress.ip_network(c) for c in (self.lay.cidr, self.lay.external_cidr)]
+        try:
+            conf.split_cpus(self.lay.cpus, self.lay.computes)
+            conf.split_cpus(self.lay.shared_cpus, self.lay.computes)
+        except ValueError as exc:
+            raise VnetbenchError(f"aio: --computes {self.lay.computes}: {exc}; each node needs "
+                                 "its own CPU (--pinned-cpus / --shared-cpus)") from None
+        for node in self.lay.nodes[1:]:
+            if Path("/run/netns", node.netns).exists():
+                raise VnetbenchError(f"aio: namespace {node.netns} exists (another AIO of run "
+                                     f"{self.lay.run_id}?); take it down first")
+        nets = [ipaddress.ip_network(c) for c in self.lay.subnets()]
         addrs = _run(["ip", "-o", "addr", "show"], "ip addr")
         for line in addrs.splitlines():
             parts = line.split()
@@ -169,7 +184,9 @@ class Aio:
                 if parts[2] == "inet" and ipaddress.ip_interface(parts[3]).ip in net:
                     raise VnetbenchError(f"aio: {parts[3]} on {parts[1]} is inside the AIO subnet "
                                          f"{net}; pass --cidr with a free /24 of 198.19.0.0/16 "
-                                         "(its twin in 198.18.0.0/16 is the external network)")
+                                         "(its twin in 198.18.0.0/16 is the external network; "
+                                         "with --computes, its third octet minus 100 in both "
+                                         "halves: underlay and management links)")
 
     def _start(self, name, argv, env=None, port=None, timeout_s=120):
         entry = self.daemons.start(name, argv, env=env)
@@ -211,23 +228,186 @@ class Aio:
         base = self.lay.data("rabbitmq")
         return {"HOME": str(base), "ERL_EPMD_PORT": str(self.lay.port("epmd")),
                 "RABBITMQ_NODENAME": f"vnbaio{self.lay.run_id}@localhost",
-                "RABBITMQ_NODE_IP_ADDRESS": "127.0.0.1",
-                "RABBITMQ_NODE_PORT": str(self.lay.port("rabbit")),
                 "RABBITMQ_DIST_PORT": str(self.lay.port("rabbit_dist")),
                 "RABBITMQ_MNESIA_BASE": str(base / "mnesia"), "RABBITMQ_LOG_BASE": str(base / "log"),
                 "RABBITMQ_LOGS": "-", "RABBITMQ_ENABLED_PLUGINS_FILE": str(base / "enabled_plugins"),
-                "RABBITMQ_CONFIG_FILE": str(base / "rabbitmq"),
+                "RABBITMQ_CONFIG_FILE": str(base / "rabbitmq.conf"),     # conf.rabbitmq
                 "RABBITMQ_ADVANCED_CONFIG_FILE": str(base / "advanced.config"),
                 "RABBITMQ_CONF_ENV_FILE": str(base / "rabbitmq-env.conf"),
                 "RABBITMQ_PID_FILE": str(base / "rabbitmq.pid")}
 
-    def ovs_env(self) -> dict:
-        run = self.lay.ovs_run
+    def ovs_env(self, node: Node | None = None) -> dict:
+        run = (node or self.lay.nodes[0]).ovs_run
         return {"OVS_RUNDIR": str(run), "OVS_LOGDIR": str(run), "OVS_DBDIR": str(run)}
 
-    def vsctl(self, *args, what="ovs-vsctl") -> str:
-        return _run(["ovs-vsctl", f"--db={self.lay.ovsdb}", "--timeout=20", *args], what,
-                    env=self.ovs_env())
+    def vsctl(self, *args, what="ovs-vsctl", node: Node | None = None) -> str:
+        node = node or self.lay.nodes[0]
+        return _run(["ovs-vsctl", f"--db={node.ovsdb}", "--timeout=20", *args], what,
+                    env=self.ovs_env(node))
+
+    def _in(self, node: Node, net: bool = True) -> list[str]:
+        """argv prefix: run in NODE's network (unless not NET), mount and UTS namespaces
+        (those of its holder process); nothing for node 1, this machine."""
+        if node.primary:
+            return []
+        holder = next(e for e in reversed(self.processes()) if e["name"] == f"{node.name}-node")
+        return ["nsenter", f"--target={holder['pid']}", "--mount", "--uts", *(["--net"] if net else []), "--"]
+
+    def _node_start(self, node: Node, name: str, argv, env=None, port=None, net: bool = True):
+        """A daemon of NODE, in its namespaces, journaled as '<node>-NAME' (node 1: NAME)."""
+        full = name if node.primary else f"{node.name}-{name}"
+        return self._start(full, [*self._in(node, net), *argv], env=env, port=port)
+
+    def _node_shell(self) -> Path:
+        """The nova-computes' remote shell (RSYNC_RSH): 'HOST COMMAND...' runs COMMAND in
+        the mount namespace of that node (ssh between compute nodes, which Nova's block
+        migration uses to copy a config drive); node 1's is that of its ovsdb-server."""
+        first = next(e for e in reversed(self.processes()) if e["name"] == "ovsdb-server")
+        cases = [f'  {self.lay.nodes[0].host}) exec nsenter --target={first["pid"]} --mount -- "$@" ;;']
+        for node in self.lay.nodes[1:]:
+            cases.append(f'  {node.host}) exec {" ".join(self._in(node, net=False))} "$@" ;;')
+        path = self.lay.state / "nodes" / "rsh"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("#!/bin/sh\n# nova-compute's RSYNC_RSH between the AIO's nodes (aio/cloud.py)\n"
+                        'host="$1"; shift\ncase "$host" in\n' + "\n".join(cases) +
+                        '\n  *) echo "rsh: no AIO node $host" >&2; exit 255 ;;\nesac\n')
+        path.chmod(0o755)
+        return path
+
+    # --- compute nodes 2..N -------------------------------------------------------------
+    def _nodes(self) -> None:
+        """Each emulated node's namespaces and links, before RabbitMQ (it listens on this
+        machine's end of their management links)."""
+        if len(self.lay.nodes) > 1:
+            from vnetbench.testbed.libvirt.deployment import connect
+            connect().close()           # the machine's libvirtd (node 1's): its /run/libvirt
+        for node in self.lay.nodes[1:]:
+            self._node_namespaces(node)
+
+    def _node_namespaces(self, node: Node) -> None:
+        """A network namespace with three veths to this machine (management: RabbitMQ;
+        underlay: tenant tunnels; provider: the physnet's flat and VLAN networks) and a
+        mount + UTS namespace held by a process of its own: the node's hostname, and its
+        own /run/libvirt, /var/lib/libvirt, /var/log/libvirt and /etc/libvirt/qemu."""
+        ns = node.netns
+        self.journal.record("netns", name=ns, node=node.name)
+        _run(["ip", "netns", "add", ns], f"netns {ns}")
+        inside = ["ip", "netns", "exec", ns]
+        for kind, inner in Node.INNER.items():
+            link = node.link(kind)
+            self.journal.record("link", name=link)
+            _run(["ip", "link", "add", link, "type", "veth", "peer", "name", inner, "netns", ns],
+                 f"veth {link}")
+            _run(["ip", "link", "set", link, "up"], f"{link} up")
+            if kind != "m":     # in OVS netdev bridges: no checksum left to offload
+                _run(["ethtool", "-K", link, "tx", "off"], f"ethtool on {link}")
+                _run([*inside, "ethtool", "-K", inner, "tx", "off"], f"ethtool on {inner} in {ns}")
+        ours, theirs = node.mgmt
+        _run(["ip", "addr", "add", f"{ours}/30", "dev", node.link("m")], f"address on {node.link('m')}")
+        _run([*inside, "ip", "addr", "add", f"{theirs}/30", "dev", Node.INNER["m"]], f"address in {ns}")
+        for dev in ("lo", *Node.INNER.values()):
+            _run([*inside, "ip", "link", "set", dev, "up"], f"{dev} up in {ns}")
+        # node 1's migration address (its end of node 2's link) from every node
+        _run([*inside, "ip", "route", "add", "default", "via", ours], f"default route in {ns}")
+        binds = []
+        first = self.lay.nodes[0]
+        if first.migration_addr:    # the machine's libvirtd for a peer-to-peer migration to node 1
+            binds += ["/run/libvirt", str(first.libvirt_sock_dir)]
+            first.libvirt_sock_dir.mkdir(parents=True, exist_ok=True)
+        for point, src in node.hidden():
+            src.mkdir(parents=True, exist_ok=True)
+            binds += [str(src), point]
+        node.libvirt_sock_dir.mkdir(parents=True, exist_ok=True)
+        ready = node.dir / "ready"
+        ready.unlink(missing_ok=True)
+        script = ('hostname "$1" && shift && while [ "$#" -gt 1 ]; do mkdir -p "$2" && mount --bind "$1" "$2" '
+                  '&& shift 2 || exit 1; done && touch "$1" && exec sleep infinity')
+        entry = self._start(f"{node.name}-node", [
+            *inside, "unshare", "--mount", "--uts", "--propagation", "private", "--",
+            "sh", "-c", script, "node", node.host, *binds, str(ready)])
+        for _ in range(100):
+            if ready.exists():
+                return
+            self.daemons.check(f"{node.name}-node", entry)
+            time.sleep(0.05)
+        raise VnetbenchError(f"aio: node {node.name}'s namespaces not ready after 5 s")
+
+    def _node_ovs(self, node: Node) -> None:
+        """The node's own OVS (in its namespaces): provider bridge with its provider link,
+        underlay bridge with its underlay link and tunnel endpoint address."""
+        run = node.ovs_run
+        run.mkdir(parents=True, exist_ok=True)
+        _run(["ovsdb-tool", "create", run / "conf.db", OVS_SCHEMA], "ovsdb-tool create")
+        self._start_ovs(node)
+        self.vsctl("--no-wait", "set", "open_vswitch", ".",
+                   f"external_ids:vnetbench-aio={self.lay.run_id}", node=node)
+        own = f"external_ids:vnetbench-aio={self.lay.run_id}"
+        self.vsctl("add-br", node.br_phys, "--", "set", "bridge", node.br_phys, "datapath_type=netdev", own,
+                   "--", "add-port", node.br_phys, Node.INNER["p"],
+                   "--", "add-br", node.br_underlay, "--", "set", "bridge", node.br_underlay,
+                   "datapath_type=netdev", own, "--", "add-port", node.br_underlay, Node.INNER["u"],
+                   what=f"bridges of node {node.name}", node=node)
+        inside = ["ip", "netns", "exec", node.netns]
+        self._underlay_address(node, inside)
+        _run([*inside, "ip", "link", "set", node.br_phys, "up"], f"{node.br_phys} up")
+
+    def _underlay_address(self, node: Node, inside: list[str]) -> None:
+        br = node.br_underlay
+        plen = ipaddress.ip_network(self.lay.underlay_cidr).prefixlen
+        _run([*inside, "ip", "addr", "add", f"{node.underlay_ip}/{plen}", "dev", br], f"address on {br}")
+        _run([*inside, "ip", "link", "set", br, "up"], f"{br} up")
+        _run([*inside, "ethtool", "-K", br, "tx", "off"], f"ethtool on {br}")
+
+    def _node_underlay_hub(self) -> None:
+        """Node 1's underlay bridge (its tunnel endpoint) and the other nodes' underlay and
+        provider links' ends in node 1's bridges: node 1 is their switch."""
+        first = self.lay.nodes[0]
+        own = f"external_ids:vnetbench-aio={self.lay.run_id}"
+        self.journal.record("bridge", name=first.br_underlay)
+        tx = ["add-br", first.br_underlay, "--", "set", "bridge", first.br_underlay,
+              "datapath_type=netdev", own]
+        for node in self.lay.nodes[1:]:
+            tx += ["--", "add-port", first.br_underlay, node.link("u"),
+                   "--", "add-port", first.br_phys, node.link("p")]
+        self.vsctl(*tx, what="underlay bridge")
+        self._underlay_address(first, [])
+
+    def _tunnel_neighbours(self) -> None:
+        """Each node's OVS told its peers' tunnel endpoint MACs: userspace tunnels resolve
+        the outer MAC in their own cache (filled only from ARP replies they see) and drop
+        the packet that misses (kinds/ovs/netns.tunnel_neighbours)."""
+        nodes = self.lay.nodes
+        if len(nodes) < 2:
+            return
+        macs = {}
+        for node in nodes:
+            inside = [] if node.primary else ["ip", "netns", "exec", node.netns]
+            macs[node.index] = _run([*inside, "cat", f"/sys/class/net/{node.br_underlay}/address"],
+                                    f"MAC of {node.br_underlay}").strip()
+        for node in nodes:
+            ctl = ["ovs-appctl", "-t", str(node.ovs_run / "ovs-vswitchd.ctl")]
+            for peer in nodes:
+                if peer is not node:
+                    _run([*ctl, "tnl/neigh/set", node.br_underlay, peer.underlay_ip, macs[peer.index]],
+                         f"tnl/neigh/set on node {node.name}")
+
+    def _node_libvirt(self, node: Node) -> None:
+        """virtlogd and libvirtd of the node, in its namespaces (its hostname: libvirt's,
+        so Placement's resource provider's), their sockets by path."""
+        self._node_start(node, "virtlogd", ["virtlogd", "-p", str(node.dir / "virtlogd.pid")])
+        entry = self._node_start(node, "libvirtd", ["libvirtd", "-f", str(node.etc / "libvirtd.conf"),
+                                                    "-p", str(node.dir / "libvirtd.pid")])
+        sock = node.libvirt_sock_dir / "libvirt-sock"
+        for _ in range(300):
+            if sock.exists():
+                break
+            self.daemons.check(f"{node.name}-libvirtd", entry)
+            time.sleep(0.1)
+        name = _run(["virsh", "-c", node.libvirt_uri, "hostname"], f"virsh hostname of {node.name}",
+                    timeout_s=60).strip()
+        if name != node.host:
+            raise VnetbenchError(f"aio: node {node.name}'s libvirtd says its hostname is {name!r}, "
+                                 f"not {node.host!r}: Placement would name its provider wrong")
 
     def _ovs(self) -> None:
         run = self.lay.ovs_run
@@ -235,6 +415,8 @@ class Aio:
         db = run / "conf.db"
         _run(["ovsdb-tool", "create", db, OVS_SCHEMA], "ovsdb-tool create")
         self._start_ovs()
+        for node in self.lay.nodes[1:]:
+            self._node_ovs(node)
         self.vsctl("--no-wait", "set", "open_vswitch", ".",
                    f"external_ids:vnetbench-aio={self.lay.run_id}")
         br = self.lay.br_phys
@@ -246,9 +428,12 @@ class Aio:
         # the userspace datapath does not fill in checksums the kernel left to offload
         _run(["ethtool", "-K", br, "tx", "off"], f"ethtool on {br}")
         self._outside()
+        if len(self.lay.nodes) > 1:
+            self._node_underlay_hub()
         # the VM taps stay up (a tap's IFF_UP can be lost as ovs-vswitchd opens it)
-        self._start("tapkeeper", [sys.executable, "-m", "vnetbench.aio.tapkeeper", "--db",
-                                  self.lay.ovsdb, "--bridge", self.lay.br_int], env=self.ovs_env())
+        for node in self.lay.nodes:
+            self._node_start(node, "tapkeeper", [sys.executable, "-m", "vnetbench.aio.tapkeeper", "--db",
+                                                 node.ovsdb, "--bridge", node.br_int], env=self.ovs_env(node))
 
     def _outside(self) -> None:
         """A machine outside the cloud, on its external network (the provider network the
@@ -272,23 +457,26 @@ class Aio:
         self.vsctl("add-port", lay.br_phys, link, "--", "set", "port", link,
                    f"tag={conf.EXTERNAL_VLAN}", what=f"port {link} on {lay.br_phys}")
 
-    def _start_ovs(self) -> None:
-        run = self.lay.ovs_run
-        env = self.ovs_env()
-        entry = self._start("ovsdb-server", [
+    def _start_ovs(self, node: Node | None = None) -> None:
+        node = node or self.lay.nodes[0]
+        run = node.ovs_run
+        env = self.ovs_env(node)
+        pre = "" if node.primary else f"{node.name}-"
+        entry = self._node_start(node, "ovsdb-server", [
             "ovsdb-server", str(run / "conf.db"), f"--remote=punix:{run / 'db.sock'}",
             f"--unixctl={run / 'ovsdb-server.ctl'}", f"--pidfile={run / 'ovsdb-server.pid'}"], env=env)
         for _ in range(100):
             if (run / "db.sock").exists():
                 break
-            self.daemons.check("ovsdb-server", entry)
+            self.daemons.check(f"{pre}ovsdb-server", entry)
             time.sleep(0.1)
-        self.vsctl("--no-wait", "init")
-        entry = self._start("ovs-vswitchd", [
-            "ovs-vswitchd", self.lay.ovsdb, f"--unixctl={run / 'ovs-vswitchd.ctl'}",
+        self.vsctl("--no-wait", "init", node=node)
+        entry = self._node_start(node, "ovs-vswitchd", [
+            "ovs-vswitchd", node.ovsdb, f"--unixctl={run / 'ovs-vswitchd.ctl'}",
             f"--pidfile={run / 'ovs-vswitchd.pid'}"], env=env)
-        self.vsctl("--if-exists", "del-br", "vnb-aio-probe")   # answers once vswitchd reads the db
-        self.daemons.check("ovs-vswitchd", entry)
+        # answers once vswitchd reads the db
+        self.vsctl("--if-exists", "del-br", "vnb-aio-probe", node=node)
+        self.daemons.check(f"{pre}ovs-vswitchd", entry)
 
     def _ovs_clear(self, ovs: list[dict]) -> list[str]:
         """Delete every bridge of this AIO's own OVS instance (the netdev datapath keeps
@@ -417,8 +605,20 @@ class Aio:
         self.daemons.start("heat-engine", ["heat-engine", *heat])
         self.daemons.start("neutron-openvswitch-agent", ["neutron-openvswitch-agent", *agent],
                            env=self.ovs_env())
-        self._compute_argv = ["nova-compute", *nova]
-        self.daemons.start("nova-compute", self._compute_argv, env=self.ovs_env())
+        rsh = {"RSYNC_RSH": str(self._node_shell())} if len(self.lay.nodes) > 1 else {}
+        self._computes = {"nova-compute": (["nova-compute", *nova], {**self.ovs_env(), **rsh})}
+        for node in self.lay.nodes[1:]:
+            self._node_libvirt(node)
+            self._node_start(node, "neutron-openvswitch-agent", [
+                "neutron-openvswitch-agent", *neutron, "--config-file", str(node.conf_path("neutron"))],
+                env=self.ovs_env(node))
+            # the node's mount and UTS namespaces (its instances dir, its hostname), this
+            # machine's network namespace (the APIs on loopback); libvirtd and OVS by socket
+            self._computes[f"{node.name}-nova-compute"] = (
+                [*self._in(node, net=False), "nova-compute", "--config-file", str(node.conf_path("nova"))],
+                {**self.ovs_env(node), **rsh})
+        for name, (argv, env) in self._computes.items():
+            self.daemons.start(name, argv, env=env)
         for name, entry in entries.items():
             wait_port(lay.port(name), f"{name}-api", 240, entry, lay.logs)
         # after neutron-server: the agent's first call (get_host_ha_router_count) sent before
@@ -528,6 +728,7 @@ class Aio:
         (PCPU for pinned guests, VCPU for unpinned ones); and the OVS agent is alive."""
         c = self.connect()
         want = {rc for rc, cpus in (("PCPU", self.lay.cpus), ("VCPU", self.lay.shared_cpus)) if cpus}
+        n, hosts = self.lay.computes, [node.host for node in self.lay.nodes]
         t0, last, restarts, next_discover = time.monotonic(), "nothing yet", 0, 0.0
         while time.monotonic() - t0 < timeout_s:
             for entry in self.current():
@@ -537,35 +738,41 @@ class Aio:
                 if (entry["name"] == "nova-compute" and restarts < 3
                         and any(RACE in ln for ln in log_lines(log, 60) or [])):
                     restarts += 1
-                    self.daemons.start("nova-compute", self._compute_argv, env=self.ovs_env())
+                    argv, env = self._computes["nova-compute"]
+                    self.daemons.start("nova-compute", argv, env=env)
                     continue
                 raise VnetbenchError(f"aio: {entry['name']} exited: {_tail(log)} (log: {log})")
             hyps = [h for h in c.compute.hypervisors(details=True)]
-            if not hyps and time.monotonic() >= next_discover and self._compute_up(c):
-                # map the new compute host into its cell now (devstack's discover_hosts):
+            if (len(hyps) < n and time.monotonic() >= next_discover
+                    and self._computes_up(c) > len(hyps)):
+                # map the new compute hosts into their cell now (devstack's discover_hosts):
                 # the scheduler's periodic discovery took 20-25 s to run here
                 self._discover_hosts()
                 next_discover = time.monotonic() + 5
                 hyps = [h for h in c.compute.hypervisors(details=True)]
-            agents = {a.agent_type: a for a in c.network.agents()}
-            silent = [t for t in ("Open vSwitch agent", "L3 agent")
-                      if not (t in agents and agents[t].is_alive)]
-            if not hyps:
-                last = "no hypervisor in the cell yet"
+            agents = list(c.network.agents())
+            ovs = {a.host for a in agents if a.agent_type == "Open vSwitch agent" and a.is_alive}
+            silent = [f"the OVS agent of {h}" for h in hosts if h not in ovs]
+            if not any(a.agent_type == "L3 agent" and a.is_alive for a in agents):
+                silent.append("the L3 agent")
+            if len(hyps) < n:
+                last = f"{len(hyps)} of {n} hypervisors in the cell yet"
             elif silent:
-                last = f"the {' and the '.join(silent)} has not reported"
+                last = f"{' and '.join(silent)} has not reported"
             else:
                 rps = list(c.placement.resource_providers())
-                inv = [i for rp in rps for i in c.placement.resource_provider_inventories(rp)]
-                if want <= {i.resource_class for i in inv}:
+                lacking = [rp.name for rp in rps
+                           if not want <= {i.resource_class for i in c.placement.resource_provider_inventories(rp)}
+                           and rp.name in {h.name for h in hyps}]
+                if not lacking:
                     return
-                last = f"no {'/'.join(sorted(want))} inventory in placement yet"
+                last = f"no {'/'.join(sorted(want))} inventory in placement yet for {', '.join(lacking)}"
             time.sleep(2)
         raise VnetbenchError(f"aio: compute not ready after {timeout_s:g} s: {last}")
 
     @staticmethod
-    def _compute_up(c) -> bool:
-        return any(s.binary == "nova-compute" and s.state == "up" for s in c.compute.services())
+    def _computes_up(c) -> int:
+        return sum(s.binary == "nova-compute" and s.state == "up" for s in c.compute.services())
 
     def _discover_hosts(self) -> None:
         _run(["nova-manage", "--config-file", self.lay.conf_path("nova"), "cell_v2",
@@ -589,7 +796,10 @@ class Aio:
         for e in self.current():
             lines.append(f"{e['name']:28} pid {e['pid']:>7}  {'running' if alive(e) else 'GONE'}")
         for e in self.journal.entries():
-            if e["kind"] == "netns":     # the outside host: --outside netns:NAME
+            if e["kind"] == "netns" and e.get("node"):
+                here = Path("/run/netns", e["name"]).exists()
+                lines.append(f"node {e['node']} netns:{e['name']}  {'running' if here else 'GONE'}")
+            elif e["kind"] == "netns":     # the outside host: --outside netns:NAME
                 here = Path("/run/netns", e["name"]).exists()
                 lines.append(f"outside netns:{e['name']} ({self.lay.outside_cidr})  "
                              f"{'running' if here else 'GONE'}")
@@ -605,21 +815,32 @@ class Aio:
             prefix = next((e["domains"] for e in entries if e["kind"] == "aio"), None)
             procs = [e for e in entries if e["kind"] == "process"]
             # nova-compute first, so it creates nothing new while its domains go
-            compute = [e for e in procs if e["name"] == "nova-compute"]
+            compute = [e for e in procs if e["name"].endswith("nova-compute")]
             problems += stop(compute, marker=None)
             if prefix:
                 problems += _remove_domains(prefix)
+                # the emulated nodes' domains, through their own libvirtd (while it runs)
+                for node in self.lay.nodes[1:]:
+                    if (node.libvirt_sock_dir / "libvirt-sock").exists():
+                        problems += _remove_domains(prefix, node.libvirt_uri)
             ovs = [e for e in procs if e["name"] in OVS_DAEMONS]
-            problems += stop([e for e in procs if e["name"] not in OVS_DAEMONS], marker=None)
+            # 5 s: heat-engine and the OVS agents outlast SIGTERM (measured > 16 s), then SIGKILL
+            problems += stop([e for e in procs if e["name"] not in OVS_DAEMONS], marker=None, timeout_s=5)
             problems += self._ovs_clear(ovs)
             problems += stop(procs, marker=str(self.state))
             for e in entries:
                 if e["kind"] == "netns" and Path("/run/netns", e["name"]).exists():
-                    try:        # its veth goes with it
+                    try:        # its veths go with it
                         _run(["ip", "netns", "delete", e["name"]], f"deleting netns {e['name']}")
                     except VnetbenchError as exc:
                         problems.append(str(exc))
-            for sub in ("data", "etc", "ovs", "netns"):
+            for e in entries:   # a veth whose peer never reached its namespace
+                if e["kind"] == "link" and Path("/sys/class/net", e["name"]).exists():
+                    try:
+                        _run(["ip", "link", "del", e["name"]], f"deleting link {e['name']}")
+                    except VnetbenchError as exc:
+                        problems.append(str(exc))
+            for sub in ("data", "etc", "ovs", "netns", "nodes", "sockets"):
                 shutil.rmtree(self.state / sub, ignore_errors=True)
             for f in ("clouds.yaml", "meta.json", "mysql.sock", "mariadb.pid", "timings.json"):
                 (self.state / f).unlink(missing_ok=True)
@@ -628,11 +849,12 @@ class Aio:
             return problems
 
 
-def _remove_domains(prefix: str) -> list[str]:
-    """Destroy and undefine this AIO's Nova domains (their names carry its run id)."""
+def _remove_domains(prefix: str, uri: str | None = None) -> list[str]:
+    """Destroy and undefine this AIO's Nova domains (their names carry its run id), on the
+    system libvirtd or the one at URI (an emulated node's)."""
     from vnetbench.testbed.libvirt.deployment import connect
     try:
-        conn = connect()
+        conn = connect(uri) if uri else connect()
     except VnetbenchError as exc:
         return [str(exc)]
     problems = []

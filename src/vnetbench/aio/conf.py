@@ -43,6 +43,7 @@ class Layout:
     # the OVS backend's packet rate in Placement (kpps), handed off from a capacity
     # profile (vnetbench.capacity.openstack); None: no packet-processing inventory
     ovs_kpps: int | None = None
+    computes: int = 1                  # compute nodes: this machine's, then emulated ones
 
     def port(self, name: str) -> int:
         return self.port_base + PORT_NAMES.index(name)
@@ -138,6 +139,210 @@ class Layout:
     def conf_path(self, service: str, name: str | None = None) -> Path:
         return self.etc / service / (name or f"{service}.conf")
 
+    # --- compute nodes ---------------------------------------------------------------------
+    @property
+    def nodes(self) -> tuple["Node", ...]:
+        """Node 1 is this machine (root namespaces, the system libvirtd); nodes 2..N are
+        emulated ones, each a network + mount + UTS namespace of its own."""
+        return tuple(Node(self, i) for i in range(1, self.computes + 1))
+
+    @property
+    def underlay_cidr(self) -> str:
+        """The tenant tunnels' underlay between the nodes (node i holds address .i): the
+        flat subnet's third octet minus 100 (198.19.250.0/24 -> 198.19.150.0/24)."""
+        net = ipaddress.ip_network(self.cidr)
+        return str(ipaddress.ip_network((int(net.network_address) - (100 << 8), net.prefixlen)))
+
+    @property
+    def mgmt_cidr(self) -> str:
+        """The management links (RabbitMQ from a node's agent): the external subnet's
+        third octet minus 100 (198.18.250.0/24 -> 198.18.150.0/24), a /30 per node."""
+        net = ipaddress.ip_network(self.external_cidr)
+        return str(ipaddress.ip_network((int(net.network_address) - (100 << 8), net.prefixlen)))
+
+    def subnets(self) -> tuple[str, ...]:
+        """Every subnet the AIO puts on this machine's interfaces."""
+        extra = (self.underlay_cidr, self.mgmt_cidr) if self.computes > 1 else ()
+        return (self.cidr, self.external_cidr, *extra)
+
+
+def split_cpus(spec: str, n: int) -> list[str]:
+    """SPEC (a cpuset: '0-1', '0,2-3', '') shared out between N nodes, one CPU or more each,
+    in order; '' stays '' everywhere. Fewer CPUs than nodes: a ValueError."""
+    if not spec or n == 1:
+        return [spec] * n
+    cpus: list[int] = []
+    for part in spec.split(","):
+        lo, _, hi = part.partition("-")
+        cpus += range(int(lo), int(hi or lo) + 1)
+    if len(cpus) < n:
+        raise ValueError(f"cpuset {spec!r} has {len(cpus)} CPU(s) for {n} compute nodes")
+    per, extra = divmod(len(cpus), n)
+    out, at = [], 0
+    for i in range(n):
+        take = per + (1 if i < extra else 0)
+        out.append(",".join(map(str, cpus[at:at + take])))
+        at += take
+    return out
+
+
+# what a node's libvirtd must not share with the machine's (mount point -> its dir's name)
+HIDDEN = (("/run/libvirt", "run-libvirt"), ("/var/lib/libvirt", "lib-libvirt"),
+          ("/var/log/libvirt", "log-libvirt"), ("/etc/libvirt/qemu", "etc-libvirt-qemu"))
+
+
+@dataclass(frozen=True)
+class Node:
+    """One compute node of the AIO: its names, sockets, bridges and addresses."""
+    lay: Layout
+    index: int                         # 1 = this machine; 2.. = emulated nodes
+
+    @property
+    def primary(self) -> bool:
+        return self.index == 1
+
+    @property
+    def name(self) -> str:
+        return f"c{self.index}"
+
+    @property
+    def host(self) -> str:
+        """Nova's [DEFAULT] host = the OVS agent's host = libvirtd's hostname (Placement's
+        resource provider); dotted, so libvirt takes it as it is (no DNS lookup)."""
+        return self.lay.host if self.primary else f"{self.name}.vnbaio{self.lay.run_id}.test"
+
+    @property
+    def netns(self) -> str | None:
+        return None if self.primary else f"vnbaio{self.lay.run_id}-{self.name}"
+
+    @property
+    def dir(self) -> Path:
+        return self.lay.state / "nodes" / self.name
+
+    @property
+    def etc(self) -> Path:
+        return self.lay.etc / "nodes" / self.name
+
+    @property
+    def ovs_run(self) -> Path:
+        return self.lay.ovs_run if self.primary else self.dir / "ovs"
+
+    @property
+    def ovsdb(self) -> str:
+        return f"unix:{self.ovs_run / 'db.sock'}"
+
+    def _br(self, kind: str) -> str:
+        # the same on every node, as br-int is in a cloud: a live migration's destination
+        # plugs the port into the bridge the source's binding names (each node's bridges
+        # are in its own network namespace and OVS)
+        return f"vnb{self.lay.run_id}-{kind}"
+
+    @property
+    def br_int(self) -> str:
+        return self._br("int")
+
+    @property
+    def br_tun(self) -> str:
+        return self._br("tun")
+
+    @property
+    def br_phys(self) -> str:
+        return self._br("phy")
+
+    @property
+    def br_underlay(self) -> str:
+        """The netdev bridge holding the tunnel endpoint (userspace tunnels leave through
+        the bridge whose local port has the route's address) and the underlay link."""
+        return self._br("ul")
+
+    @property
+    def migration_addr(self) -> str | None:
+        """Nova's live_migration_inbound_addr: where a peer's QEMU sends this node the
+        migration stream (its end of a management link; node 1: its end of node 2's),
+        and the name of its libvirtd's socket dir in DIR/sockets (Nova's
+        live_migration_uri takes that address). None with one node."""
+        if self.lay.computes == 1:
+            return None
+        return self.lay.nodes[1].mgmt[0] if self.primary else self.mgmt[1]
+
+    @property
+    def libvirt_sock_dir(self) -> Path:
+        """Where a peer reaches this node's libvirtd socket (libvirt peer to peer): node
+        2..: its libvirtd's unix_sock_dir, outside the hidden /run/libvirt, so nova-compute
+        and node 1's libvirtd reach it by path; node 1 (the system libvirtd): the
+        machine's /run/libvirt, bound there inside each other node's mount namespace."""
+        return self.lay.state / "sockets" / (self.migration_addr or self.host)
+
+    @property
+    def libvirt_uri(self) -> str:
+        if self.primary:
+            return "qemu:///system"
+        return f"qemu+unix:///system?socket={self.libvirt_sock_dir / 'libvirt-sock'}"
+
+    def hidden(self) -> tuple[tuple[str, Path], ...]:
+        """(mount point, the node's own dir bound over it): libvirt's dirs, and Nova's
+        instances dir (one path on every node, as Nova assumes: a disk keeps its path
+        across a migration; each node's own disks behind it)."""
+        shared = self.lay.nodes[0].nova_data / "instances"
+        return (*((point, self.dir / sub) for point, sub in HIDDEN),
+                (str(shared), self.nova_data / "instances"))
+
+    @property
+    def host_uuid(self) -> str:
+        """libvirtd's host UUID (one per node: a migration to 'the same host' is refused)."""
+        import uuid
+        return str(uuid.uuid5(uuid.NAMESPACE_DNS, self.host))
+
+    @property
+    def underlay_ip(self) -> str:
+        return str(ipaddress.ip_network(self.lay.underlay_cidr).network_address + self.index)
+
+    @property
+    def local_ip(self) -> str:
+        """The OVS agent's tunnel endpoint: one node has no peer, and keeps the provider
+        bridge's address as before; with more, each node's underlay address."""
+        if self.lay.computes == 1:
+            return self.lay.host_cidr.split("/")[0]
+        return self.underlay_ip
+
+    @property
+    def mgmt(self) -> tuple[str, str]:
+        """(this machine's end, the node's end) of its management link, a /30 each."""
+        base = ipaddress.ip_network(self.lay.mgmt_cidr).network_address + 4 * self.index
+        return str(base + 1), str(base + 2)
+
+    def link(self, kind: str) -> str:
+        """This machine's end of the node's veth KIND: m (management), u (underlay, in node
+        1's underlay bridge), p (provider, in node 1's provider bridge)."""
+        return f"vnb{self.lay.run_id}-{kind}{self.index}"
+
+    # inside the node's namespace
+    INNER = {"m": "mgmt0", "u": "ul0", "p": "phy0"}
+
+    @property
+    def transport_url(self) -> str:
+        at = "127.0.0.1" if self.primary else self.mgmt[0]
+        return f"rabbit://guest:guest@{at}:{self.lay.port('rabbit')}/"
+
+    @property
+    def cpus(self) -> str:
+        return split_cpus(self.lay.cpus, self.lay.computes)[self.index - 1]
+
+    @property
+    def shared_cpus(self) -> str:
+        return split_cpus(self.lay.shared_cpus, self.lay.computes)[self.index - 1]
+
+    @property
+    def nova_data(self) -> Path:
+        return self.lay.data("nova") if self.primary else self.lay.data(f"nova-{self.name}")
+
+    def conf_path(self, service: str) -> Path:
+        """nova.conf, openvswitch_agent.ini of this node."""
+        if self.primary:
+            return self.lay.conf_path("nova") if service == "nova" else \
+                self.lay.conf_path("neutron", "openvswitch_agent.ini")
+        return self.etc / ("nova.conf" if service == "nova" else "openvswitch_agent.ini")
+
 
 def ini(sections: dict[str, dict[str, object]]) -> str:
     out = []
@@ -207,11 +412,18 @@ NOVA_FILTERS = ("ComputeFilter", "ComputeCapabilitiesFilter", "ImagePropertiesFi
                 "AvailabilityZoneFilter", "NUMATopologyFilter")
 
 
-def nova(lay: Layout) -> str:
+def nova(lay: Layout, node: "Node | None" = None) -> str:
+    """nova.conf of NODE's nova-compute (node 1's file serves the API, conductor and
+    scheduler too): its host, libvirtd, OVS, CPUs and files."""
+    node = node or lay.nodes[0]
     c = _common(lay, "nova")
+    c["oslo_concurrency"]["lock_path"] = node.nova_data / "lock"
     c["DEFAULT"].update({
-        "host": lay.host, "my_ip": "127.0.0.1", "state_path": lay.data("nova"),
-        "instances_path": lay.data("nova") / "instances", "enabled_apis": "osapi_compute",
+        "host": node.host, "my_ip": "127.0.0.1" if node.primary else node.mgmt[1],
+        "state_path": node.nova_data,
+        # one path on every node (a disk keeps its path across a migration); node 2..'s
+        # mount namespace binds its own dir there (Node.hidden)
+        "instances_path": lay.nodes[0].nova_data / "instances", "enabled_apis": "osapi_compute",
         "osapi_compute_listen": "127.0.0.1", "osapi_compute_listen_port": lay.port("nova"),
         "osapi_compute_workers": 1, "compute_driver": "libvirt.LibvirtDriver",
         "instance_name_template": f"{lay.instance_prefix}%08x",
@@ -227,10 +439,11 @@ def nova(lay: Layout) -> str:
         "filter_scheduler": {"enabled_filters": ",".join(NOVA_FILTERS)},
         # pinned guests take whole host CPUs (PCPU inventory), unpinned ones share the
         # others (VCPU): a host offers only what is set, and the two sets may not overlap
-        "compute": {k: v for k, v in (("cpu_dedicated_set", lay.cpus),
-                                      ("cpu_shared_set", lay.shared_cpus)) if v},
+        "compute": {k: v for k, v in (("cpu_dedicated_set", node.cpus),
+                                      ("cpu_shared_set", node.shared_cpus)) if v},
         # no usable KVM here (REFERENCE §4): TCG, and no APIC as devstack sets without KVM
-        "libvirt": {"virt_type": "qemu", "cpu_mode": "none", "connection_uri": "qemu:///system"},
+        "libvirt": {"virt_type": "qemu", "cpu_mode": "none", "connection_uri": node.libvirt_uri,
+                    **_migration(lay, node)},
         "workarounds": {"libvirt_disable_apic": True},
         "vnc": {"enabled": False},
         "serial_console": {"enabled": False},
@@ -238,10 +451,30 @@ def nova(lay: Layout) -> str:
         "neutron": _auth(lay, "neutron"),
         "glance": {"region_name": REGION},
         "service_user": {"send_service_user_token": True, **_auth(lay, "nova")},
-        "os_vif_ovs": {"ovsdb_connection": lay.ovsdb},
+        "os_vif_ovs": {"ovsdb_connection": node.ovsdb},
+        # os-vif's device work (a tap's MTU, deleting it on unplug) in the node's network
+        # namespace, where its libvirtd made the tap: nova-compute runs in this machine's,
+        # and a migration's source deleted the destination's new tap of the same name there
+        **({} if node.primary else {"vif_plug_ovs_privileged": {"helper_command": (
+            f"nsenter --net=/run/netns/{node.netns} -- privsep-helper --config-file "
+            f"{node.conf_path('nova')}")}}),
         "oslo_messaging_notifications": {"driver": "noop"},
     })
     return ini(c)
+
+
+def _migration(lay: Layout, node: Node) -> dict[str, object]:
+    """Live migration between the nodes, libvirt peer to peer: the source's libvirtd
+    reaches the destination's by its socket (named by the destination's inbound address,
+    which Nova puts into live_migration_uri), and QEMU's stream goes to that address over
+    the management link (Nova's migrate URI tcp://<inbound addr>)."""
+    if not node.migration_addr:
+        return {}
+    return {"live_migration_uri": f"qemu+unix:///system?socket={lay.state / 'sockets'}/%s/libvirt-sock",
+            "live_migration_inbound_addr": node.migration_addr,
+            # block migration copies the ISO config drive first with "rsync HOST:PATH"; its
+            # remote shell (RSYNC_RSH, Aio._node_shell) runs it in that node's namespaces
+            "remote_filesystem_transport": "rsync"}
 
 
 def neutron(lay: Layout) -> str:
@@ -273,15 +506,22 @@ def ml2(lay: Layout) -> str:
         "securitygroup": {"firewall_driver": "openvswitch", "enable_security_group": True}})
 
 
-def ovs_agent(lay: Layout) -> str:
-    local_ip = lay.host_cidr.split("/")[0]
-    inventory = ({"resource_provider_packet_processing_without_direction": f"{lay.host}:{lay.ovs_kpps}"}
+def ovs_agent(lay: Layout, node: "Node | None" = None) -> str:
+    """NODE's OVS agent (read after neutron.conf, whose [DEFAULT] it overrides for a node
+    of its own: host, RabbitMQ over the management link, locks)."""
+    node = node or lay.nodes[0]
+    inventory = ({"resource_provider_packet_processing_without_direction": f"{node.host}:{lay.ovs_kpps}"}
                  if lay.ovs_kpps else {})
+    default: dict[str, object] = {"host": node.host}
+    extra: dict[str, dict[str, object]] = {}
+    if not node.primary:
+        default.update({"transport_url": node.transport_url, "state_path": node.dir / "neutron"})
+        extra["oslo_concurrency"] = {"lock_path": node.dir / "neutron" / "lock"}
     return ini({
-        "DEFAULT": {"host": lay.host},
-        "ovs": {"bridge_mappings": f"{PHYSNET}:{lay.br_phys}", "integration_bridge": lay.br_int,
-                "tunnel_bridge": lay.br_tun, "datapath_type": "netdev", "local_ip": local_ip,
-                "ovsdb_connection": lay.ovsdb, "of_listen_address": "127.0.0.1",
+        "DEFAULT": default, **extra,
+        "ovs": {"bridge_mappings": f"{PHYSNET}:{node.br_phys}", "integration_bridge": node.br_int,
+                "tunnel_bridge": node.br_tun, "datapath_type": "netdev", "local_ip": node.local_ip,
+                "ovsdb_connection": node.ovsdb, "of_listen_address": "127.0.0.1",
                 "of_listen_port": lay.port("openflow"), **inventory},
         "agent": {"tunnel_types": ",".join(TUNNEL_TYPES), "root_helper": "env",
                   "root_helper_daemon": "", "extensions": "qos"},
@@ -321,9 +561,32 @@ def heat(lay: Layout) -> str:
     return ini(c)
 
 
+def rabbitmq(lay: Layout) -> str:
+    """rabbitmq.conf: a listener on loopback and, with more nodes, one on this machine's end
+    of each node's management link; guest may log in from there (it is not loopback)."""
+    lines = [f"listeners.tcp.local = 127.0.0.1:{lay.port('rabbit')}"]
+    for node in lay.nodes[1:]:
+        lines.append(f"listeners.tcp.{node.name} = {node.mgmt[0]}:{lay.port('rabbit')}")
+    if lay.computes > 1:
+        lines.append("loopback_users = none")
+    return "\n".join(lines) + "\n"
+
+
+def libvirtd(node: Node) -> str:
+    """libvirtd.conf of an emulated node: its sockets by path, its own host UUID."""
+    return "\n".join([f'unix_sock_dir = "{node.libvirt_sock_dir}"', f'host_uuid = "{node.host_uuid}"',
+                      'unix_sock_rw_perms = "0770"', 'auth_unix_rw = "none"', ""])
+
+
 def files(lay: Layout) -> dict[Path, str]:
     """Every configuration file the AIO writes (all inside its state dir)."""
-    return {lay.conf_path("keystone"): keystone(lay),
+    nodes = {}
+    for node in lay.nodes[1:]:
+        nodes.update({node.conf_path("nova"): nova(lay, node),
+                      node.conf_path("neutron"): ovs_agent(lay, node),
+                      node.etc / "libvirtd.conf": libvirtd(node)})
+    return {**nodes, lay.conf_path("keystone"): keystone(lay),
+            lay.data("rabbitmq") / "rabbitmq.conf": rabbitmq(lay),
             lay.conf_path("glance", "glance-api.conf"): glance(lay),
             lay.conf_path("placement"): placement(lay),
             lay.conf_path("nova"): nova(lay),

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from aio_capacity import handed_off_kpps
+from aio_nodes import computes_wanted, layout_of, leftovers
 
 REPO = Path(__file__).resolve().parents[3]
 AIO = [sys.executable, "-m", "vnetbench.aio"]
@@ -37,7 +38,9 @@ def aio_cloud(aio_image):
     temp tree: QEMU, running as libvirt's user, must reach the instances' disks.
     Ports and subnet: the first of 19000+100k / 198.19.(250-k).0/24 that nothing holds; one
     AIO per machine, so it first waits up to VNETBENCH_AIO_WAIT_S (300) s for another to go.
-    VNETBENCH_AIO_CLOUDS=PATH uses a running AIO's clouds.yaml instead (left running)."""
+    VNETBENCH_AIO_CLOUDS=PATH uses a running AIO's clouds.yaml instead (left running).
+    VNETBENCH_AIO_COMPUTES=N: its compute nodes (aio up --computes, default 1). After
+    `down`, nothing of it may be left (namespaces, links, processes, domains)."""
     if os.environ.get("VNETBENCH_AIO_CLOUDS"):      # a running AIO of the developer's
         yield Path(os.environ["VNETBENCH_AIO_CLOUDS"])
         return
@@ -46,20 +49,24 @@ def aio_cloud(aio_image):
     for slot in range(8):       # another session's AIO may hold the first ports and subnet
         argv = [*AIO, "up", "--state", str(state), "--image", str(aio_image),
                 "--port-base", str(19000 + 100 * slot), "--cidr", f"198.19.{250 - slot}.0/24",
-                "--ovs-kpps", str(handed_off_kpps())]
+                "--ovs-kpps", str(handed_off_kpps()), "--computes", computes_wanted()]
         up = subprocess.run(argv, capture_output=True, text=True, timeout=1200, cwd=REPO)
         if up.returncode != 2 or not BUSY.search(up.stderr):
             break
-    ok = False
+    ok, lay = False, None
     try:
         assert up.returncode == 0, f"aio up failed (logs kept in {state}/logs):\n{up.stderr[-4000:]}"
         print(up.stderr.strip().splitlines()[-1])
-        yield Path(up.stdout.strip().splitlines()[-1])
+        clouds = Path(up.stdout.strip().splitlines()[-1])
+        lay = layout_of(clouds)
+        yield clouds
         ok = True
     finally:
         down = subprocess.run([*AIO, "down", "--state", str(state)], capture_output=True,
                               text=True, timeout=300, cwd=REPO)
         assert down.returncode == 0, f"aio down failed:\n{down.stderr[-2000:]}"
+        left = leftovers(lay) if lay else []
+        assert not left, f"aio down left: {', '.join(left)}"
         if ok:          # else keep DIR/logs (all that down leaves) for the failure's story
             shutil.rmtree(state, ignore_errors=True)
 

@@ -1,0 +1,231 @@
+"""Two compute nodes on one machine (aio up --computes 2, issue 25): the second one is a
+network + mount + UTS namespace with its own OVS, libvirtd, OVS agent and nova-compute
+(tools/aio/README.md). Nova and Neutron see two computes, two hypervisors and two OVS
+agents, each node with its own dedicated CPU; an anti-affinity server group's pair
+lands on both nodes and pings over a VXLAN tenant network, the underlay link between
+the nodes carries that traffic with the VNI Neutron allocated, and Nova live-migrates one
+of them to the other node (block migration, libvirt peer to peer) under the suite's 5 ms
+probes. One pair for the module (two TCG boots); it runs on the session's AIO when that has two nodes
+(VNETBENCH_AIO_COMPUTES=2), and is skipped on a one-node AIO. That `down` leaves nothing
+of the nodes is checked by the session fixture (conftest.aio_cloud)."""
+
+from __future__ import annotations
+
+import secrets
+import shutil
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+from aio_nodes import layout_of, vnis
+
+CLOUD, FLAT, IMAGE, FLAVOR = "vnetbench-aio", "vnetbench-flat", "vnetbench-guest", "vnetbench-pinned"
+CIDR = "198.18.61.0/24"
+BOOT_S = 600            # two TCG guests booting at once on two CPUs
+
+
+@pytest.fixture(scope="module")
+def lay(aio_cloud):
+    lay = layout_of(aio_cloud)
+    if lay.computes < 2:
+        pytest.skip("the session's AIO has one compute node (VNETBENCH_AIO_COMPUTES=2 brings up two)")
+    return lay
+
+
+def test_two_computes_two_hypervisors_two_ovs_agents_one_cpu_each(lay, conn):
+    hosts = {n.host for n in lay.nodes}
+    computes = [s for s in conn.compute.services() if s.binary == "nova-compute"]
+    assert {s.host for s in computes} == hosts and {s.state for s in computes} == {"up"}, computes
+    hyps = list(conn.compute.hypervisors(details=True))
+    names = [h.name for h in hyps]
+    # Placement names each provider after its libvirtd's hostname (the node's UTS namespace)
+    assert len(names) == 2 and len(set(names)) == 2 and lay.nodes[1].host in names, names
+    agents = [a for a in conn.network.agents() if a.agent_type == "Open vSwitch agent"]
+    assert {a.host for a in agents} == hosts and all(a.is_alive for a in agents), agents
+    # each agent tunnels from its node's underlay address
+    assert {a.host: a.configuration["tunneling_ip"] for a in agents} == \
+        {n.host: n.local_ip for n in lay.nodes}
+    # one dedicated CPU per node, as Placement has it
+    for name in names:
+        (rp,) = conn.placement.resource_providers(name=name)
+        inv = {i.resource_class: i.total for i in conn.placement.resource_provider_inventories(rp)}
+        assert inv.get("PCPU") == 1, (name, inv)
+
+
+def _ssh(key: Path, ip: str, *command: str, timeout: float = 60) -> subprocess.CompletedProcess:
+    return subprocess.run(["ssh", "-i", str(key), "-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=no",
+                           "-o", "UserKnownHostsFile=/dev/null", "-o", "LogLevel=ERROR",
+                           "-o", "ConnectTimeout=5", f"root@{ip}", *command],
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def _wait_ssh(key: Path, ip: str, deadline: float) -> None:
+    last = None
+    while time.monotonic() < deadline:
+        last = _ssh(key, ip, "true", timeout=30)
+        if last.returncode == 0:
+            return
+        time.sleep(3)
+    raise AssertionError(f"no SSH to {ip}: {last and last.stderr.strip()}")
+
+
+@pytest.fixture(scope="module")
+def pair(lay, aio_cloud):
+    """Two pinned servers of an anti-affinity group, each with a port on a VXLAN tenant
+    network (the test NIC) and one on the flat network (the runner's SSH), as admin
+    through openstacksdk; everything deleted after."""
+    from vnetbench.testbed.openstack import cloud
+    c = cloud.connect(CLOUD, str(aio_cloud))
+    tmp = Path(tempfile.mkdtemp(prefix="vnbmn-"))
+    key = tmp / "id"
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key)], check=True)
+    tag = f"vnbmn-{secrets.token_hex(3)}"
+    servers, ports, net, group, kp = [], [], None, None, None
+    try:
+        kp = c.compute.create_keypair(name=tag, public_key=(tmp / "id.pub").read_text())
+        net = c.network.create_network(name=tag, provider_network_type="vxlan")
+        c.network.create_subnet(network_id=net.id, name=tag, ip_version=4, cidr=CIDR,
+                                gateway_ip=None, enable_dhcp=False)
+        flat = c.network.find_network(FLAT, ignore_missing=False)
+        group = c.compute.create_server_group(name=tag, policy="anti-affinity")
+        image = c.image.find_image(IMAGE, ignore_missing=False)
+        flavor = c.compute.find_flavor(FLAVOR, ignore_missing=False)
+        for name in ("a", "b"):
+            test = c.network.create_port(network_id=net.id, name=f"{tag}-{name}", port_security_enabled=False)
+            mgmt = c.network.create_port(network_id=flat.id, name=f"{tag}-{name}-m", port_security_enabled=False)
+            ports += [test, mgmt]
+            servers.append(c.compute.create_server(
+                name=f"{tag}-{name}", image_id=image.id, flavor_id=flavor.id, key_name=kp.name,
+                networks=[{"port": test.id}, {"port": mgmt.id}], config_drive=True,
+                scheduler_hints={"group": group.id}))
+        t0 = time.monotonic()
+        servers = [c.compute.wait_for_server(s, wait=BOOT_S) for s in servers]
+        ips = {name: (test.fixed_ips[0]["ip_address"], mgmt.fixed_ips[0]["ip_address"])
+               for name, test, mgmt in zip("ab", ports[0::2], ports[1::2])}
+        for _, m in ips.values():
+            _wait_ssh(key, m, t0 + BOOT_S)
+        print(f"pair up and reachable {time.monotonic() - t0:.0f} s after ACTIVE was asked")
+        yield {"servers": [c.compute.get_server(s.id) for s in servers], "ips": ips, "key": key,
+               "network": c.network.get_network(net.id)}
+    finally:
+        for s in servers:
+            c.compute.delete_server(s.id, ignore_missing=True)
+        for s in servers:
+            c.compute.wait_for_delete(s, wait=120)
+        for p in ports:
+            c.network.delete_port(p.id, ignore_missing=True)
+        if net:
+            c.network.delete_network(net.id, ignore_missing=True)
+        if group:
+            c.compute.delete_server_group(group.id, ignore_missing=True)
+        if kp:
+            c.compute.delete_keypair(kp.name, ignore_missing=True)
+        c.close()
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def test_an_anti_affinity_pair_lands_on_both_nodes_and_pings_over_vxlan_on_the_underlay(lay, pair):
+    a, b = pair["servers"]
+    assert a.host_id != b.host_id, (a.host_id, b.host_id)
+    assert {a.compute_host, b.compute_host} == {n.host for n in lay.nodes}
+    net = pair["network"]
+    assert net.provider_network_type == "vxlan" and net.provider_segmentation_id
+    (a_test, a_mgmt), (b_test, _) = pair["ips"]["a"], pair["ips"]["b"]
+    # the underlay link between the nodes: this machine's end of node 2's underlay veth
+    link = lay.nodes[1].link("u")
+    cap = subprocess.Popen(["tcpdump", "-i", link, "-nn", "-l", "-c", "8", "udp port 4789"],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        time.sleep(1.0)         # tcpdump attached (its 'listening on' line is on stderr)
+        ping = _ssh(pair["key"], a_mgmt, "ping", "-c", "5", "-i", "0.2", "-W", "5", b_test)
+        assert ping.returncode == 0 and " 0% packet loss" in ping.stdout, ping.stdout + ping.stderr
+        out, _ = cap.communicate(timeout=20)
+    finally:
+        if cap.poll() is None:
+            cap.terminate()
+            cap.wait(timeout=10)
+    lines = [ln for ln in out.splitlines() if "VXLAN" in ln]
+    assert lines, out
+    # the outer header between the two tunnel endpoints, the inner ICMP between the guests
+    ends = {n.local_ip for n in lay.nodes}
+    assert all(any(f"{e}." in ln for e in ends) for ln in lines), out
+    # (tcpdump prints the inner packet on the line after its VXLAN header)
+    assert f"{a_test} > {b_test}: ICMP echo request" in out, out
+    assert f"{b_test} > {a_test}: ICMP echo reply" in out, out
+    assert vnis(out) == {net.provider_segmentation_id}, out
+    print(f"VXLAN on {link}: VNI {net.provider_segmentation_id}; {ping.stdout.strip().splitlines()[-1]}")
+
+
+PROBE_S = 45.0          # the probe stream: the migration (TCG, block) runs inside it
+INTERVAL_MS = 5.0       # the suite's migration probes (faults.migrate, functional matrix)
+REACH_S = 240.0
+
+
+def test_live_migration_between_the_nodes_under_5ms_probes(lay, pair, conn):
+    """Nova live-migrates a, block migration (its disk copied by QEMU; its ISO config drive
+    first, by rsync through the nodes' remote shell) and libvirt peer to peer (node 1's
+    libvirtd and node 2's, each reaching the other's socket), to the other node while the
+    runner, which stays, sends it the suite's 5 ms UDP probes on the flat network (the
+    probe tool here, vnetbench-flowgen probe-recv in the guest); downtime = the longest
+    run of lost probes x 5 ms. (Probes *from* the migrating guest would hide it: a paused
+    guest sends nothing and loses nothing.) b goes first: each node has one dedicated CPU,
+    and a pinned guest needs one on arrival."""
+    from vnetbench.traffic import probe
+    # the guest on node 1 moves to node 2 (node 2 -> node 1 fails here: tools/aio/README.md,
+    # Live migration); the other one goes first
+    (name, a), (_, b) = sorted(zip("ab", pair["servers"]), key=lambda nb: nb[1].compute_host != lay.nodes[0].host)
+    source, target = a.compute_host, b.compute_host
+    conn.compute.delete_server(b.id)
+    conn.compute.wait_for_delete(b, wait=120)
+    key, (_, a_mgmt) = pair["key"], pair["ips"][name]
+    port, marker = 40000 + secrets.randbelow(20000), 1 + secrets.randbelow(2**31 - 2)
+    recv = ["vnetbench-flowgen", *probe.recv_command(probe.RecvParams(
+        port, PROBE_S + 5, marker, first_within=30), native=True)[1:]]
+    started = _ssh(key, a_mgmt, f"({' '.join(recv)} > /tmp/vnb-probe.out 2>&1 &); sleep 1; cat /tmp/vnb-probe.out")
+    assert started.returncode == 0 and '"ready"' in started.stdout, started.stdout + started.stderr
+    send = subprocess.Popen(probe.send_command(probe.SendParams(a_mgmt, port, INTERVAL_MS, PROBE_S, marker)),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert '"ready"' in send.stdout.readline()
+        time.sleep(3.0)
+        t0 = time.monotonic()
+        conn.compute.live_migrate_server(a, host=target, block_migration="auto")    # Nova: block
+        while time.monotonic() - t0 < PROBE_S:
+            s = conn.compute.get_server(a.id)
+            if s.compute_host == target and s.status == "ACTIVE" and not s.task_state:
+                break
+            assert s.status != "ERROR", s.fault
+            time.sleep(0.5)
+        moved_s = time.monotonic() - t0
+        s = conn.compute.get_server(a.id)
+        assert s.compute_host == target and s.status == "ACTIVE", (s.compute_host, s.status, s.task_state)
+        sent = probe.parse(send.communicate(timeout=PROBE_S + 30)[0])
+    finally:
+        if send.poll() is None:
+            send.kill()
+            send.wait()
+    # block migration: the disk is now in the target node's own storage
+    node = next(n for n in lay.nodes if n.host == target)
+    assert (node.nova_data / "instances" / a.id / "disk").is_file()
+    # the receiver ends 5 s after the stream; the runner reaching the guest again after a
+    # migration took minutes in 2 of 5 runs here (ARP: 'No route to host'): waited for, and told
+    t1, out = time.monotonic(), None
+    while time.monotonic() - t1 < REACH_S:
+        out = _ssh(key, a_mgmt, "cat", "/tmp/vnb-probe.out")      # on its new node now
+        if out.returncode == 0 and out.stdout.count("\n") >= 2:
+            break
+        time.sleep(2)
+    assert out.returncode == 0 and out.stdout.count("\n") >= 2, \
+        f"no SSH to {a_mgmt} {REACH_S:g} s after the probes on {target}: {out.stdout + out.stderr}"
+    if time.monotonic() - t1 > 10:
+        print(f"SSH to the guest on {target} again {time.monotonic() - t1:.0f} s after the probe stream")
+    got = probe.parse(out.stdout)
+    res = probe.summarize(sent["sent"], [p[0] for p in got["probes"]], INTERVAL_MS)
+    print(f"live migration {source} -> {target}: {moved_s:.1f} s until Nova had it ACTIVE there; "
+          f"downtime {res['downtime_ms']:.0f} ms ({res['lost']}/{res['sent']} probes lost at "
+          f"{INTERVAL_MS:g} ms, {res['outages']} outage(s))")
+    assert res["received"] > 0 and res["outages"] >= 1, res        # a live migration pauses it
+    assert res["downtime_ms"] < 20_000, res
