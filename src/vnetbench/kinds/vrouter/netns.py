@@ -118,12 +118,13 @@ def expected_routes(testbed, host: str, removed=()) -> int:
     interfaces taken out since bring-up)."""
     from vnetbench.kinds.vrouter.control_node import joined
     links = joined(routing_groups(testbed, removed))
+    extra = {h.name: northsouth.announced(testbed, h.name) for h in testbed.hosts}
     vm_routes = {h.name: [nic.vnet for vm in testbed.vms_on(h.name) for nic in vm.nics]
-                 + [v for kind, v in northsouth.announced(testbed, h.name) if kind == "vm"]
+                 + [v for kind, v in extra[h.name] if kind == "vm"]
                  for h in testbed.hosts}
     leaks = sum(len(links.get(vnet, ())) for vnets in vm_routes.values() for vnet in vnets)
     return leaks + sum(len(vm_routes[h.name]) + len(testbed.vnets_on(h.name))
-                       + sum(kind == "bcast" for kind, _ in northsouth.announced(testbed, h.name))
+                       + sum(kind == "bcast" for kind, _ in extra[h.name])
                        for h in testbed.hosts if h.name != host)
 
 
@@ -421,21 +422,22 @@ def snat_instances(ctx) -> None:
         sns, hns = n.vm_ns(r.name), n.host_ns(r.host)
         ctx.run.record("netns", name=sns)
         nsops.create(sns, then=nlbatch.Batch(sns).set("lo up", index=1, up=True).send_here)
-        sides = ((northsouth.LEFT_DEV, "l", r.ports[0].mac), (northsouth.RIGHT_DEV, "r", r.gateway_mac))
+        sides = [(dev, n.si_port(ri, side), mac, n.alias(f"router={r.name} SNAT service instance {dev}"))
+                 for dev, side, mac in ((northsouth.LEFT_DEV, "l", r.ports[0].mac),
+                                        (northsouth.RIGHT_DEV, "r", r.gateway_mac))]
         with nsops.rtnl(sns) as ns:
-            for dev, side, mac in sides:
-                alias = n.alias(f"router={r.name} SNAT service instance {dev}")
-                links.veth(ns, dev, n.si_port(ri, side), hns, tb.network.tenant_mtu, alias)
+            for dev, port, mac, alias in sides:
+                links.veth(ns, dev, port, hns, tb.network.tenant_mtu, alias)
                 links.stamp(ns, dev, alias)
                 ns.link("set", index=links.index(ns, dev), address=mac)
         with nsops.rtnl(hns) as ns:
-            for dev, side, _ in sides:
-                links.stamp(ns, n.si_port(ri, side), n.alias(f"router={r.name} SNAT service instance {dev}"))
-                links.up(ns, n.si_port(ri, side))
-        offloads.off(hns, [(n.si_port(ri, side), ("tx",)) for _, side, _ in sides])
-        offloads.off(sns, [(dev, ("tx",)) for dev, _, _ in sides])
+            for _, port, _, alias in sides:
+                links.stamp(ns, port, alias)
+                links.up(ns, port)
+        offloads.off(hns, [(port, ("tx",)) for _, port, _, _ in sides])
+        offloads.off(sns, [(dev, ("tx",)) for dev, _, _, _ in sides])
         nsops.sysctl(sns, "net/ipv4/ip_forward", "1")
-        for dev, _, _ in sides:
+        for dev, _, _, _ in sides:
             nsops.sysctl(sns, f"net/ipv4/conf/{dev}/rp_filter", "2")
         with nsops.rtnl(sns) as ns:
             left, right = links.index(ns, northsouth.LEFT_DEV), links.index(ns, northsouth.RIGHT_DEV)

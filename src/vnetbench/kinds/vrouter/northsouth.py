@@ -37,10 +37,15 @@ def snat_routers(tb) -> list:
     return [(i, r) for i, r in enumerate(tb.routers) if r.gateway is not None and r.snat]
 
 
+def _gateway_hosts(tb) -> list[str]:
+    """The hosts of the routers with a gateway, sorted."""
+    return sorted({r.host for r in tb.routers if r.gateway is not None})
+
+
 def gateway_host(tb) -> str | None:
     """The host whose vRouter is the SDN gateway: the (one) host of the routers with a
     gateway; None without an external network."""
-    hosts = sorted({r.host for r in tb.routers if r.gateway is not None})
+    hosts = _gateway_hosts(tb)
     if tb.external is None or not hosts:
         return None
     return hosts[0]
@@ -48,7 +53,7 @@ def gateway_host(tb) -> str | None:
 
 def why_not(tb) -> str | None:
     """Why this testbed's north-south cannot be realised on vrouter; None when it can."""
-    hosts = sorted({r.host for r in tb.routers if r.gateway is not None})
+    hosts = _gateway_hosts(tb)
     if len(hosts) > 1:
         return (f"vrouter has one SDN gateway (the simple gateway of one host's vRouter): the "
                 f"routers with external_gateway are on {', '.join(hosts)}; put them on one host")
@@ -118,18 +123,11 @@ def announced(tb, host: str) -> list[tuple[str, str]]:
     """(kind, vnet) of each route HOST's agent announces beyond its VMs' and their VNs'
     broadcast routes: its SNAT service instances' interfaces (and their VNs' broadcast
     routes), the floating IPs of its VMs, the SDN gateway's default route."""
-    si = [i for i in si_ifaces(tb, _NoNames()) if i["host"] == host]
-    out = [("vm", i["vnet"]) for i in si]
-    out += [("bcast", v) for v in sorted({i["vnet"] for i in si})]
+    si = [vnet for _, r in snat_routers(tb) if r.host == host for vnet in (left_vn(r.name), PUBLIC)]
+    out = [("vm", vnet) for vnet in si]                 # si_ifaces' left and right interfaces
+    out += [("bcast", v) for v in sorted(set(si))]
     out += [("vm", PUBLIC) for f in tb.floating_ips if tb.vm(f.vm).host == host]
     if gateway_host(tb) == host:
         out.append(("vm", PUBLIC))
     return out
 
-
-class _NoNames:
-    """Port names do not matter when counting routes."""
-
-    @staticmethod
-    def si_port(ri, side):
-        return f"{ri}{side}"
