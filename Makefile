@@ -78,14 +78,27 @@ demo: install
 smoke: install
 	$(VENV)/bin/vnetbench demo
 
-# unit tests (on every CPU: they share nothing), integration tests (one at a time: they
-# time real traffic), then the functional matrix's quick subset (every row on one network
-# type per kind); all three run even if one fails, the exit status is the first failure's
+# unit tests (on every CPU: they share nothing); then the integration tests as two lanes
+# at once, each one test at a time (they mostly wait on timers and guests: one lane alone
+# leaves most of the two CPUs idle; tests/integration/lanes.py): the namespace tests, and
+# the guests' lane (the functional matrix's quick subset, every row on one network type
+# per kind, then the libvirt guests and the all-in-one cloud), its output printed after;
+# all run even if one fails, the exit status is the first failure's
+LANES ?= /tmp/vnetbench-lanes
 test: install
 	$(VENV)/bin/pytest -ra -n $$(nproc) $(PYTEST_ARGS) tests/unit; u=$$?; \
-	$(VENV)/bin/pytest -ra $(PYTEST_ARGS) tests/integration; a=$$?; \
-	$(VENV)/bin/vnetbench functional --quick; b=$$?; \
-	exit $$(( u ? u : a ? a : b ))
+	rm -rf $(LANES) /run/vnetbench-guests; mkdir -p $(LANES); \
+	echo "the guests' lane (functional matrix, libvirt guests, all-in-one cloud) runs beside the"; \
+	echo "namespace tests; its output: $(LANES)/guests.log, printed when both are done"; \
+	( export VNETBENCH_TEST_LANE=guests VNETBENCH_STATE_DIR=/run/vnetbench-guests; \
+	  $(VENV)/bin/vnetbench functional --quick; b=$$?; \
+	  $(VENV)/bin/pytest -ra $(PYTEST_ARGS) --basetemp=$(LANES)/guests tests/integration; g=$$?; \
+	  exit $$(( g ? g : b )) ) > $(LANES)/guests.log 2>&1 & lane=$$!; \
+	VNETBENCH_TEST_LANE=netns $(VENV)/bin/pytest -ra $(PYTEST_ARGS) --basetemp=$(LANES)/netns tests/integration; a=$$?; \
+	wait $$lane; g=$$?; \
+	echo "==================== the guests' lane ($(LANES)/guests.log) ===================="; \
+	cat $(LANES)/guests.log; \
+	exit $$(( u ? u : a ? a : g ))
 
 unit: venv
 	$(VENV)/bin/pytest -ra -n $$(nproc) tests/unit

@@ -10,6 +10,7 @@ import secrets
 import pytest
 from pyroute2 import IPRoute, NetNS, netns
 
+import lanes
 import leaks
 from leaks import leftovers
 from vnetbench.testbed import capabilities
@@ -21,9 +22,14 @@ OPENSTACK = Path(__file__).parent / "openstack"
 
 def pytest_collection_modifyitems(config, items):
     # the all-in-one cloud's tests last: its session-scoped cloud (about 15 processes that
-    # poll and tick) is then up only while they run, not idle beside 25 minutes of
-    # namespace tests on the same two CPUs
+    # poll and tick) is then up only while they run, not idle beside the guests' tests
     items.sort(key=lambda item: OPENSTACK in item.path.parents)
+    lane = lanes.selected()
+    if lane is not None:            # the test command's lanes (lanes.py)
+        other = [item for item in items if lanes.lane_of(item.path) != lane]
+        if other:
+            config.hook.pytest_deselected(items=other)
+            items[:] = [item for item in items if lanes.lane_of(item.path) == lane]
     if os.geteuid() != 0:
         skip = pytest.mark.skip(reason="needs root (CAP_NET_ADMIN, CAP_SYS_ADMIN) to create namespaces")
         for item in items:
@@ -45,8 +51,12 @@ def pytest_configure(config):
     stale = _stale_flowgen()
     if stale:
         raise pytest.UsageError(stale)
+    try:
+        lane = lanes.selected()
+    except ValueError as exc:
+        raise pytest.UsageError(str(exc)) from None
     if os.geteuid() == 0 and os.environ.get("VNETBENCH_LEAK_GUARD", "on") != "off":
-        config.pluginmanager.register(leaks.ModuleGuard(Path(__file__).parent), "vnetbench-module-guard")
+        config.pluginmanager.register(leaks.ModuleGuard(Path(__file__).parent, lane), "vnetbench-module-guard")
 
 
 def _stale_flowgen() -> str | None:

@@ -119,20 +119,50 @@ class ModuleGuard:
     suite_objects before each module of DIRECTORY, what session- or package-scoped
     fixtures make during it attributed to them, and the module's last teardown failing
     on anything it added that is still there; at the session's end, once every fixture
-    is gone, everything compared with the very start."""
+    is gone, everything compared with the very start.
 
-    def __init__(self, directory: Path):
+    In one of the test command's lanes (LANE, lanes.py) another session runs beside this
+    one: then a namespace or root-namespace link counts only when its name carries the id
+    of a run this session made (``lanes.owned_run_ids``, looked for at every test's
+    boundaries, so a run torn down later still counts), QEMU processes and libvirt
+    domains only in the guests lane (the netns lane makes none), processes by this
+    session's temp tree and state root."""
+
+    def __init__(self, directory: Path, lane: str | None = None):
         self.directory = Path(directory)
+        self.lane = lane
         self.session = self.before = None
         self.module = None
         self.owned: dict[str, set[str]] = {}
+        self.run_ids: set[str] = set()
 
     def _ours(self, item) -> bool:
         return self.directory in Path(item.path).parents
 
-    @staticmethod
-    def _markers(config) -> tuple[str, ...]:
-        return (str(config._tmp_path_factory.getbasetemp()), "/run/vnetbench/")
+    def _markers(self, config) -> tuple[str, ...]:
+        base = str(config._tmp_path_factory.getbasetemp())
+        if self.lane is None:
+            return (base, "/run/vnetbench/")
+        return (base, f"{(os.environ.get('VNETBENCH_STATE_DIR') or '/run/vnetbench').rstrip('/')}/")
+
+    def _look_for_runs(self, config) -> None:
+        if self.lane is not None:
+            import lanes
+            self.run_ids |= lanes.owned_run_ids(self._markers(config))
+
+    def _mine(self, objects: dict[str, set[str]]) -> dict[str, set[str]]:
+        """OBJECTS (suite_objects) narrowed to this session's in a lane; all of them else."""
+        if self.lane is None:
+            return objects
+        ids = self.run_ids
+        out = {}
+        for k, v in objects.items():
+            if k in ("namespaces", "root-namespace links"):
+                v = {name for name in v if any(rid in name for rid in ids)}
+            elif k in ("QEMU processes", "libvirt domains") and self.lane != "guests":
+                v = set()
+            out[k] = set(v)
+        return out
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_setup(self, item):
@@ -143,7 +173,17 @@ class ModuleGuard:
                 self.session = {k: set(v) for k, v in now.items()}
             self.module, self.before = module, now
             merge(self.before, {k: list(v) for k, v in self.owned.items()})
-        return (yield)
+        try:
+            return (yield)
+        finally:
+            self._look_for_runs(item.config)
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_call(self, item):
+        try:
+            return (yield)
+        finally:
+            self._look_for_runs(item.config)
 
     @pytest.hookimpl(wrapper=True)
     def pytest_fixture_setup(self, fixturedef, request):
@@ -160,6 +200,7 @@ class ModuleGuard:
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_teardown(self, item, nextitem):
+        self._look_for_runs(item.config)
         failed = None
         try:
             result = yield
@@ -170,7 +211,8 @@ class ModuleGuard:
         ends = self.module == module and (last or nextitem.nodeid.split("::")[0] != module)
         message = None
         if self.session is not None and (ends or last):
-            left = left_since(self.session if last else self.before, self._markers(item.config))
+            left = left_since(self.session if last else self.before, self._markers(item.config),
+                              mine=self._mine)
             self.module = None
             if left:
                 what = "; ".join(f"{k}: {', '.join(v[:8])}" for k, v in left.items())
@@ -186,13 +228,15 @@ class ModuleGuard:
 
 
 def left_since(before: dict[str, set[str]], markers: tuple[str, ...],
-               grace_s: float = float(os.environ.get("VNETBENCH_LEAK_GRACE_S", "15"))) -> dict:
-    """What exists now and did not BEFORE; a few seconds' grace for what is going (a killed
-    QEMU not yet reaped, a port a daemon is unplugging), so that only what stays is named."""
+               grace_s: float = float(os.environ.get("VNETBENCH_LEAK_GRACE_S", "15")),
+               mine=lambda objects: objects) -> dict:
+    """What exists now and did not BEFORE, of what MINE keeps (a lane's own); a few
+    seconds' grace for what is going (a killed QEMU not yet reaped, a port a daemon is
+    unplugging), so that only what stays is named."""
     import time
     deadline = time.monotonic() + grace_s
     while True:
-        left = added(before, suite_objects(markers))
+        left = added(mine(before), mine(suite_objects(markers)))
         if not left or time.monotonic() > deadline:
             return left
         time.sleep(0.5)
