@@ -84,19 +84,69 @@ def test_faucets_own_checker_accepts_it(ntype, tmp_path):
     assert '"dp_id": 2' in done.stdout
 
 
-@pytest.mark.parametrize("row,within_s,connected", [
-    # recorded rows of `ovs-vsctl --format=json --columns=is_connected,status list Controller`
-    ([True, ["map", [["sec_since_connect", "1"], ["state", "ACTIVE"]]]], 2.5, True),
-    # right after Faucet stopped: OVS has not noticed, the connection is the old Faucet's
-    ([True, ["map", [["sec_since_connect", "14"], ["state", "ACTIVE"]]]], 0.03, False),
-    ([False, ["map", [["last_error", "Connection refused"], ["sec_since_disconnect", "2"],
-                      ["state", "BACKOFF"]]]], 5.0, False),
-    ([True, ["map", []]], 5.0, False),
+# recorded from a faucet/vlan testbed: h1's Faucet flows, the kept ones (a secure bridge keeps
+# them through Faucet's stop) are 40 s old, the new Faucet's cold start installed port 3's
+DUMP = """\
+ cookie=0x5adc15c0, duration=40.112s, table=0, n_packets=12, n_bytes=1008, priority=9000,in_port=1,vlan_tci=0x0000/0x1fff actions=push_vlan:0x8100,set_field:4197->vlan_vid,goto_table:1
+ cookie=0x5adc15c0, duration=0.412s, table=0, n_packets=0, n_bytes=0, priority=9000,in_port=3,vlan_tci=0x0000/0x1fff actions=push_vlan:0x8100,set_field:4197->vlan_vid,goto_table:1
+ cookie=0x5adc15c0, duration=0.398s, table=0, n_packets=3, n_bytes=258, priority=9000,in_port=65000,dl_vlan=101 actions=goto_table:1
+ cookie=0x5adc15c0, duration=0.401s, table=3, n_packets=0, n_bytes=0, priority=8240,dl_vlan=101 actions=pop_vlan,output:1,output:3
+"""
+
+
+@pytest.mark.parametrize("ports,within_s,fresh", [
+    ([3, 65000], 2.0, True),
+    ([1, 3], 2.0, False),        # port 1's flow is the stopped Faucet's
+    ([1, 3], 60.0, True),
+    ([3], 0.3, False),           # older than the start
+    ([7], 60.0, False),          # no flow for that port at all
+    ([], 1.0, True),
 ])
-def test_a_restarted_faucet_counts_only_connections_made_since(row, within_s, connected):
-    """Faucet takes seconds to import os-ken and listen; a bridge that still shows the
-    stopped Faucet's connection is not connected to the new one."""
-    assert netns.controller_connected_since(row, within_s) is connected
+def test_a_restarted_faucet_counts_only_flows_it_installed(ports, within_s, fresh):
+    """Faucet's cold start deletes every flow and installs its pipeline: a port flow
+    younger than the restart is the new Faucet's, the kept ones are not."""
+    assert netns.programmed_since(DUMP, ports, within_s) is fresh
+
+
+def test_a_reconnect_time_out_quotes_faucets_story_not_its_chatter():
+    lines = ["Nov 28 20:07:04 faucet INFO     version 1.10.12",
+             "Nov 28 20:07:04 faucet INFO     Reloading configuration",
+             "Nov 28 20:07:04 faucet INFO     Add new datapath DPID 1 (0x1)",
+             "table ID 2 table config exact_match: True match_types: (('eth_dst', False),)",
+             "Nov 28 20:07:12 faucet.valve INFO     DPID 1 (0x1) h1 port desc stats",
+             "Nov 28 20:07:12 faucet.valve INFO     DPID 1 (0x1) h1 Port 1 fabricating ADD status True",
+             "Nov 28 20:07:12 faucet.valve ERROR    DPID 1 (0x1) h1 send_flow_msgs: DP not up",
+             "Nov 28 20:07:12 faucet.valve INFO     DPID 1 (0x1) h1 Cold start configuring DP",
+             "Nov 28 20:07:13 faucet.valve INFO     DPID 1 (0x1) h1 L2 learned on Port 3 02:76:6e:00:02:00",
+             "Nov 28 20:07:14 faucet ERROR    EventOFPSwitchFeatures: unknown datapath DPID 3 (0x3)"]
+    said = netns.faucet_evidence(lines)
+    assert [x.split(" INFO ")[-1].split(" ERROR ")[-1].strip() for x in said] == [
+        "version 1.10.12", "Reloading configuration", "Add new datapath DPID 1 (0x1)",
+        "DPID 1 (0x1) h1 port desc stats", "DPID 1 (0x1) h1 send_flow_msgs: DP not up",
+        "DPID 1 (0x1) h1 Cold start configuring DP",
+        "EventOFPSwitchFeatures: unknown datapath DPID 3 (0x3)"]
+    assert netns.faucet_evidence(lines, limit=2) == said[-2:]
+
+
+def test_a_reconnect_time_out_quotes_ovs_tries_and_backoffs():
+    """The OVS 3.1.0 log of a bridge that waited 8 s (its default backoff, not the
+    Controller's 1 s) after the new Faucet's start refused it."""
+    log = ["2026-11-28T20:07:04.155Z|00192|rconn|WARN|bi79a164<->tcp:198.19.255.1:6653: connection failed (Connection refused)",
+           "2026-11-28T20:07:04.155Z|00193|rconn|DBG|bi79a164<->tcp:198.19.255.1:6653: entering BACKOFF",
+           "2026-11-28T20:07:12.155Z|00195|vconn|DBG|tcp:198.19.255.1:6653: sent (Success): OFPT_HELLO (OF1.3) (xid=0xe):",
+           " version bitmap: 0x04",
+           "2026-11-28T20:07:12.654Z|00198|rconn|INFO|bi79a164<->tcp:198.19.255.1:6653: connected"]
+    assert netns.rconn_evidence(log) == ["20:07:04.155 connection failed (Connection refused)",
+                                         "20:07:04.155 entering BACKOFF", "20:07:12.654 connected"]
+    assert netns.rconn_evidence(log, limit=1) == ["20:07:12.654 connected"]
+
+
+def test_the_reconnect_bound_follows_ovs_and_os_ken():
+    """One backoff at OVS's default (the Controller's max_backoff not yet in force), one
+    connect attempt, os-ken's handshake time-out; more than the old 10 s, which a bridge
+    at the 8 s backoff plus the 5 s stale status exceeded."""
+    assert netns.RECONNECT_S == 8 + 1 + 5
+    assert netns.MAX_BACKOFF_MS / 1000 <= netns.OVS_DEFAULT_MAX_BACKOFF_S
 
 
 def test_an_l3_switch_is_faucets_own_inter_vlan_routing():

@@ -84,11 +84,15 @@ class Faucet(Ovs):
         super().netns_remove_vnet(dep, ctx, vnet)
 
     def _reprogrammed(self, dep, host, since, before):
-        """Faucet programs the restarted bridge when it reconnects."""
+        """Faucet programs the restarted bridge when it reconnects (the new ovs-vswitchd
+        starts without flows); then the Controller's 1 s backoff is put in force again
+        (``netns.apply_controller_settings``: a new ovs-vswitchd starts at OVS's 8 s)."""
         from vnetbench.kinds.faucet import netns
         from vnetbench.testbed.netns.context import context
         ctx = context(dep)
-        netns.wait_ready(ctx, [netns.FaucetHost(ctx, host)])
+        o = netns.FaucetHost(ctx, host)
+        netns.wait_ready(ctx, [o])
+        netns.apply_controller_settings([o])
 
     def _port_columns(self, dep, nic):
         return []                     # Faucet's VLAN table tags, not the port

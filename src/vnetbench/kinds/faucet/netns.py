@@ -34,8 +34,26 @@ OF_PORT = 6653
 PROMETHEUS_PORT = 9302
 MAX_BACKOFF_MS = 1000
 READY_TIMEOUT_S = 45.0          # a loaded 2-CPU machine imports os-ken and Faucet slowly
-RECONNECT_S = 10 * MAX_BACKOFF_MS / 1000   # bridges back on a listening Faucet: their backoff
-                                           # is 1 s; a restart's reconnection took under 1 s
+# A restart's reconnection is bounded by OVS's and Faucet's own timing, not by a guess:
+#: the backoff OVS uses until a connected bridge has been reconfigured (``rconn_create(5, 8)``
+#: in connmgr.c of OVS before 3.1.3, this machine's 3.1.0): the Controller's max_backoff is
+#: ignored till then (``apply_controller_settings``), so a bridge may wait 8 s between tries
+OVS_DEFAULT_MAX_BACKOFF_S = 8
+#: an attempt's time to finish TCP and the HELLO exchange (rconn: MAX(1 s, backoff))
+CONNECT_TIMEOUT_S = 1
+#: os-ken's socket time-out: the longest Faucet's side of the handshake (features, port
+#: descriptions) may hang before os-ken drops the switch; its cold start follows in ms
+OSKEN_SOCKET_TIMEOUT_S = 5
+#: from the new Faucet listening to every bridge connected and programmed by it: one full
+#: backoff at OVS's default, one connect attempt, Faucet's handshake and cold start (from
+#: listening to programmed measured at most 1.9 s in 60 restarts with the 1 s backoff in
+#: force, with and without two CPU hogs beside it; up to 8.1 s without it)
+RECONNECT_S = OVS_DEFAULT_MAX_BACKOFF_S + CONNECT_TIMEOUT_S + OSKEN_SOCKET_TIMEOUT_S
+#: Faucet's events log lines a time-out quotes: its start, its datapaths' connections and
+#: disconnections, what it closed and what went wrong (not its pipeline and learning chatter)
+FAUCET_EVIDENCE = ("version ", "Reloading configuration", "Add new datapath", "port desc stats",
+                   "Cold start", "Warm start", "datapath down", "unknown datapath", "ERROR",
+                   "WARNING", "Traceback")
 NAME = "faucet"
 ENV_VENV = "VNETBENCH_FAUCET_VENV"
 
@@ -109,6 +127,7 @@ def wire(ctx) -> None:
     hosts = [FaucetHost(ctx, h) for h in ctx.testbed.hosts]
     proc.parallel([lambda o=o: start_host(ctx, o) for o in hosts])
     wait_ready(ctx, hosts)
+    apply_controller_settings(hosts)
 
 
 class FaucetHost(OvsHost):
@@ -148,9 +167,7 @@ def _programmed(o: OvsHost, ports: list[int]) -> bool:
 def wait_ready(ctx, hosts, timeout: float = READY_TIMEOUT_S) -> None:
     """Every port of every host that has a link is in Faucet's flows (Faucet programs a
     port when it comes up: a shut-down guest's port waits for its boot)."""
-    built = ctx.run.meta().get("built_vnets_on")
-    want = {o.host.name: [n for n, name in config.ports(ctx.testbed, ctx.names, o.host.name, built)
-                          if _carrier(ctx, o.host, name)] for o in hosts}
+    want = _wanted_ports(ctx, hosts)
     deadline = time.monotonic() + timeout
     pending = list(hosts)
     while pending and time.monotonic() < deadline:
@@ -162,16 +179,66 @@ def wait_ready(ctx, hosts, timeout: float = READY_TIMEOUT_S) -> None:
                          f"{timeout:.0f} s ({report(ctx.run.dir)})")
 
 
-def report(run_dir: Path) -> str:
-    """Faucet's state for a time-out message: running or not, and its last log lines."""
+def _wanted_ports(ctx, hosts) -> dict[str, list[int]]:
+    """Each host's port numbers that Faucet programs now: those with a link."""
+    built = ctx.run.meta().get("built_vnets_on")
+    return {o.host.name: [n for n, name in config.ports(ctx.testbed, ctx.names, o.host.name, built)
+                          if _carrier(ctx, o.host, name)] for o in hosts}
+
+
+def report(run_dir: Path, since: dict | None = None) -> str:
+    """Faucet's state for a time-out message: running or not, what its events log says of
+    its start and its datapaths (``faucet_evidence``; from the offsets SINCE, a restart's
+    ``log_marks``), and the last line of its output (a crash's traceback ends there)."""
     pid = running_pid(run_dir)
-    tail = []
-    for log in (ctl_dir(run_dir) / f"{NAME}.log", ctl_dir(run_dir) / f"{NAME}.events.log"):
+    events = _read_from(ctl_dir(run_dir) / f"{NAME}.events.log", since)
+    out = [line for line in _read_from(ctl_dir(run_dir) / f"{NAME}.log", since) if line.strip()][-1:]
+    said = faucet_evidence(events) + [f"output: {line}" for line in out]
+    return f"faucet {'pid ' + str(pid) if pid else 'not running'}; log: {' | '.join(said) or 'empty'}"
+
+
+def faucet_evidence(lines: list[str], limit: int = 16) -> list[str]:
+    """The lines of Faucet's events log that tell a restart's story (FAUCET_EVIDENCE), the
+    last LIMIT of them, each cut to 200 characters."""
+    keep = [line.strip()[:200] for line in lines if any(k in line for k in FAUCET_EVIDENCE)]
+    return keep[-limit:]
+
+
+def rconn_evidence(lines: list[str], limit: int = 8) -> list[str]:
+    """The controller connection lines of an ovs-vswitchd log (its ``rconn`` module: tries,
+    failures, backoffs, connections), the last LIMIT, without the log's sequence field."""
+    keep = []
+    for line in lines:
+        f = line.split("|", 4)
+        if len(f) == 5 and f[2] == "rconn":
+            keep.append(f"{f[0][11:23]} {f[4].split(': ', 1)[-1].strip()}")
+    return keep[-limit:]
+
+
+def _log_paths(run_dir: Path, hosts) -> dict[str, Path]:
+    return {"faucet-events": ctl_dir(run_dir) / f"{NAME}.events.log",
+            "faucet": ctl_dir(run_dir) / f"{NAME}.log",
+            **{o.host.name: o.rundir / "ovs-vswitchd.log" for o in hosts}}
+
+
+def log_marks(run_dir: Path, hosts) -> dict:
+    """Where each log of a restart's story ends now (byte offsets, by path)."""
+    marks = {}
+    for path in _log_paths(run_dir, hosts).values():
         try:
-            tail += [line for line in log.read_text(errors="replace").splitlines() if line.strip()][-2:]
+            marks[str(path)] = path.stat().st_size
         except OSError:
-            pass
-    return f"faucet {'pid ' + str(pid) if pid else 'not running'}; log: {' | '.join(tail) or 'empty'}"
+            marks[str(path)] = 0
+    return marks
+
+
+def _read_from(path: Path, since: dict | None) -> list[str]:
+    try:
+        with open(path, "rb") as f:
+            f.seek((since or {}).get(str(path), 0))
+            return f.read().decode(errors="replace").splitlines()
+    except OSError:
+        return []
 
 
 def running_pid(run_dir: Path) -> int | None:
@@ -217,28 +284,63 @@ def stop(dep, name: str = NAME, graceful: bool = True) -> None:
 
 
 def start_again(dep, name: str = NAME) -> None:
-    """Start Faucet again (journaled again); returns once every bridge is connected to it
-    and programmed (the flows a secure bridge kept do not count)."""
+    """Start Faucet again (journaled again); returns once every bridge is connected to the
+    new Faucet and programmed by it. Three phases, each bounded by its own timing and
+    named by its time-out: Faucet listens (its imports), every bridge has flows from the
+    new Faucet (OVS's backoff, the handshake, Faucet's cold start: ``RECONNECT_S``), the
+    flows cover every port (``wait_ready``).
+
+    The signal is the bridges' own flows, read live: Faucet's cold start deletes every
+    flow and installs its pipeline, so a port flow younger than this start came from the
+    new Faucet (the flows a secure bridge kept through the stop are older). The Controller
+    row's ``is_connected`` and ``status`` are not used: ovs-vswitchd writes them only every
+    stats interval (5 s), so they lag a reconnection by up to 5 s."""
     if running_pid(dep.run.dir):
         return
     from vnetbench.testbed.netns.context import context
-    started = time.monotonic()
-    start_controller(dep.run, dep.names, dep.testbed)
     ctx = context(dep)
     hosts = [FaucetHost(ctx, h) for h in dep.testbed.hosts]
-    _wait_listening(dep.run.dir, started + READY_TIMEOUT_S)
-    deadline = time.monotonic() + RECONNECT_S
-    while not all(_connected(o, time.monotonic() - started) for o in hosts):
-        if time.monotonic() > deadline:
-            rows = {o.host.name: o.vsctl("--format=json", "--columns=is_connected,status", "list",
-                                         "Controller").strip() for o in hosts}
-            raise BuildError(f"the bridges did not reconnect to Faucet within {RECONNECT_S:.0f} s of its "
-                             f"listening ({report(dep.run.dir)}; controller rows: {rows})")
+    marks = log_marks(dep.run.dir, hosts)
+    started = time.monotonic()
+    start_controller(dep.run, dep.names, dep.testbed)
+    _wait_listening(dep.run.dir, started + READY_TIMEOUT_S, marks)
+    listening = time.monotonic()
+    want = _wanted_ports(ctx, hosts)
+    pending = list(hosts)
+    while True:
+        pending = [o for o in pending
+                   if not _programmed_since(o, want[o.host.name], time.monotonic() - started)]
+        if not pending:
+            break
+        if time.monotonic() > listening + RECONNECT_S:
+            raise BuildError(_reconnect_timeout(dep, hosts, pending, marks, time.monotonic() - listening))
         time.sleep(0.1)
+    apply_controller_settings(hosts)
     wait_ready(ctx, hosts)
 
 
-def _wait_listening(run_dir: Path, deadline: float) -> None:
+def _reconnect_timeout(dep, hosts, pending, marks, waited: float) -> str:
+    """The time-out of a restart's reconnection phase, with its evidence: Faucet's events
+    log since the start, each bridge's controller connection lines since the start, and
+    the Controller rows (as of ovs-vswitchd's last stats write)."""
+    paths = _log_paths(dep.run.dir, hosts)
+    ovs = "; ".join(f"{o.host.name}: {' | '.join(rconn_evidence(_read_from(paths[o.host.name], marks))) or 'nothing'}"
+                    for o in hosts)
+    rows = {}
+    for o in hosts:
+        try:
+            rows[o.host.name] = o.vsctl("--format=json", "--columns=is_connected,status", "list",
+                                        "Controller").strip()
+        except BuildError as exc:
+            rows[o.host.name] = str(exc)
+    return (f"reconnect phase: {', '.join(o.host.name for o in pending)} not programmed by the new "
+            f"Faucet {waited:.1f} s after it listened (bound {RECONNECT_S} s: OVS's default "
+            f"{OVS_DEFAULT_MAX_BACKOFF_S} s backoff + {CONNECT_TIMEOUT_S} s connect + os-ken's "
+            f"{OSKEN_SOCKET_TIMEOUT_S} s handshake); {report(dep.run.dir, marks)}; ovs-vswitchd rconn "
+            f"since the start: {ovs}; controller rows (up to 5 s old): {rows}")
+
+
+def _wait_listening(run_dir: Path, deadline: float, marks: dict | None = None) -> None:
     """Until the new Faucet listens for OpenFlow: its start-up (importing os-ken and Faucet)
     is bounded apart from the bridges' reconnection, so a time-out says which was slow."""
     while True:
@@ -246,27 +348,47 @@ def _wait_listening(run_dir: Path, deadline: float) -> None:
         if pid and OF_PORT in proc.listening_ports(pid):
             return
         if time.monotonic() > deadline:
-            raise BuildError(f"Faucet did not listen on port {OF_PORT} within {READY_TIMEOUT_S:.0f} s "
-                             f"of its start ({report(run_dir)})")
+            raise BuildError(f"listen phase: Faucet did not listen on port {OF_PORT} within "
+                             f"{READY_TIMEOUT_S:.0f} s of its start ({report(run_dir, marks)})")
         time.sleep(0.1)
 
 
-def _connected(o: OvsHost, within_s: float) -> bool:
-    """Whether O's bridge is connected to a Faucet that connected within the last
-    WITHIN_S seconds: right after a stop OVS may not have noticed yet, and its
-    ``is_connected`` (still true) is the Faucet that went; the new one takes seconds to
-    import os-ken and listen."""
-    rows = json.loads(o.vsctl("--format=json", "--columns=is_connected,status", "list", "Controller"))["data"]
-    return len(rows) == 1 and controller_connected_since(rows[0], within_s)
+def _programmed_since(o: OvsHost, ports: list[int], within_s: float) -> bool:
+    try:
+        out = o.ofctl("--no-names", "dump-flows", o.bridge_target(), f"cookie={config.COOKIE:#x}/-1")
+    except BuildError:
+        return False
+    return programmed_since(out, ports, within_s)
 
 
-def controller_connected_since(row, within_s: float) -> bool:
-    """ROW (is_connected, status) of ``ovs-vsctl --format=json list Controller``: connected,
-    and for no longer than WITHIN_S seconds (status ``sec_since_connect``)."""
-    connected, status = row
-    pairs = dict(status[1]) if isinstance(status, list) and status and status[0] == "map" else {}
-    since = pairs.get("sec_since_connect")
-    return connected is True and since is not None and int(since) <= within_s + 1
+def programmed_since(dump: str, ports: list[int], within_s: float) -> bool:
+    """Whether DUMP (``ovs-ofctl dump-flows``) has, for every port of PORTS, a flow matching
+    it (``in_port=N``) installed within the last WITHIN_S seconds (its ``duration``)."""
+    fresh = set()
+    for line in dump.splitlines():
+        fields = dict(f.split("=", 1) for f in line.replace(" ", ",").split(",") if "=" in f)
+        try:
+            age = float(fields.get("duration", "").rstrip("s"))
+            port = int(fields.get("in_port", ""))
+        except ValueError:
+            continue
+        if age <= within_s:
+            fresh.add(port)
+    return set(ports) <= fresh
+
+
+def apply_controller_settings(hosts) -> None:
+    """Put each bridge's Controller settings (max_backoff, MAX_BACKOFF_MS) in force in
+    ovs-vswitchd: OVS before 3.1.3 creates a controller connection with its defaults (8 s
+    backoff, 5 s probe) and applies the row's settings only to a connection that exists
+    when the bridge is next reconfigured (OVS commit 155f632e7, "connmgr: Fix ofconn
+    configuration on vswitchd startup"). Called once the bridges are connected (after
+    bring-up, a restart of Faucet or of ovs-vswitchd), a write to the row's other_config
+    reconfigures the bridge, and the connection keeps the settings through later
+    disconnections. Without it a bridge waited 8 s between tries after a Faucet restart."""
+    nonce = f"{time.time():.6f}"
+    for o in hosts:
+        o.vsctl("set", "Controller", o.ctx.names.ovs_int, f"other_config:vnetbench-applied={nonce}")
 
 
 def port_number(testbed, vm, k: int) -> int:
