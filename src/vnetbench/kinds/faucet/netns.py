@@ -378,17 +378,11 @@ def programmed_since(dump: str, ports: list[int], within_s: float) -> bool:
 
 
 def apply_controller_settings(hosts) -> None:
-    """Put each bridge's Controller settings (max_backoff, MAX_BACKOFF_MS) in force in
-    ovs-vswitchd: OVS before 3.1.3 creates a controller connection with its defaults (8 s
-    backoff, 5 s probe) and applies the row's settings only to a connection that exists
-    when the bridge is next reconfigured (OVS commit 155f632e7, "connmgr: Fix ofconn
-    configuration on vswitchd startup"). Called once the bridges are connected (after
-    bring-up, a restart of Faucet or of ovs-vswitchd), a write to the row's other_config
-    reconfigures the bridge, and the connection keeps the settings through later
-    disconnections. Without it a bridge waited 8 s between tries after a Faucet restart."""
-    nonce = f"{time.time():.6f}"
+    """Each bridge's Controller settings (max_backoff, MAX_BACKOFF_MS) in force in its
+    ovs-vswitchd (``OvsHost.controller_settings_in_force``: OVS 3.1.0 ignored them, and a
+    bridge waited 8 s between tries after a Faucet restart)."""
     for o in hosts:
-        o.vsctl("set", "Controller", o.ctx.names.ovs_int, f"other_config:vnetbench-applied={nonce}")
+        o.controller_settings_in_force()
 
 
 def port_number(testbed, vm, k: int) -> int:

@@ -117,11 +117,15 @@ class VRouter(Ovs):
     # ports are shared by every vnet and stay
 
     def _reprogrammed(self, dep, host, since, before):
-        """The agent programs the restarted switch again."""
+        """The agent programs the restarted switch again; then the Controller row's
+        settings are put in force again (a new ovs-vswitchd starts at OVS's defaults:
+        ``OvsHost.controller_settings_in_force``)."""
         from vnetbench.kinds.vrouter import netns
+        from vnetbench.testbed.netns.context import context
         netns.tunnel_neighbours(dep, on=[host.name])
         netns.wait_converged(dep.run.dir, dep.testbed, since=since, key="programmed",
                              hosts=[host.name])
+        netns.VRouterHost(context(dep), host).controller_settings_in_force()
 
     def _neutron_firewall(self, dep) -> bool:
         return False                    # its security groups are its own (docs/security-groups.md)

@@ -207,6 +207,8 @@ def wire(ctx) -> None:
         o.address_underlay()
     tunnel_neighbours(ctx)
     wait_converged(ctx.run.dir, tb)
+    for o in hosts:                     # the agents' 1 s backoff as configured
+        o.controller_settings_in_force()
 
 
 def agent_status(run_dir: Path, host: str) -> dict:
