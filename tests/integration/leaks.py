@@ -126,7 +126,7 @@ class ModuleGuard:
     of a run this session made (``lanes.owned_run_ids``, looked for at every test's
     boundaries, so a run torn down later still counts), QEMU processes and libvirt
     domains only in the guests lane (the netns lane makes none), processes by this
-    session's temp tree and state root."""
+    session's temp tree or one of its runs' ids."""
 
     def __init__(self, directory: Path, lane: str | None = None):
         self.directory = Path(directory)
@@ -135,12 +135,13 @@ class ModuleGuard:
         self.module = None
         self.owned: dict[str, set[str]] = {}
         self.run_ids: set[str] = set()
+        self.base: str | None = None
 
     def _ours(self, item) -> bool:
         return self.directory in Path(item.path).parents
 
     def _markers(self, config) -> tuple[str, ...]:
-        base = str(config._tmp_path_factory.getbasetemp())
+        base = self.base = str(config._tmp_path_factory.getbasetemp())
         if self.lane is None:
             return (base, "/run/vnetbench/")
         return (base, f"{(os.environ.get('VNETBENCH_STATE_DIR') or '/run/vnetbench').rstrip('/')}/")
@@ -159,6 +160,8 @@ class ModuleGuard:
         for k, v in objects.items():
             if k in ("namespaces", "root-namespace links"):
                 v = {name for name in v if any(rid in name for rid in ids)}
+            elif k == "processes":      # the default state root may be another suite's too
+                v = {p for p in v if (self.base and self.base in p) or any(rid in p for rid in ids)}
             elif k in ("QEMU processes", "libvirt domains") and self.lane != "guests":
                 v = set()
             out[k] = set(v)
