@@ -4,8 +4,8 @@ network + mount + UTS namespace with its own OVS, libvirtd, OVS agent and nova-c
 agents, each node with its own dedicated CPU; an anti-affinity server group's pair
 lands on both nodes and pings over a VXLAN tenant network, the underlay link between
 the nodes carries that traffic with the VNI Neutron allocated, and Nova live-migrates one
-of them to the other node (block migration, libvirt peer to peer) under the suite's 5 ms
-probes. One pair for the module (two TCG boots); it runs on the session's AIO when that has two nodes
+of them to the other node and back (block migration, libvirt peer to peer) under the suite's
+5 ms probes. One pair for the module (two TCG boots); it runs on the session's AIO when that has two nodes
 (VNETBENCH_AIO_COMPUTES=2), and is skipped on a one-node AIO. That `down` leaves nothing
 of the nodes is checked by the session fixture (conftest.aio_cloud)."""
 
@@ -167,19 +167,22 @@ REACH_S = 240.0
 def test_live_migration_between_the_nodes_under_5ms_probes(lay, pair, conn):
     """Nova live-migrates a, block migration (its disk copied by QEMU; its ISO config drive
     first, by rsync through the nodes' remote shell) and libvirt peer to peer (node 1's
-    libvirtd and node 2's, each reaching the other's socket), to the other node while the
-    runner, which stays, sends it the suite's 5 ms UDP probes on the flat network (the
-    probe tool here, vnetbench-flowgen probe-recv in the guest); downtime = the longest
+    libvirtd and node 2's, each reaching the other's socket), to the other node and back,
+    while the runner, which stays, sends it the suite's 5 ms UDP probes on the flat network
+    (the probe tool here, vnetbench-flowgen probe-recv in the guest); downtime = the longest
     run of lost probes x 5 ms. (Probes *from* the migrating guest would hide it: a paused
     guest sends nothing and loses nothing.) b goes first: each node has one dedicated CPU,
     and a pinned guest needs one on arrival."""
-    from vnetbench.traffic import probe
-    # the guest on node 1 moves to node 2 (node 2 -> node 1 fails here: tools/aio/README.md,
-    # Live migration); the other one goes first
     (name, a), (_, b) = sorted(zip("ab", pair["servers"]), key=lambda nb: nb[1].compute_host != lay.nodes[0].host)
-    source, target = a.compute_host, b.compute_host
+    home, away = a.compute_host, b.compute_host
     conn.compute.delete_server(b.id)
     conn.compute.wait_for_delete(b, wait=120)
+    for source, target in ((home, away), (away, home)):     # node 1 -> node 2, then back
+        _migrate_under_probes(lay, pair, conn, name, a, source, target)
+
+
+def _migrate_under_probes(lay, pair, conn, name, a, source, target) -> None:
+    from vnetbench.traffic import probe
     key, (_, a_mgmt) = pair["key"], pair["ips"][name]
     port, marker = 40000 + secrets.randbelow(20000), 1 + secrets.randbelow(2**31 - 2)
     recv = ["vnetbench-flowgen", *probe.recv_command(probe.RecvParams(
