@@ -84,20 +84,25 @@ smoke: install
 # the guests' lane (the functional matrix's quick subset, every row on one network type
 # per kind, then the libvirt guests and the all-in-one cloud), its output printed after;
 # all run even if one fails, the exit status is the first failure's
-LANES ?= /tmp/vnetbench-lanes
+# each lane's pytest temp tree and the guests' lane's log in a directory of this run's own;
+# as pytest does with its own, the last three runs' stay (a run killed mid-test keeps its
+# journals where `vnetbench cleanup` finds them); the guests' lane's default state root is
+# its own
+GUESTS_STATE ?= /run/vnetbench-guests
 test: install
 	$(VENV)/bin/pytest -ra -n $$(nproc) $(PYTEST_ARGS) tests/unit; u=$$?; \
-	rm -rf $(LANES) /run/vnetbench-guests; mkdir -p $(LANES); \
+	ls -dt /tmp/vnetbench-lanes.* 2>/dev/null | tail -n +3 | xargs -r rm -rf; \
+	lanes=$$(mktemp -d /tmp/vnetbench-lanes.XXXXXX); \
 	echo "the guests' lane (functional matrix, libvirt guests, all-in-one cloud) runs beside the"; \
-	echo "namespace tests; its output: $(LANES)/guests.log, printed when both are done"; \
-	( export VNETBENCH_TEST_LANE=guests VNETBENCH_STATE_DIR=/run/vnetbench-guests; \
+	echo "namespace tests; its output: $$lanes/guests.log, printed when both are done"; \
+	( export VNETBENCH_TEST_LANE=guests VNETBENCH_STATE_DIR=$(GUESTS_STATE); \
 	  $(VENV)/bin/vnetbench functional --quick; b=$$?; \
-	  $(VENV)/bin/pytest -ra $(PYTEST_ARGS) --basetemp=$(LANES)/guests tests/integration; g=$$?; \
-	  exit $$(( g ? g : b )) ) > $(LANES)/guests.log 2>&1 & lane=$$!; \
-	VNETBENCH_TEST_LANE=netns $(VENV)/bin/pytest -ra $(PYTEST_ARGS) --basetemp=$(LANES)/netns tests/integration; a=$$?; \
+	  $(VENV)/bin/pytest -ra $(PYTEST_ARGS) --basetemp=$$lanes/guests tests/integration; g=$$?; \
+	  exit $$(( g ? g : b )) ) > $$lanes/guests.log 2>&1 & lane=$$!; \
+	VNETBENCH_TEST_LANE=netns $(VENV)/bin/pytest -ra $(PYTEST_ARGS) --basetemp=$$lanes/netns tests/integration; a=$$?; \
 	wait $$lane; g=$$?; \
-	echo "==================== the guests' lane ($(LANES)/guests.log) ===================="; \
-	cat $(LANES)/guests.log; \
+	echo "==================== the guests' lane ($$lanes/guests.log) ===================="; \
+	cat $$lanes/guests.log; \
 	exit $$(( u ? u : a ? a : g ))
 
 unit: venv
