@@ -23,8 +23,9 @@ and its guard watches the whole machine, as before.
 from __future__ import annotations
 
 import os
-import re
 from pathlib import Path
+
+from vnetbench.state import RUN_ID_RE
 
 ENV = "VNETBENCH_TEST_LANE"
 LANES = ("netns", "guests")
@@ -32,7 +33,6 @@ HERE = Path(__file__).resolve().parent
 GUEST_MODULES = frozenset({"test_libvirt_backend.py", "test_libvirt_remote.py",
                            "test_functional_libvirt.py", "test_guest_image.py",
                            "test_module_guard.py"})
-RUN_DIR = re.compile(r"[0-9a-f]{6}\Z")      # vnetbench.state.RUN_ID_RE: a run's directory
 
 
 def selected() -> str | None:
@@ -62,7 +62,7 @@ def owned_run_ids(roots, depth: int = 4) -> set[str]:
         top = len(base.parts)
         for d, subdirs, files in os.walk(base):
             level = len(Path(d).parts) - top
-            if RUN_DIR.match(Path(d).name) and "journal.jsonl" in files:
+            if RUN_ID_RE.match(Path(d).name) and "journal.jsonl" in files:
                 found.add(Path(d).name)
                 subdirs[:] = []
             elif level >= depth:

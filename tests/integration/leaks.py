@@ -123,8 +123,8 @@ class ModuleGuard:
 
     In one of the test command's lanes (LANE, lanes.py) another session runs beside this
     one: then a namespace or root-namespace link counts only when its name carries the id
-    of a run this session made (``lanes.owned_run_ids``, looked for at every test's
-    boundaries, so a run torn down later still counts), QEMU processes and libvirt
+    of a run this session made (``lanes.owned_run_ids``, looked for after every test's
+    setup and call, so a run torn down later still counts), QEMU processes and libvirt
     domains only in the guests lane (the netns lane makes none), processes by this
     session's temp tree or one of its runs' ids."""
 
@@ -203,7 +203,6 @@ class ModuleGuard:
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_teardown(self, item, nextitem):
-        self._look_for_runs(item.config)
         failed = None
         try:
             result = yield

@@ -155,13 +155,19 @@ class FaucetHost(OvsHost):
         return tx
 
 
+def _faucet_flows(o: OvsHost) -> str | None:
+    """O's bridge's flows of Faucet's cookie (``ovs-ofctl dump-flows``); None when the
+    bridge cannot be read (ovs-vswitchd restarting)."""
+    try:
+        return o.ofctl("--no-names", "dump-flows", o.bridge_target(), f"cookie={config.COOKIE:#x}/-1")
+    except BuildError:
+        return None
+
+
 def _programmed(o: OvsHost, ports: list[int]) -> bool:
     """Faucet's flows are on the bridge for every port (its VLAN table matches in_port)."""
-    try:
-        out = o.ofctl("--no-names", "dump-flows", o.bridge_target(), f"cookie={config.COOKIE:#x}/-1")
-    except BuildError:
-        return False
-    return all(f"in_port={p}," in out or f"in_port={p} " in out for p in ports)
+    out = _faucet_flows(o)
+    return out is not None and all(f"in_port={p}," in out or f"in_port={p} " in out for p in ports)
 
 
 def wait_ready(ctx, hosts, timeout: float = READY_TIMEOUT_S) -> None:
@@ -354,11 +360,8 @@ def _wait_listening(run_dir: Path, deadline: float, marks: dict | None = None) -
 
 
 def _programmed_since(o: OvsHost, ports: list[int], within_s: float) -> bool:
-    try:
-        out = o.ofctl("--no-names", "dump-flows", o.bridge_target(), f"cookie={config.COOKIE:#x}/-1")
-    except BuildError:
-        return False
-    return programmed_since(out, ports, within_s)
+    out = _faucet_flows(o)
+    return out is not None and programmed_since(out, ports, within_s)
 
 
 def programmed_since(dump: str, ports: list[int], within_s: float) -> bool:
