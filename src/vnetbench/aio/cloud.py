@@ -260,12 +260,14 @@ class Aio:
 
     def _node_shell(self) -> Path:
         """The nova-computes' remote shell (RSYNC_RSH): 'HOST COMMAND...' runs COMMAND in
-        the mount namespace of that node (ssh between compute nodes, which Nova's block
-        migration uses to copy a config drive); node 1's is that of its ovsdb-server."""
+        the mount namespace of that node (ssh between compute nodes, which Nova uses to copy
+        a config drive before a block migration, by the node's host name, and a cold
+        migration's disk, by its my_ip); node 1's is that of its ovsdb-server."""
         first = next(e for e in reversed(self.processes()) if e["name"] == "ovsdb-server")
-        cases = [f'  {self.lay.nodes[0].host}) exec nsenter --target={first["pid"]} --mount -- "$@" ;;']
+        node1 = self.lay.nodes[0]
+        cases = [f'  {node1.host}|{node1.my_ip}) exec nsenter --target={first["pid"]} --mount -- "$@" ;;']
         for node in self.lay.nodes[1:]:
-            cases.append(f'  {node.host}) exec {" ".join(self._in(node, net=False))} "$@" ;;')
+            cases.append(f'  {node.host}|{node.my_ip}) exec {" ".join(self._in(node, net=False))} "$@" ;;')
         path = self.lay.state / "nodes" / "rsh"
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text("#!/bin/sh\n# nova-compute's RSYNC_RSH between the AIO's nodes (aio/cloud.py)\n"

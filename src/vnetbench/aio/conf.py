@@ -306,6 +306,12 @@ class Node:
         return self.underlay_ip
 
     @property
+    def my_ip(self) -> str:
+        """Nova's [DEFAULT] my_ip: the address a peer's nova-compute names this node by when
+        it copies a disk here (a cold migration's rsync, through the nodes' remote shell)."""
+        return "127.0.0.1" if self.primary else self.mgmt[1]
+
+    @property
     def mgmt(self) -> tuple[str, str]:
         """(this machine's end, the node's end) of its management link, a /30 each."""
         base = ipaddress.ip_network(self.lay.mgmt_cidr).network_address + 4 * self.index
@@ -419,7 +425,7 @@ def nova(lay: Layout, node: "Node | None" = None) -> str:
     c = _common(lay, "nova")
     c["oslo_concurrency"]["lock_path"] = node.nova_data / "lock"
     c["DEFAULT"].update({
-        "host": node.host, "my_ip": "127.0.0.1" if node.primary else node.mgmt[1],
+        "host": node.host, "my_ip": node.my_ip,
         "state_path": node.nova_data,
         # one path on every node (a disk keeps its path across a migration); node 2..'s
         # mount namespace binds its own dir there (Node.hidden)

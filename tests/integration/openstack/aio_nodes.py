@@ -66,5 +66,6 @@ def vnis(text: str) -> set[int]:
 
 
 def computes_wanted() -> str:
-    """--computes of the session's AIO (VNETBENCH_AIO_COMPUTES, default 1)."""
-    return os.environ.get("VNETBENCH_AIO_COMPUTES", "1")
+    """--computes of the session's AIO (VNETBENCH_AIO_COMPUTES, default 2: the seed's pairs
+    are across two servers; 1 stays possible, and the modules then measure same-host)."""
+    return os.environ.get("VNETBENCH_AIO_COMPUTES", "2")

@@ -39,7 +39,7 @@ def aio_cloud(aio_image):
     Ports and subnet: the first of 19000+100k / 198.19.(250-k).0/24 that nothing holds; one
     AIO per machine, so it first waits up to VNETBENCH_AIO_WAIT_S (300) s for another to go.
     VNETBENCH_AIO_CLOUDS=PATH uses a running AIO's clouds.yaml instead (left running).
-    VNETBENCH_AIO_COMPUTES=N: its compute nodes (aio up --computes, default 1). After
+    VNETBENCH_AIO_COMPUTES=N: its compute nodes (aio up --computes, default 2). After
     `down`, nothing of it may be left (namespaces, links, processes, domains)."""
     if os.environ.get("VNETBENCH_AIO_CLOUDS"):      # a running AIO of the developer's
         yield Path(os.environ["VNETBENCH_AIO_CLOUDS"])
@@ -111,37 +111,38 @@ def wait_http(url: str, timeout_s: float = 30) -> None:
 
 @pytest.fixture(scope="session")
 def aio_prometheus(aio_cloud, tmp_path_factory):
-    """URL of a Prometheus (1 s scrapes) of a vnetbench-collector labelled with the AIO's
-    compute host name as Nova reports it, exporting the AIO's own ovs-vswitchd and
-    ovsdb-server (by their pidfiles: no other OVS of this machine) and its datapath: the
-    compute node's side of a cloud, as a real deployment runs it. Both processes are the
-    fixture's, stopped by their pids."""
-    from vnetbench.testbed.openstack import cloud
-    ovs = aio_cloud.parent / "ovs"
-    conn = cloud.connect("vnetbench-aio", str(aio_cloud))
-    try:
-        host = next(s.host for s in conn.compute.services() if s.binary == "nova-compute")
-    finally:
-        conn.close()
+    """URL of a Prometheus (1 s scrapes) of one vnetbench-collector per compute node,
+    labelled with that node's host name as Nova reports it, exporting the node's own
+    ovs-vswitchd and ovsdb-server (by their pidfiles: no other OVS of this machine) and its
+    datapath: the compute nodes' side of a cloud, as a real deployment runs it. The nodes
+    share this machine's kernel, so a CPU's softirq time is charged to the node whose
+    CPUs (cpu_dedicated_set, cpu_shared_set) hold it (``--cpus``): summed over the nodes,
+    nothing is counted twice. Every process is the fixture's, stopped by its pid."""
+    lay = layout_of(aio_cloud)
     d = tmp_path_factory.mktemp("aio-prometheus")
-    cport, pport = free_port(), free_port()
-    collector = [str(Path(sys.executable).parent / "vnetbench-collector"), "--host", host,
-                 "--listen", f"127.0.0.1:{cport}", "--no-qemu", "--ovs-target",
-                 str(ovs / "ovs-vswitchd.ctl"),
-                 *(a for f in ("ovs-vswitchd.pid", "ovsdb-server.pid") for a in ("--pidfile", str(ovs / f)))]
+    pport, targets, argvs = free_port(), [], []
+    for node in lay.nodes:
+        cport = free_port()
+        targets.append(f"127.0.0.1:{cport}")
+        cpus = ",".join(c for c in (node.cpus, node.shared_cpus) if c)
+        argvs.append(([str(Path(sys.executable).parent / "vnetbench-collector"), "--host", node.host,
+                       "--listen", targets[-1], "--no-qemu", "--cpus", cpus,
+                       "--ovs-target", str(node.ovs_run / "ovs-vswitchd.ctl"),
+                       *(a for f in ("ovs-vswitchd.pid", "ovsdb-server.pid")
+                         for a in ("--pidfile", str(node.ovs_run / f)))], f"collector-{node.name}.log"))
     (d / "prometheus.yml").write_text(
         "global: {scrape_interval: 1s, evaluation_interval: 1s}\n"
-        f"scrape_configs:\n  - job_name: vnetbench\n    static_configs: [{{targets: ['127.0.0.1:{cport}']}}]\n")
+        f"scrape_configs:\n  - job_name: vnetbench\n    static_configs: [{{targets: {targets!r}}}]\n")
+    argvs.append((["prometheus", f"--config.file={d / 'prometheus.yml'}", f"--storage.tsdb.path={d / 'tsdb'}",
+                   f"--web.listen-address=127.0.0.1:{pport}"], "prometheus.log"))
     procs = []
     try:
-        for argv, log in ((collector, "collector.log"),
-                          (["prometheus", f"--config.file={d / 'prometheus.yml'}",
-                            f"--storage.tsdb.path={d / 'tsdb'}",
-                            f"--web.listen-address=127.0.0.1:{pport}"], "prometheus.log")):
+        for argv, log in argvs:
             with open(d / log, "wb") as out:
                 procs.append(subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT,
                                               stdin=subprocess.DEVNULL, start_new_session=True))
-        wait_http(f"http://127.0.0.1:{cport}/metrics")
+        for t in targets:
+            wait_http(f"http://{t}/metrics")
         wait_http(f"http://127.0.0.1:{pport}/-/ready")
         yield f"http://127.0.0.1:{pport}"
     finally:

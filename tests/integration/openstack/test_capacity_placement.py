@@ -2,8 +2,9 @@
 packet rate this machine's measured ovs/vxlan profile gives its vSwitch
 (``aio up --ovs-kpps``, computed in conftest through ``vnetbench.capacity.openstack``),
 Neutron's placement plugin puts it in Placement, and Nova's scheduler then refuses the
-host for a port whose minimum-packet-rate guarantee no longer fits -- while the host
-still has the CPUs and memory (Placement's allocation candidates say so).
+host for a port whose minimum-packet-rate guarantee no longer fits -- while a host
+still has the CPUs and memory (Placement's allocation candidates say so) -- and places it
+on the node whose vSwitch still has room (one provider per compute node's OVS agent).
 
 Zed ties minimum *bandwidth* to physnet-backed networks; the packet-rate inventory is the
 OVS backend's own, whatever the network type, so this holds for tunnelled tenant
@@ -18,6 +19,7 @@ import time
 import pytest
 
 from aio_capacity import handed_off_kpps
+from aio_nodes import layout_of
 
 RATE = "NET_PACKET_RATE_KILOPACKET_PER_SEC"
 PLACEMENT = {"OpenStack-API-Version": "placement 1.29"}
@@ -29,15 +31,16 @@ def _get(conn, path):
     return r.json()
 
 
-def _rate_provider(conn, timeout_s=150):
-    """The OVS agent's packet-processing provider, once Neutron has synced it."""
-    t0 = time.monotonic()
+def _rate_providers(conn, want_n: int, timeout_s=150) -> list:
+    """The OVS agents' packet-processing providers (one per compute node, each named after
+    its node's host), once Neutron has synced WANT_N of them."""
+    t0, rps = time.monotonic(), []
     while time.monotonic() - t0 < timeout_s:
         rps = _get(conn, f"/resource_providers?resources={RATE}:1")["resource_providers"]
-        if rps:
-            return rps[0]
+        if len(rps) >= want_n:
+            break
         time.sleep(5)
-    return None
+    return rps
 
 
 def _wait(conn, server, statuses, timeout_s=300):
@@ -50,43 +53,69 @@ def _wait(conn, server, statuses, timeout_s=300):
     raise AssertionError(f"server {server.name} still {s.status} after {timeout_s} s")
 
 
-def test_nova_refuses_the_host_whose_measured_vswitch_capacity_is_taken(conn, aio_cloud):
-    rp = _rate_provider(conn)
-    if rp is None and os.environ.get("VNETBENCH_AIO_CLOUDS"):
+def _usage(conn, rp) -> int:
+    return _get(conn, f"/resource_providers/{rp['uuid']}/usages")["usages"].get(RATE, 0)
+
+
+def test_nova_places_by_the_measured_vswitch_capacity_each_node_has_left(conn, aio_cloud):
+    """A port guaranteed 60 % of a node's packet rate lands on a node X and takes that much
+    of X's inventory; a server with two such ports is refused everywhere (120 % of any one
+    vSwitch) although a node still has its CPU and memory free (Placement's allocation
+    candidates say so); one more such port goes to the node whose vSwitch has room. With
+    one node (one dedicated CPU pair), the second port alone is refused."""
+    lay = layout_of(aio_cloud)
+    rps = _rate_providers(conn, lay.computes)
+    if not rps and os.environ.get("VNETBENCH_AIO_CLOUDS"):
         pytest.skip("the running all-in-one cloud VNETBENCH_AIO_CLOUDS names reports no "
                     "packet-processing inventory (it was started without 'aio up --ovs-kpps')")
-    assert rp is not None, "the OVS agent's packet rate (aio up --ovs-kpps) never reached Placement"
-    total = _get(conn, f"/resource_providers/{rp['uuid']}/inventories")["inventories"][RATE]["total"]
-    assert total == handed_off_kpps()
-    want = int(total * 0.6)          # one port fits, two do not
+    assert len(rps) == lay.computes, f"the OVS agents' packet rate (aio up --ovs-kpps) reached " \
+                                     f"Placement for {len(rps)} of {lay.computes} nodes"
+    for rp in rps:
+        total = _get(conn, f"/resource_providers/{rp['uuid']}/inventories")["inventories"][RATE]["total"]
+        assert total == handed_off_kpps(), (rp["name"], total)
+    want = int(handed_off_kpps() * 0.6)          # one port fits a node, two do not
+    node_of = {rp["uuid"]: next(n.host for n in lay.nodes if rp["name"].startswith(n.host + ":"))
+               for rp in rps}
     tag = f"vnb-cap-{secrets.token_hex(3)}"
     image = conn.image.find_image("vnetbench-guest", ignore_missing=False)
     flavor = conn.compute.find_flavor("vnetbench-pinned", ignore_missing=False)
     net = conn.network.find_network("vnetbench-flat", ignore_missing=False)
     made = {"servers": [], "ports": [], "policy": None}
+
+    def port():
+        made["ports"].append(conn.network.create_port(network_id=net.id, name=f"{tag}-{len(made['ports'])}",
+                                                      qos_policy_id=made["policy"].id))
+        return made["ports"][-1]
+
+    def boot(name, *ports):
+        made["servers"].append(conn.compute.create_server(
+            name=f"{tag}-{name}", image_id=image.id, flavor_id=flavor.id,
+            networks=[{"port": p.id} for p in ports]))
+        return _wait(conn, made["servers"][-1], {"ACTIVE", "ERROR"})
     try:
-        policy = made["policy"] = conn.network.create_qos_policy(name=tag)
-        conn.network.create_qos_minimum_packet_rate_rule(policy, min_kpps=want, direction="any")
-        ports = made["ports"] = [conn.network.create_port(network_id=net.id, name=f"{tag}-{i}",
-                                                          qos_policy_id=policy.id) for i in range(2)]
-        request = conn.network.get_port(ports[0]).resource_request
+        made["policy"] = conn.network.create_qos_policy(name=tag)
+        conn.network.create_qos_minimum_packet_rate_rule(made["policy"], min_kpps=want, direction="any")
+        first = port()
+        request = conn.network.get_port(first).resource_request
         assert request and any(RATE in str(g) for g in request.values()), request
-        first = conn.compute.create_server(name=f"{tag}-a", image_id=image.id, flavor_id=flavor.id,
-                                           networks=[{"port": ports[0].id}])
-        made["servers"].append(first)
-        assert _wait(conn, first, {"ACTIVE", "ERROR"}).status == "ACTIVE"
-        usage = _get(conn, f"/resource_providers/{rp['uuid']}/usages")["usages"][RATE]
-        assert usage == want
-        # what is left: the packet rate no longer holds a second port; CPUs and memory do
-        assert not _get(conn, f"/allocation_candidates?resources={RATE}:{want}")["allocation_requests"]
-        assert _get(conn, f"/allocation_candidates?resources=PCPU:{flavor.vcpus},"
-                          f"MEMORY_MB:{flavor.ram}")["allocation_requests"]
-        second = conn.compute.create_server(name=f"{tag}-b", image_id=image.id, flavor_id=flavor.id,
-                                            networks=[{"port": ports[1].id}])
-        made["servers"].append(second)
-        refused = _wait(conn, second, {"ACTIVE", "ERROR"})
+        a = boot("a", first)
+        assert a.status == "ACTIVE", a.fault
+        used = {node_of[rp["uuid"]]: _usage(conn, rp) for rp in rps}
+        assert used == {h: (want if h == a.compute_host else 0) for h in used}, used
+        others = [rp for rp in rps if node_of[rp["uuid"]] != a.compute_host]
+        # what is left: no vSwitch holds two such ports; another node still has a CPU and memory
+        assert not _get(conn, f"/allocation_candidates?resources={RATE}:{2 * want}")["allocation_requests"]
+        cpu_mem = _get(conn, f"/allocation_candidates?resources=PCPU:{flavor.vcpus},MEMORY_MB:{flavor.ram}")
+        assert len(cpu_mem["allocation_requests"]) == (len(others) or 1), cpu_mem   # one node: its second PCPU
+        refused = boot("two-ports", *((port(), port()) if others else (port(),)))
         assert refused.status == "ERROR", refused.status
         assert "No valid host" in (refused.fault or {}).get("message", ""), refused.fault
+        if others:                    # one such port: the node whose vSwitch has room takes it
+            c = boot("c", port())
+            assert c.status == "ACTIVE" and c.compute_host != a.compute_host, (c.status, c.compute_host)
+            assert _usage(conn, next(rp for rp in rps if node_of[rp["uuid"]] == c.compute_host)) == want
+            print(f"packet rate {want} of {handed_off_kpps()} kpps: a on {a.compute_host}, two ports "
+                  f"refused, c on {c.compute_host}")
     finally:
         for s in made["servers"]:
             conn.compute.delete_server(s, ignore_missing=True)

@@ -2,15 +2,18 @@
 network + mount + UTS namespace with its own OVS, libvirtd, OVS agent and nova-compute
 (tools/aio/README.md). Nova and Neutron see two computes, two hypervisors and two OVS
 agents, each node with its own dedicated CPU; an anti-affinity server group's pair
-lands on both nodes and pings over a VXLAN tenant network, the underlay link between
-the nodes carries that traffic with the VNI Neutron allocated, and Nova live-migrates one
-of them to the other node and back (block migration, libvirt peer to peer) under the suite's
-5 ms probes. One pair for the module (two TCG boots); it runs on the session's AIO when that has two nodes
-(VNETBENCH_AIO_COMPUTES=2), and is skipped on a one-node AIO. That `down` leaves nothing
-of the nodes is checked by the session fixture (conftest.aio_cloud)."""
+lands on both nodes and pings over a VXLAN, a GRE and a Geneve tenant network and a VLAN
+provider network: the underlay link between the nodes carries the tunnels with the
+VNI/key Neutron allocated, the provider trunk the VLAN's tag. Nova live-migrates one of
+them to the other node and back (block migration, libvirt peer to peer) under the
+suite's 5 ms probes, then cold-migrates it. One pair for the module (two TCG boots), on
+the session's AIO (two nodes in the test command; skipped on a one-node AIO,
+VNETBENCH_AIO_COMPUTES=1). That `down` leaves nothing of the nodes is checked by the
+session fixture (conftest.aio_cloud)."""
 
 from __future__ import annotations
 
+import re
 import secrets
 import shutil
 import subprocess
@@ -21,9 +24,13 @@ from pathlib import Path
 import pytest
 
 from aio_nodes import layout_of, vnis
+from vnetbench.aio.conf import PHYSNET
 
 CLOUD, FLAT, IMAGE, FLAVOR = "vnetbench-aio", "vnetbench-flat", "vnetbench-guest", "vnetbench-pinned"
-CIDR = "198.18.61.0/24"
+# the pair's test networks: a subnet each; the VLAN is a provider network (admin gives its
+# tag: the AIO's physnet has no tenant VLAN range)
+NETWORKS = {"vxlan": "198.18.61.0/24", "gre": "198.18.62.0/24", "geneve": "198.18.63.0/24",
+            "vlan": "198.18.64.0/24"}
 BOOT_S = 600            # two TCG guests booting at once on two CPUs
 
 
@@ -74,42 +81,48 @@ def _wait_ssh(key: Path, ip: str, deadline: float) -> None:
 
 @pytest.fixture(scope="module")
 def pair(lay, aio_cloud):
-    """Two pinned servers of an anti-affinity group, each with a port on a VXLAN tenant
-    network (the test NIC) and one on the flat network (the runner's SSH), as admin
-    through openstacksdk; everything deleted after."""
+    """Two pinned servers of an anti-affinity group, each with a port on a VXLAN, a GRE,
+    a Geneve and a VLAN network (the test NICs, configured from the config drive) and one
+    on the flat network (the runner's SSH), as admin through openstacksdk; everything
+    deleted after."""
     from vnetbench.testbed.openstack import cloud
     c = cloud.connect(CLOUD, str(aio_cloud))
     tmp = Path(tempfile.mkdtemp(prefix="vnbmn-"))
     key = tmp / "id"
     subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key)], check=True)
     tag = f"vnbmn-{secrets.token_hex(3)}"
-    servers, ports, net, group, kp = [], [], None, None, None
+    servers, ports, nets, group, kp = [], [], {}, None, None
     try:
         kp = c.compute.create_keypair(name=tag, public_key=(tmp / "id.pub").read_text())
-        net = c.network.create_network(name=tag, provider_network_type="vxlan")
-        c.network.create_subnet(network_id=net.id, name=tag, ip_version=4, cidr=CIDR,
-                                gateway_ip=None, enable_dhcp=False)
+        for kind, cidr in NETWORKS.items():
+            provider = ({"provider_physical_network": PHYSNET,
+                         "provider_segmentation_id": 2000 + secrets.randbelow(1000)} if kind == "vlan" else {})
+            nets[kind] = c.network.create_network(name=f"{tag}-{kind}", provider_network_type=kind, **provider)
+            c.network.create_subnet(network_id=nets[kind].id, name=f"{tag}-{kind}", ip_version=4, cidr=cidr,
+                                    gateway_ip=None, enable_dhcp=False)
         flat = c.network.find_network(FLAT, ignore_missing=False)
         group = c.compute.create_server_group(name=tag, policy="anti-affinity")
         image = c.image.find_image(IMAGE, ignore_missing=False)
         flavor = c.compute.find_flavor(FLAVOR, ignore_missing=False)
+        ips = {}
         for name in ("a", "b"):
-            test = c.network.create_port(network_id=net.id, name=f"{tag}-{name}", port_security_enabled=False)
+            mine = {kind: c.network.create_port(network_id=net.id, name=f"{tag}-{name}-{kind}",
+                                                port_security_enabled=False) for kind, net in nets.items()}
             mgmt = c.network.create_port(network_id=flat.id, name=f"{tag}-{name}-m", port_security_enabled=False)
-            ports += [test, mgmt]
+            ports += [*mine.values(), mgmt]
+            ips[name] = {"mgmt": mgmt.fixed_ips[0]["ip_address"],
+                         **{kind: port.fixed_ips[0]["ip_address"] for kind, port in mine.items()}}
             servers.append(c.compute.create_server(
                 name=f"{tag}-{name}", image_id=image.id, flavor_id=flavor.id, key_name=kp.name,
-                networks=[{"port": test.id}, {"port": mgmt.id}], config_drive=True,
+                networks=[*({"port": p.id} for p in mine.values()), {"port": mgmt.id}], config_drive=True,
                 scheduler_hints={"group": group.id}))
         t0 = time.monotonic()
         servers = [c.compute.wait_for_server(s, wait=BOOT_S) for s in servers]
-        ips = {name: (test.fixed_ips[0]["ip_address"], mgmt.fixed_ips[0]["ip_address"])
-               for name, test, mgmt in zip("ab", ports[0::2], ports[1::2])}
-        for _, m in ips.values():
-            _wait_ssh(key, m, t0 + BOOT_S)
+        for m in ips.values():
+            _wait_ssh(key, m["mgmt"], t0 + BOOT_S)
         print(f"pair up and reachable {time.monotonic() - t0:.0f} s after ACTIVE was asked")
         yield {"servers": [c.compute.get_server(s.id) for s in servers], "ips": ips, "key": key,
-               "network": c.network.get_network(net.id)}
+               "networks": {kind: c.network.get_network(net.id) for kind, net in nets.items()}}
     finally:
         for s in servers:
             c.compute.delete_server(s.id, ignore_missing=True)
@@ -117,7 +130,7 @@ def pair(lay, aio_cloud):
             c.compute.wait_for_delete(s, wait=120)
         for p in ports:
             c.network.delete_port(p.id, ignore_missing=True)
-        if net:
+        for net in nets.values():
             c.network.delete_network(net.id, ignore_missing=True)
         if group:
             c.compute.delete_server_group(group.id, ignore_missing=True)
@@ -127,36 +140,51 @@ def pair(lay, aio_cloud):
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-def test_an_anti_affinity_pair_lands_on_both_nodes_and_pings_over_vxlan_on_the_underlay(lay, pair):
+# what carries each network between the nodes: (link kind of lay.nodes[1].link, tcpdump
+# filter, the segmentation id as tcpdump prints it in the outer header)
+WIRE = {"vxlan": ("u", "udp port 4789", lambda out: vnis(out)),
+        "gre": ("u", "ip proto 47", lambda out: {int(k, 16) for k in re.findall(r"key=0x([0-9a-f]+)", out)}),
+        "geneve": ("u", "udp port 6081", lambda out: {int(k, 16) for k in re.findall(r"Geneve.*? vni 0x([0-9a-f]+)", out)}),
+        "vlan": ("p", "vlan", lambda out: {int(k) for k in re.findall(r"vlan (\d+), p \d", out)})}
+
+
+def test_the_pair_is_on_both_nodes(lay, pair):
     a, b = pair["servers"]
     assert a.host_id != b.host_id, (a.host_id, b.host_id)
     assert {a.compute_host, b.compute_host} == {n.host for n in lay.nodes}
-    net = pair["network"]
-    assert net.provider_network_type == "vxlan" and net.provider_segmentation_id
-    (a_test, a_mgmt), (b_test, _) = pair["ips"]["a"], pair["ips"]["b"]
-    # the underlay link between the nodes: this machine's end of node 2's underlay veth
-    link = lay.nodes[1].link("u")
-    cap = subprocess.Popen(["tcpdump", "-i", link, "-nn", "-l", "-c", "8", "udp port 4789"],
+
+
+@pytest.mark.parametrize("kind", list(WIRE))
+def test_the_pair_pings_across_the_nodes_and_the_wire_carries_neutrons_segment(lay, pair, kind):
+    """VXLAN, GRE and Geneve on the underlay link between the nodes, the outer header
+    between the two tunnel endpoints and Neutron's VNI/key; VLAN on the provider trunk
+    with Neutron's tag; the inner echo between the guests' addresses in each."""
+    net = pair["networks"][kind]
+    assert net.provider_network_type == kind and net.provider_segmentation_id
+    a_ip, b_ip, a_mgmt = pair["ips"]["a"][kind], pair["ips"]["b"][kind], pair["ips"]["a"]["mgmt"]
+    what, bpf, segments = WIRE[kind]
+    link = lay.nodes[1].link(what)       # this machine's end of node 2's veth
+    cap = subprocess.Popen(["tcpdump", "-i", link, "-nn", "-e", "-l", "-c", "8", bpf],
                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         time.sleep(1.0)         # tcpdump attached (its 'listening on' line is on stderr)
-        ping = _ssh(pair["key"], a_mgmt, "ping", "-c", "5", "-i", "0.2", "-W", "5", b_test)
+        ping = _ssh(pair["key"], a_mgmt, "ping", "-c", "5", "-i", "0.2", "-W", "5", b_ip)
         assert ping.returncode == 0 and " 0% packet loss" in ping.stdout, ping.stdout + ping.stderr
         out, _ = cap.communicate(timeout=20)
     finally:
         if cap.poll() is None:
             cap.terminate()
             cap.wait(timeout=10)
-    lines = [ln for ln in out.splitlines() if "VXLAN" in ln]
-    assert lines, out
-    # the outer header between the two tunnel endpoints, the inner ICMP between the guests
-    ends = {n.local_ip for n in lay.nodes}
-    assert all(any(f"{e}." in ln for e in ends) for ln in lines), out
-    # (tcpdump prints the inner packet on the line after its VXLAN header)
-    assert f"{a_test} > {b_test}: ICMP echo request" in out, out
-    assert f"{b_test} > {a_test}: ICMP echo reply" in out, out
-    assert vnis(out) == {net.provider_segmentation_id}, out
-    print(f"VXLAN on {link}: VNI {net.provider_segmentation_id}; {ping.stdout.strip().splitlines()[-1]}")
+    if what == "u":             # every outer header between the two tunnel endpoints
+        marker = {"vxlan": "VXLAN", "gre": "GREv0", "geneve": "Geneve"}[kind]
+        outer = [ln for ln in out.splitlines() if marker in ln]
+        assert outer and all(f"{lay.nodes[0].local_ip}" in ln and f"{lay.nodes[1].local_ip}" in ln
+                             for ln in outer), out
+    # (tcpdump prints the inner packet on the line after a UDP tunnel's header)
+    assert f"{a_ip} > {b_ip}: ICMP echo request" in out, out
+    assert f"{b_ip} > {a_ip}: ICMP echo reply" in out, out
+    assert segments(out) == {net.provider_segmentation_id}, out
+    print(f"{kind} on {link}: segment {net.provider_segmentation_id}; {ping.stdout.strip().splitlines()[-1]}")
 
 
 PROBE_S = 45.0          # the probe stream: the migration (TCG, block) runs inside it
@@ -183,7 +211,7 @@ def test_live_migration_between_the_nodes_under_5ms_probes(lay, pair, conn):
 
 def _migrate_under_probes(lay, pair, conn, name, a, source, target) -> None:
     from vnetbench.traffic import probe
-    key, (_, a_mgmt) = pair["key"], pair["ips"][name]
+    key, a_mgmt = pair["key"], pair["ips"][name]["mgmt"]
     port, marker = 40000 + secrets.randbelow(20000), 1 + secrets.randbelow(2**31 - 2)
     recv = ["vnetbench-flowgen", *probe.recv_command(probe.RecvParams(
         port, PROBE_S + 5, marker, first_within=30), native=True)[1:]]
@@ -232,3 +260,65 @@ def _migrate_under_probes(lay, pair, conn, name, a, source, target) -> None:
           f"{INTERVAL_MS:g} ms, {res['outages']} outage(s))")
     assert res["received"] > 0 and res["outages"] >= 1, res        # a live migration pauses it
     assert res["downtime_ms"] < 20_000, res
+
+
+COLD_S = 600.0          # a cold migration: power off, the disk copied, boot (TCG) on the other node
+
+
+def test_cold_migration_to_the_other_node(lay, pair, conn):
+    """Nova's cold migration (``migrate`` to the other node, then the resize confirmed):
+    the guest is powered off, its disk copied into the target node's own storage and booted
+    there. Downtime = the longest gap between the runner's ping replies (every 0.2 s, so
+    that is its resolution): for a cold migration, the boot is in it."""
+    left = [(n, s) for n, s in zip("ab", pair["servers"]) if conn.compute.find_server(s.id)]
+    for n, s in left:       # the live migration test deleted b; the guest on node 1 stays
+        if s.compute_host != lay.nodes[0].host:
+            conn.compute.delete_server(s.id)
+            conn.compute.wait_for_delete(s, wait=120)
+    (name, a), = [(n, s) for n, s in left if s.compute_host == lay.nodes[0].host]
+    a = conn.compute.get_server(a.id)
+    source, target = a.compute_host, lay.nodes[1].host
+    mgmt = pair["ips"][name]["mgmt"]
+    pings = subprocess.Popen(["ping", "-D", "-n", "-i", "0.2", "-W", "1", mgmt],
+                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    try:
+        time.sleep(2.0)
+        t0 = time.monotonic()
+        conn.compute.migrate_server(a, host=target)
+        while time.monotonic() - t0 < COLD_S:
+            s = conn.compute.get_server(a.id)
+            if s.status == "VERIFY_RESIZE":
+                break
+            assert s.status != "ERROR", s.fault
+            # a failed resize leaves the guest ACTIVE where it was: Nova's migration record says
+            failed = [m for m in conn.compute.migrations(instance_uuid=a.id)
+                      if m.migration_type == "migration" and m.status in ("error", "failed")]
+            assert not failed, f"cold migration {failed[0].status}: " + _errors(lay)
+            time.sleep(1)
+        assert s.status == "VERIFY_RESIZE", (s.status, s.task_state)
+        conn.compute.confirm_server_resize(a)
+        s = conn.compute.wait_for_server(a, status="ACTIVE", wait=120)
+        moved_s = time.monotonic() - t0
+        assert s.compute_host == target, (s.compute_host, target)
+        node = lay.nodes[1]
+        assert (node.nova_data / "instances" / a.id / "disk").is_file()
+        _wait_ssh(pair["key"], mgmt, time.monotonic() + COLD_S)
+        time.sleep(1.0)
+    finally:
+        pings.terminate()
+    out = pings.communicate(timeout=10)[0]
+    replies = [float(t) for t in re.findall(r"^\[(\d+\.\d+)\] \d+ bytes from", out, re.M)]
+    assert len(replies) > 10, out[-2000:]
+    gap = max(t2 - t1 for t1, t2 in zip(replies, replies[1:]))
+    print(f"cold migration {source} -> {target}: {moved_s:.1f} s until Nova had it ACTIVE there "
+          f"(resize confirmed); the runner's pings had no reply for {gap:.1f} s (0.2 s resolution)")
+    assert gap > 1.0        # powered off and booted again: not a live migration
+
+
+def _errors(lay, lines: int = 6) -> str:
+    """The last ERROR lines of the nova-computes' logs (why a migration failed)."""
+    out = []
+    for log in sorted(lay.logs.glob("*nova-compute.log")):
+        errs = [ln for ln in log.read_text(errors="replace").splitlines() if " ERROR " in ln]
+        out += [f"{log.name}: {ln[-400:]}" for ln in errs[-lines:]]
+    return "\n".join(out) or "no ERROR in the nova-compute logs"

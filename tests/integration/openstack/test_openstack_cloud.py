@@ -1,9 +1,12 @@
 """The openstack backend against a real all-in-one OpenStack (tools/aio, fixture
-aio_cloud): Heat makes the stack from heat-templates/ (the shared flat network, a pinned
-flavor, a same-host pair), Nova boots two pinned guests from the project's image, the
-backend verifies placement and pinning through the API, icmp-rtt and tcp-mss run in
-them through Rally with only task arguments changed, and the stack is deleted; a SIGKILL
-during stack creation, then cleanup, deletes that stack and spares a decoy stack."""
+aio_cloud, two compute nodes): Heat makes the stack from heat-templates/ (the shared flat
+network, a pinned flavor, the seed's cross-host pair: one guest per node, each node's one
+dedicated CPU), Nova boots two pinned guests from the project's image, the backend
+verifies placement and pinning through the API and each node's libvirtd has them pinned
+to its own CPU, icmp-rtt and tcp-mss run in them through Rally with only task arguments
+changed, the host CPU of both nodes beside each window, and the stack is deleted; a
+SIGKILL during stack creation, then cleanup, deletes that stack and spares a decoy stack.
+On a one-node AIO (VNETBENCH_AIO_COMPUTES=1) the pair is same-host."""
 
 from __future__ import annotations
 
@@ -17,6 +20,7 @@ from pathlib import Path
 
 import pytest
 
+from aio_nodes import layout_of
 from vnetbench.rally_plugins.context import testbed_yaml as make_testbed
 
 REPO = Path(__file__).resolve().parents[3]
@@ -38,9 +42,16 @@ def _stacks(conn) -> dict:
     return {s.name: s for s in conn.orchestration.stacks() if s.status != "DELETE_COMPLETE"}
 
 
-def _testbed(tmp_path) -> Path:
+@pytest.fixture(scope="module")
+def placement(aio_cloud) -> str:
+    """The module pair's placement: across the nodes (one dedicated CPU each: a pinned
+    pair fits on no single node), same-host on a one-node AIO."""
+    return "cross-host" if layout_of(aio_cloud).computes >= 2 else "same-host"
+
+
+def _testbed(tmp_path, placement) -> Path:
     f = tmp_path / "tb.yaml"
-    f.write_text(make_testbed("ovs", "flat", None, ["same-host"]))
+    f.write_text(make_testbed("ovs", "flat", None, [placement]))
     return f
 
 
@@ -50,7 +61,7 @@ def _up_argv(tb: Path) -> list[str]:
 
 
 @pytest.fixture(scope="module")
-def pinned_pair(aio_cloud, aio_prometheus, tmp_path_factory):
+def pinned_pair(aio_cloud, aio_prometheus, placement, tmp_path_factory):
     """One stack for the module's measurements (TCG guests boot slowly: boot once): the
     'testbed up' status, and the environment naming its state dir. Torn down at the end
     with 'testbed down', which must delete the stack."""
@@ -58,7 +69,7 @@ def pinned_pair(aio_cloud, aio_prometheus, tmp_path_factory):
     tmp = tmp_path_factory.mktemp("pinned-pair")
     env = {**os.environ, "OS_CLIENT_CONFIG_FILE": str(aio_cloud),
            "VNETBENCH_STATE_DIR": str(tmp / "state")}
-    done = subprocess.run([*_up_argv(_testbed(tmp)), "--prometheus", aio_prometheus, "--json"],
+    done = subprocess.run([*_up_argv(_testbed(tmp, placement)), "--prometheus", aio_prometheus, "--json"],
                           env=env, capture_output=True, text=True, timeout=1200)
     assert done.returncode == 0, done.stderr[-3000:]
     st = json.loads(done.stdout)
@@ -73,39 +84,49 @@ def pinned_pair(aio_cloud, aio_prometheus, tmp_path_factory):
         conn.close()
 
 
-def test_pinned_same_host_pair_verified(pinned_pair, conn):
+def test_pinned_pair_verified(pinned_pair, placement, aio_cloud, conn):
     st, env = pinned_pair
     rid = st["run_id"]
+    pre = placement.split("-")[0]                    # the pair's VMs: same-a/b, cross-a/b
     assert st["stack"] == f"vnb-{rid}" and f"vnb-{rid}" in _stacks(conn)
     # placement by compute host name (admin), pinning from the topology API: verified
     assert st["placement"]["placement_by"] == "OS-EXT-SRV-ATTR:host"
     hosts = st["placement"]["hosts"]
-    assert hosts["same-a"] and hosts["same-a"] == hosts["same-b"]
-    assert set(st["pinning"]) == {"same-a", "same-b"} and st["warnings"] == []
+    lay = layout_of(aio_cloud)
+    nodes = {n.host: n for n in lay.nodes}
+    assert {hosts[f"{pre}-a"], hosts[f"{pre}-b"]} <= set(nodes)
+    assert (hosts[f"{pre}-a"] == hosts[f"{pre}-b"]) == (placement == "same-host"), hosts
+    assert set(st["pinning"]) == {f"{pre}-a", f"{pre}-b"} and st["warnings"] == []
     cpus = [c for vm in st["pinning"].values() for c in vm.values()]
     assert len(cpus) == len(set(cpus))               # dedicated: no host CPU shared
     server = conn.compute.get_server(st["vms"][0]["server"])
     assert server.flavor["extra_specs"]["hw:cpu_policy"] == "dedicated"
-    # and as libvirt has them: every vCPU of the two domains pinned, to distinct host CPUs
+    # and as each node's own libvirtd has them: every vCPU pinned, to distinct host CPUs,
+    # each inside its node's cpu_dedicated_set
     pins = []
     for vm in st["vms"]:
-        xml = subprocess.run(["virsh", "dumpxml", conn.compute.get_server(vm["server"]).instance_name],
+        node = nodes[hosts[vm["name"]]]
+        xml = subprocess.run(["virsh", "-c", node.libvirt_uri, "dumpxml",
+                              conn.compute.get_server(vm["server"]).instance_name],
                              capture_output=True, text=True, check=True).stdout
-        pins += [line.split("cpuset='")[1].split("'")[0] for line in xml.splitlines() if "<vcpupin " in line]
+        mine = [line.split("cpuset='")[1].split("'")[0] for line in xml.splitlines() if "<vcpupin " in line]
+        assert mine and set(mine) <= set(node.cpus.split(",")), (vm["name"], node.host, node.cpus, mine)
+        pins += mine
     assert len(pins) == 2 and len(set(pins)) == 2, pins
     # the command channel: ping from one guest to the other over the flat network
     b_ip = st["vms"][1]["nics"][0]["ip"]
-    ping = subprocess.run([VNETBENCH, "testbed", "exec", "--run", rid, "same-a", "--",
+    ping = subprocess.run([VNETBENCH, "testbed", "exec", "--run", rid, f"{pre}-a", "--",
                            "ping", "-c", "3", "-W", "5", b_ip], env=env,
                           capture_output=True, text=True, timeout=120)
     assert ping.returncode == 0 and " 0% packet loss" in ping.stdout, ping.stdout + ping.stderr
 
 
-def test_rally_tasks_run_on_the_cloud(pinned_pair, conn, tmp_path):
+def test_rally_tasks_run_on_the_cloud(pinned_pair, placement, conn, tmp_path):
     """icmp-rtt and tcp-mss, unchanged, with the cloud's running pinned pair as task
     arguments (run: its id; the contexts borrow it and leave it up, as compare --run
-    does), few points each. The TCP windows' host CPU comes from the collector on the
-    compute node through Prometheus (aio_prometheus): a measured number per window."""
+    does), few points each, across the nodes. The TCP windows' host CPU comes from the
+    collectors on the compute nodes through Prometheus (aio_prometheus): a measured
+    number per window, for each node the pair is on."""
     st, env = pinned_pair
     home = tmp_path / "rally"
     home.mkdir()
@@ -122,7 +143,7 @@ def test_rally_tasks_run_on_the_cloud(pinned_pair, conn, tmp_path):
     rally("env", "create", "--name", "vnetbench", "--no-use")
     records = tmp_path / "records.jsonl"
     args = {"vswitch": "ovs", "network": "flat", "backend": "openstack", "run": st["run_id"],
-            "placements": ["same-host"], "repetitions": 1, "deferred_count": 3,
+            "placements": [placement], "repetitions": 1, "deferred_count": 3,
             "flood_count": 30, "flood_interval_s": 0.01, "sweep_count": 5, "payloads": [64, 1400],
             "seconds": 3, "results": str(records),
             "min_gbps": 0.001}          # TCG guests on a loaded 2-CPU machine
@@ -135,17 +156,18 @@ def test_rally_tasks_run_on_the_cloud(pinned_pair, conn, tmp_path):
         assert sla and all(c["status"] == "PASS" for c in sla), sla
     recs = [json.loads(line) for line in records.read_text().splitlines()]
     assert {r["test"] for r in recs} == {"icmp_rtt", "tcp_stream"}
-    assert {r["labels"]["placement"] for r in recs} == {"same-host"}
+    assert {r["labels"]["placement"] for r in recs} == {placement}
     assert {r["provenance"]["run_id"] for r in recs} == {st["run_id"]}
     tcp = [r for r in recs if r["test"] == "tcp_stream"]
     assert tcp and all(v > 0 for r in tcp for v in r["samples"]["gbps"])
     # host CPU per TCP window, from Prometheus: the netdev datapath forwards every packet
-    # in ovs-vswitchd's own threads, so the AIO's compute host shows CPU > 0 in each
-    host = st["placement"]["hosts"]["same-a"]
+    # in ovs-vswitchd's own threads, so each compute node of the pair shows CPU > 0
+    hosts = set(st["placement"]["hosts"].values())
     for r in tcp:
         assert r["provenance"]["cpu"]["method"] == "prometheus", r["provenance"]["cpu"]
         windows = [rep["cpu"] for rep in r["extra"]["repetitions"]]
-        assert all(w["method"] == "prometheus" and set(w["hosts"]) == {host} for w in windows), windows
+        assert all(w["method"] == "prometheus" and set(w["hosts"]) == hosts for w in windows), windows
+        assert all(v > 0 for w in windows for v in w["hosts"].values()), windows
         assert all(isinstance(v, float) and v > 0 for v in r["samples"]["cpu_pct"]), r["samples"]
     rtt = [r for r in recs if r["test"] == "icmp_rtt"]
     assert rtt and all(r["metrics"]["loss_pct"]["mean"] == 0 for r in rtt)
@@ -153,14 +175,17 @@ def test_rally_tasks_run_on_the_cloud(pinned_pair, conn, tmp_path):
     print("rally on the cloud: RTT ms", [round(r["metrics"]["rtt_mean_ms"]["mean"], 2) for r in rtt
                                          if "rtt_mean_ms" in r["metrics"]],
           "TCP Mbit/s", [round(1e3 * r["metrics"]["gbps"]["mean"], 1) for r in tcp],
-          "host CPU %", [round(v, 1) for r in tcp for v in r["samples"]["cpu_pct"]])
+          "host CPU %", [round(v, 1) for r in tcp for v in r["samples"]["cpu_pct"]],
+          "per node", [{h: round(v, 1) for h, v in rep["cpu"]["hosts"].items()}
+                       for r in tcp for rep in r["extra"]["repetitions"]])
 
 
 def test_the_scale_family_on_the_cloud_pinned_pair(pinned_pair, monkeypatch):
     """The scale family (issue 24) through the cloud's guests: the module's pinned pair
     released by its gate over SSH, the guest's clock mapped, the compute node's data-plane
-    CPU from the AIO's Prometheus. One step of one pair: both of this machine's CPUs are
-    the pair's (two pairs at once: test_openstack_scale.py, on an AIO with shared CPUs)."""
+    CPU of each node from the AIO's Prometheus. One step of one pair: both of this
+    machine's CPUs are the pair's (two pairs at once: test_openstack_scale.py, on an AIO
+    with shared CPUs)."""
     from vnetbench.scale import run as scale_run
     from vnetbench.testbed import deployment
     st, env = pinned_pair
@@ -172,16 +197,18 @@ def test_the_scale_family_on_the_cloud_pinned_pair(pinned_pair, monkeypatch):
     assert rep["pairs"][0]["ok"] and rep["pairs"][0]["gbps"] > 0, rep["pairs"]
     assert r.samples["aggregate_gbps"][0] == pytest.approx(rep["pairs"][0]["gbps"])
     assert rep["pairs"][0]["echoes"] > 0                   # latency under load beside
-    (host,) = rep["hosts"].values()
-    assert host["dataplane_pct"] is not None, rep["hosts"]
-    print(f"scale on the cloud, 1 pair: {r.samples['aggregate_gbps'][0] * 1000:.1f} Mbit/s, "
-          f"compute node data plane {host['dataplane_pct']:.1f} % of a CPU")
+    assert set(rep["hosts"]) == set(st["placement"]["hosts"].values()), rep["hosts"]
+    assert all(h["dataplane_pct"] is not None for h in rep["hosts"].values()), rep["hosts"]
+    print(f"scale on the cloud, 1 pair ({r.labels.get('placement', '')}): "
+          f"{r.samples['aggregate_gbps'][0] * 1000:.1f} Mbit/s, data plane per compute node "
+          + ", ".join(f"{n} {h['dataplane_pct']:.1f} %" for n, h in rep["hosts"].items()))
 
 
 LIMIT_MBPS = 10
 
 
-def test_neutron_qos_ingress_bandwidth_limit_on_a_real_port(pinned_pair, conn, aio_cloud, monkeypatch):
+def test_neutron_qos_ingress_bandwidth_limit_on_a_real_port(pinned_pair, placement, conn, aio_cloud,
+                                                             monkeypatch):
     """A Neutron QoS policy (bandwidth_limit 10 Mbit/s, direction ingress) on one guest's
     port: the ML2/OVS agent's QoS extension puts an OVS QoS (linux-htb) on the port, and
     the receiving guest measures 10 Mbit/s +-10 % after the first seconds (iperf3, the
@@ -194,7 +221,8 @@ def test_neutron_qos_ingress_bandwidth_limit_on_a_real_port(pinned_pair, conn, a
     st, env = pinned_pair
     monkeypatch.setenv("VNETBENCH_STATE_DIR", env["VNETBENCH_STATE_DIR"])
     dep = deployment.attach(st["run_id"])
-    a, b = "same-a", "same-b"
+    pre = placement.split("-")[0]
+    a, b = f"{pre}-a", f"{pre}-b"
     server_b = next(vm["server"] for vm in st["vms"] if vm["name"] == b)
     port = next(iter(conn.network.ports(device_id=server_b)))
     free = measure.receiver_rate(dep, b, a, seconds=4)["mbps"]
@@ -205,7 +233,8 @@ def test_neutron_qos_ingress_bandwidth_limit_on_a_real_port(pinned_pair, conn, a
                                                      max_burst_kbps=LIMIT_MBPS * 100,
                                                      direction="ingress")
         conn.network.update_port(port, qos_policy_id=policy.id)
-        qos = _ovs_qos_of(aio_cloud, port.id)
+        node = next(n for n in layout_of(aio_cloud).nodes if n.host == st["placement"]["hosts"][b])
+        qos = _ovs_qos_of(node, aio_cloud, port.id)
         m = measure.receiver_rate(dep, b, a, seconds=8)
         v = verdict.rate_compliance({**m, "limit_mbps": LIMIT_MBPS})
         other = measure.receiver_rate(dep, a, b, seconds=4)["mbps"]     # the peer's port
@@ -219,9 +248,10 @@ def test_neutron_qos_ingress_bandwidth_limit_on_a_real_port(pinned_pair, conn, a
     assert other > (1 + verdict.TOLERANCE) * LIMIT_MBPS and after > (1 + verdict.TOLERANCE) * LIMIT_MBPS
 
 
-def _ovs_qos_of(aio_cloud, port_id: str, timeout_s: float = 60) -> str:
-    """The OVS QoS the agent put on the port's interface (tap<port id[:11]>), waited for."""
-    db = f"unix:{aio_cloud.parent / 'ovs' / 'db.sock'}"
+def _ovs_qos_of(node, aio_cloud, port_id: str, timeout_s: float = 60) -> str:
+    """The OVS QoS the agent of NODE (the port's compute node) put on the port's interface
+    (tap<port id[:11]>), waited for."""
+    db = node.ovsdb
     tap = f"tap{port_id[:11]}"
     deadline = time.monotonic() + timeout_s
     while True:
@@ -231,21 +261,21 @@ def _ovs_qos_of(aio_cloud, port_id: str, timeout_s: float = 60) -> str:
             return subprocess.run(["ovs-vsctl", f"--db={db}", "--bare", "--columns=type,other_config",
                                    "list", "qos", out], capture_output=True, text=True).stdout.replace("\n", " ")
         if time.monotonic() > deadline:
-            logs = sorted((aio_cloud.parent / "logs").glob("*openvswitch*"))
-            tail = logs[0].read_text(errors="replace").splitlines()[-15:] if logs else ["no agent log"]
+            log = aio_cloud.parent / "logs" / f"{'' if node.primary else node.name + '-'}neutron-openvswitch-agent.log"
+            tail = log.read_text(errors="replace").splitlines()[-15:] if log.exists() else ["no agent log"]
             raise AssertionError(f"no OVS QoS on {tap} within {timeout_s:.0f} s; agent log:\n"
                                  + "\n".join(tail))
         time.sleep(1)
 
 
-def test_sigkill_during_stack_creation_then_cleanup(cloud_env, conn, tmp_path):
+def test_sigkill_during_stack_creation_then_cleanup(cloud_env, placement, conn, tmp_path):
     decoy = "vnb-ffffff"             # our naming and tags, not a run of this state dir
     template = tmp_path / "decoy.yaml"
     template.write_text(DECOY_TEMPLATE)
     conn.create_stack(decoy, tags="vnetbench,run-ffffff", template_file=str(template), wait=True)
     try:
         state = Path(cloud_env["VNETBENCH_STATE_DIR"])
-        p = subprocess.Popen(_up_argv(_testbed(tmp_path)) + ["-q"], env=cloud_env,
+        p = subprocess.Popen(_up_argv(_testbed(tmp_path, placement)) + ["-q"], env=cloud_env,
                              start_new_session=True, stdout=subprocess.DEVNULL,
                              stderr=subprocess.DEVNULL)
         name, t0 = None, time.monotonic()

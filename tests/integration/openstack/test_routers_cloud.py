@@ -6,8 +6,9 @@ crosses the router (TTL - 1), the outside host (a namespace on the external netw
 reaches b's floating IP and never its fixed address, what a and b send out leaves from
 the router's gateway address (SNAT) and from b's floating IP, the battery measures into
 the floating IP, and a router interface removed through Neutron stops east-west.
-Two pinned guests (this AIO's two dedicated CPUs), each with a management NIC on the
-flat network the runner reaches them on."""
+Two pinned guests, one per compute node (each node's one dedicated CPU), each with a
+management NIC on the flat network the runner reaches them on: the one on node 2 reaches
+the router through the VXLAN tunnel to node 1, whose L3 agent (the network node) holds it."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+from aio_nodes import layout_of
 from aio_testbed import up_on_the_aio
 from vnetbench.battery import session
 
@@ -52,9 +54,13 @@ def ping(dep, where, ip, count=3, wait_s=2):
     return dep.exec(where, ["ping", "-c", str(count), "-i", "0.2", "-W", str(wait_s), str(ip)], timeout=60)
 
 
-def test_neutrons_router_routes_east_west_and_nats_north_south(routed, conn):
+def test_neutrons_router_routes_east_west_and_nats_north_south(routed, conn, aio_cloud):
     dep = routed
     tb = dep.testbed
+    bound = {vm: conn.network.get_port(dep.run.meta()["ports"][vm]).binding_host_id for vm in ("a", "b")}
+    if layout_of(aio_cloud).computes >= 2:
+        assert bound["a"] != bound["b"], bound          # b behind the tunnel from the router
+    print(f"a on {bound['a']}, b on {bound['b']}")
     a, b = (tb.vm(n).nics[0].ip for n in ("a", "b"))
     router, fip, outside = tb.routers[0], tb.floating_ips[0].ip, tb.external_hosts[0]
     # what the backend read back is Neutron's

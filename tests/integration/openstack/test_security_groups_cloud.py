@@ -6,8 +6,10 @@ an allowed port passes and another of the same VM does not (its listener is ther
 the other way does not (stateful), a rule added through Neutron's API admits its first
 packet, and a removed rule stops an established connection; from the runner, SSH passes
 by the run's control group and a port no rule admits is dropped. Two pinned guests on
-the shared flat network (this AIO's two dedicated CPUs): the full six rows with four
-guests run on an AIO of shared CPUs (docs/security-groups.md, 'On a cloud')."""
+the shared flat network, one per compute node (each node's one dedicated CPU; def-1 moves
+to h2 of the recorded testbed, so every verdict is between two nodes' firewalls): the
+full six rows with four guests run on an AIO of shared CPUs
+(docs/security-groups.md, 'On a cloud')."""
 
 from __future__ import annotations
 
@@ -17,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+from aio_nodes import layout_of
 from aio_testbed import up_on_the_aio
 from vnetbench.functional import sgmeasure as sg
 from vnetbench.functional import verdict
@@ -35,7 +38,11 @@ def secured(aio_cloud, tmp_path_factory):
     """The testbed up as admin on the flat network the runner reaches (a pinned flavor;
     SSH on the test NIC, admitted by the run's control group), attached in this process;
     torn down after."""
-    with up_on_the_aio(aio_cloud, tmp_path_factory.mktemp("sg-cloud"), TESTBED,
+    text = TESTBED
+    if layout_of(aio_cloud).computes >= 2:      # one dedicated CPU per node: one guest each
+        text = TESTBED.replace("{name: def-1, host: h1}", "{name: def-1, host: h2}")
+        assert text != TESTBED
+    with up_on_the_aio(aio_cloud, tmp_path_factory.mktemp("sg-cloud"), text,
                             "--existing-network", NETWORK) as (dep, st):
         servers = [sg.serve(dep, vm, (OPEN, CLOSED, *KNOCK_PORTS)) for vm in ("web-1", "def-1")]
         yield dep, st
