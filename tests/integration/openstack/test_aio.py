@@ -145,8 +145,8 @@ def _never_left_up(started: list, state: Path, env: dict) -> None:
 
 class _Decoys:
     """Named as an AIO of run RUN_ID would name them, made by the test, removed by their
-    names: a node namespace, a root-namespace link (a dummy) and a registration in another
-    state root (of an AIO dir that claims that run)."""
+    names: a node namespace, a root-namespace link (a bridge: this kernel has no dummy
+    links) and a registration in another state root (of an AIO dir that claims that run)."""
 
     def __init__(self, tmp: Path, run_id: str):
         self.run_id = run_id
@@ -156,7 +156,7 @@ class _Decoys:
 
     def make(self) -> None:
         subprocess.run(["ip", "netns", "add", self.netns], check=True)
-        subprocess.run(["ip", "link", "add", self.link, "type", "dummy"], check=True)
+        subprocess.run(["ip", "link", "add", self.link, "type", "bridge"], check=True)
         self.aio.mkdir()
         (self.aio / "meta.json").write_text(json.dumps({"run_id": self.run_id}))
         (self.aio / "journal.jsonl").write_text(json.dumps({"kind": "aio", "run_id": self.run_id}) + "\n")
