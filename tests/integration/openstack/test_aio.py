@@ -34,7 +34,7 @@ BUSY = re.compile(r"is in use; another AIO|inside the AIO subnet")
 
 
 @pytest.mark.own_aio
-def test_sigkill_of_up_with_two_computes_then_cleanup_leaves_nothing(request, aio_image, tmp_path):
+def test_sigkill_of_up_with_two_computes_then_cleanup_leaves_nothing(request, tmp_path):
     """`aio up --computes 2` registers the AIO in the state root before its first
     resource; a `vnetbench cleanup` while it runs leaves it alone (in use). SIGKILL of
     up's whole process group once node 2's namespace and daemons run (its daemons, in
@@ -43,6 +43,7 @@ def test_sigkill_of_up_with_two_computes_then_cleanup_leaves_nothing(request, ai
     registration; decoys named like ours with another run id (a namespace, a root link,
     another state root's registration) are untouched."""
     aio_alone.alone(request.config)
+    image = request.getfixturevalue("aio_image")      # after the checks: a build takes minutes
     root = tmp_path / "state"
     env = {**os.environ, "VNETBENCH_STATE_DIR": str(root)}
     state = Path(tempfile.mkdtemp(prefix="vnbaio-", dir="/var/tmp")).resolve()
@@ -51,7 +52,7 @@ def test_sigkill_of_up_with_two_computes_then_cleanup_leaves_nothing(request, ai
     ok = False
     try:
         decoys.make()
-        up = _up_until_node_2_runs(state, aio_image, env, tmp_path / "up.log", started)
+        up = _up_until_node_2_runs(state, image, env, tmp_path / "up.log", started)
         lay = layout_of(state / "clouds.yaml")          # its meta.json: cleanup removes it
         assert lay.run_id != decoys.run_id
         assert [p.name for p in root.iterdir()] == [lay.run_id], "not registered under its run id"
