@@ -61,15 +61,15 @@ def aio_cloud(aio_image, tmp_path_factory, request):
     registered = tmp_path_factory.mktemp("aio-registration")
     env = {**os.environ, "VNETBENCH_STATE_DIR": str(registered)}
     request.config.stash[aio_alone.SESSION_AIO] = state
-    for slot in range(8):       # another session's AIO may hold the first ports and subnet
-        argv = [*AIO, "up", "--state", str(state), "--image", str(aio_image),
-                "--port-base", str(19000 + 100 * slot), "--cidr", f"198.19.{250 - slot}.0/24",
-                "--ovs-kpps", str(handed_off_kpps()), "--computes", computes_wanted()]
-        up = subprocess.run(argv, capture_output=True, text=True, timeout=1200, cwd=REPO, env=env)
-        if up.returncode != 2 or not BUSY.search(up.stderr):
-            break
     ok, lay = False, None
-    try:
+    try:                        # down in any case, also after up's time-out
+        for slot in range(8):   # another session's AIO may hold the first ports and subnet
+            argv = [*AIO, "up", "--state", str(state), "--image", str(aio_image),
+                    "--port-base", str(19000 + 100 * slot), "--cidr", f"198.19.{250 - slot}.0/24",
+                    "--ovs-kpps", str(handed_off_kpps()), "--computes", computes_wanted()]
+            up = subprocess.run(argv, capture_output=True, text=True, timeout=1200, cwd=REPO, env=env)
+            if up.returncode != 2 or not BUSY.search(up.stderr):
+                break
         assert up.returncode == 0, f"aio up failed (logs kept in {state}/logs):\n{up.stderr[-4000:]}"
         print(up.stderr.strip().splitlines()[-1])
         clouds = Path(up.stdout.strip().splitlines()[-1])
