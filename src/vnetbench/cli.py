@@ -200,11 +200,13 @@ def _parser():
     tb.add_parser("schema", help="print the testbed JSON Schema").set_defaults(func=cmd_schema)
 
     for parent in (sub, tb):
-        s = parent.add_parser("cleanup", help="remove every object of vnetbench runs (also after a crash)")
+        s = parent.add_parser("cleanup", help="remove every object of vnetbench runs and all-in-one "
+                                              "clouds (also after a crash)")
         s.add_argument("--run", action="append", help="only this run (repeatable)")
-        s.add_argument("--backend", choices=["netns", "libvirt", "openstack"],
+        s.add_argument("--backend", choices=["netns", "libvirt", "openstack", "aio"],
                        help="only runs of this backend (openstack: deletes the stacks they "
-                            "journaled, and no other)")
+                            "journaled, and no other; aio: the all-in-one clouds of "
+                            "tools/aio, each with its own 'aio down')")
         s.set_defaults(func=cmd_cleanup)
 
     fault_parsers(sub)

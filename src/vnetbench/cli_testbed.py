@@ -121,25 +121,39 @@ def cmd_down(args):
 
 
 def cmd_cleanup(args):
+    from vnetbench.aio import registry
     from vnetbench.state import RunBusyError, find_run, runs, stale_new_dirs
     from vnetbench.testbed.deployment import remove_stale, teardown
     targets = [find_run(r, kind=None) for r in args.run] if args.run else runs()
-    if args.backend:        # runs of that backend only (a run from before the key: netns)
-        targets = [r for r in targets if r.meta().get("kind", "testbed") == "testbed"
-                   and r.meta().get("backend", "netns") == args.backend]
+    if args.backend:
+        targets = [r for r in targets if _cleanup_backend(r) == args.backend]
     failed = 0
     for run in targets:
+        # an AIO's: said before its `down` (which takes the state dir's meta.json)
+        what = f" ({registry.fate(run)})" if registry.is_aio(run) else ""
         try:
             errors = teardown(run)
         except RunBusyError as exc:      # being built or torn down by a live process
             print(f"run {run.run_id}: {exc}")
             continue
         failed += bool(errors)
-        print(f"run {run.run_id}: " + ("removed" if not errors else "; ".join(errors)))
+        print(f"run {run.run_id}: " + ("removed" + what if not errors else "; ".join(errors)))
     stale = [] if args.run or args.backend else remove_stale(stale_new_dirs())
     if not targets and not stale:
         print("nothing to clean up")
     return 1 if failed else 0
+
+
+def _cleanup_backend(run) -> str | None:
+    """The ``cleanup --backend`` choice RUN answers to: "aio" for an all-in-one cloud's
+    registration (never any testbed backend's), a testbed's backend (netns for a run from
+    before the key), none for a monitor."""
+    from vnetbench.aio.registry import is_aio
+    from vnetbench.state import TESTBED
+    if is_aio(run):
+        return "aio"
+    meta = run.meta()
+    return meta.get("backend", "netns") if meta.get("kind", TESTBED) == TESTBED else None
 
 
 def cmd_fault(args):

@@ -186,11 +186,13 @@ class Run:
 
 
 TESTBED, MONITOR = "testbed", "monitor"
-HOW_TO_START = {TESTBED: "vnetbench testbed up FILE", MONITOR: "vnetbench monitor up"}
+AIO = "aio"        # an all-in-one cloud's registration (vnetbench.aio.registry)
+HOW_TO_START = {TESTBED: "vnetbench testbed up FILE", MONITOR: "vnetbench monitor up",
+                AIO: "tools/aio/aio up"}
 
 
 def runs(kind: str | None = None) -> list[Run]:
-    """Every run (testbeds and monitors), or those of one kind (meta "kind")."""
+    """Every run (testbeds, monitors, all-in-one clouds), or those of one kind (meta "kind")."""
     root = state_root()
     if not root.is_dir():
         return []

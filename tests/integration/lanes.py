@@ -53,7 +53,8 @@ def lane_of(path: Path) -> str:
 def owned_run_ids(roots, depth: int = 4) -> set[str]:
     """Run ids whose run directory (``<id>/journal.jsonl``) lies under one of ROOTS (the
     session's temp tree, its default state root), at most DEPTH levels down: the runs
-    this session's tests made."""
+    this session's tests made, and the session AIO's (its registration, in a state root
+    of its own in the temp tree: openstack/conftest.aio_cloud)."""
     found = set()
     for root in roots:
         base = Path(root)

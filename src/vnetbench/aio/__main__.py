@@ -8,6 +8,7 @@ import sys
 import time
 from pathlib import Path
 
+from vnetbench.aio import registry
 from vnetbench.aio.cloud import Aio, default_state
 from vnetbench.errors import VnetbenchError
 
@@ -65,12 +66,12 @@ def main(argv=None) -> int:
         if args.command == "up":
             t0 = time.monotonic()
             image = guest_image(args.image, log)
-            path = aio.up(image, progress=log)
+            path = registry.up(aio, image, progress=log)
             log(f"aio: up in {time.monotonic() - t0:.0f} s {json.dumps(aio.timings)}")
             print(path)
         elif args.command == "down":
             t0 = time.monotonic()
-            problems = aio.down(progress=log)
+            problems = registry.down(aio, progress=log)
             if problems:
                 log(f"aio: down left: {'; '.join(problems)}")
                 return 1
@@ -83,7 +84,8 @@ def main(argv=None) -> int:
         log(str(exc))
         return 2
     except KeyboardInterrupt:
-        log("aio: interrupted; run 'aio down' to remove what was started")
+        log(f"aio: interrupted; run 'aio down --state {args.state}' (or 'vnetbench cleanup') "
+            "to remove what was started")
         return 130
     return 0
 

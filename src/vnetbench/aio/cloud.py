@@ -10,7 +10,6 @@ import fcntl
 import ipaddress
 import json
 import os
-import secrets
 import shutil
 import socket
 import subprocess
@@ -26,6 +25,7 @@ from vnetbench.aio.conf import Layout, Node
 from vnetbench.aio.procs import (MARKER, Daemons, Journal, _tail, alive, log_lines, port_free,
                                   stop, wait_port)
 from vnetbench.errors import PrerequisiteError, VnetbenchError
+from vnetbench.state import new_run_id
 
 CLOUD, DEMO = "vnetbench-aio", "vnetbench-aio-demo"
 DEMO_PROJECT = DEMO_USER = "vnetbench-demo"
@@ -45,6 +45,19 @@ RACE = "Domain not found"
 
 def default_state() -> Path:
     return Path(os.environ.get("VNETBENCH_STATE_DIR") or "/run/vnetbench") / "aio"
+
+
+def owned_meta(state: Path) -> dict:
+    """The meta.json of the AIO in STATE, or {} when its journal lists nothing: a meta.json
+    without a journal describes no AIO (`up` died before its first resource, or `down`
+    finished), so neither its run id nor its registration is anyone's any more."""
+    if not Journal(state / "journal.jsonl").entries():
+        return {}
+    try:
+        meta = json.loads((state / "meta.json").read_text())
+    except (OSError, ValueError):
+        return {}
+    return meta if isinstance(meta, dict) else {}
 
 
 def _run(argv, what: str, timeout_s: float = 600, env=None, input=None) -> str:
@@ -69,8 +82,10 @@ class Aio:
                  computes: int = 1):
         self.state = state.resolve()
         self.journal = Journal(self.state / "journal.jsonl")
-        meta = self._meta()
-        run_id = meta.get("run_id") or secrets.token_hex(3)
+        meta = owned_meta(self.state)
+        # a new AIO's run id is one no run of vnetbench's state root has: it registers there
+        # under it (vnetbench.aio.registry), and its names carry it
+        run_id = meta.get("run_id") or new_run_id()
         self.lay = Layout(self.state, run_id, int(meta.get("port_base", port_base)),
                           meta.get("cidr", cidr), host=meta.get("host", socket.gethostname()),
                           cpus=meta.get("cpus", cpus), shared_cpus=meta.get("shared_cpus", shared_cpus),
@@ -80,11 +95,11 @@ class Aio:
         self.timings: dict[str, float] = {}
 
     # --- state ---------------------------------------------------------------------------
-    def _meta(self) -> dict:
-        try:
-            return json.loads((self.state / "meta.json").read_text())
-        except (FileNotFoundError, json.JSONDecodeError):
-            return {}
+    @property
+    def registration(self) -> Path | None:
+        """The run directory that registers this AIO in a vnetbench state root, if any."""
+        path = owned_meta(self.state).get("registration")
+        return Path(path) if isinstance(path, str) else None
 
     @contextlib.contextmanager
     def _locked(self):
@@ -112,7 +127,9 @@ class Aio:
         return self.state / "clouds.yaml"
 
     # --- up ------------------------------------------------------------------------------
-    def up(self, image: Path, progress=print) -> Path:
+    def up(self, image: Path, progress=print, registration: Path | None = None) -> Path:
+        """Bring the AIO up; REGISTRATION (the run directory registering it, made before
+        this is called) goes into its meta.json, so `down` removes it last."""
         with self._locked():
             if self.journal.entries():
                 if self._healthy():
@@ -126,7 +143,8 @@ class Aio:
                 {"run_id": self.lay.run_id, "port_base": self.lay.port_base,
                  "cidr": self.lay.cidr, "host": self.lay.host, "cpus": self.lay.cpus,
                  "shared_cpus": self.lay.shared_cpus, "ovs_kpps": self.lay.ovs_kpps,
-                 "computes": self.lay.computes}))
+                 "computes": self.lay.computes,
+                 **({"registration": str(registration)} if registration else {})}))
             self.journal.record("aio", run_id=self.lay.run_id, domains=self.lay.instance_prefix)
             for path, text in conf.files(self.lay).items():
                 path.parent.mkdir(parents=True, exist_ok=True)
@@ -844,10 +862,12 @@ class Aio:
                         problems.append(str(exc))
             for sub in ("data", "etc", "ovs", "netns", "nodes", "sockets"):
                 shutil.rmtree(self.state / sub, ignore_errors=True)
-            for f in ("clouds.yaml", "meta.json", "mysql.sock", "mariadb.pid", "timings.json"):
+            for f in ("clouds.yaml", "mysql.sock", "mariadb.pid", "timings.json"):
                 (self.state / f).unlink(missing_ok=True)
-            if not problems:
+            if not problems:    # the journal first: a meta.json left alone describes nothing
                 self.journal.path.unlink(missing_ok=True)
+                (self.state / "meta.json").unlink(missing_ok=True)
+            # else both stay: a retry (aio down, vnetbench cleanup) finds the same layout
             return problems
 
 

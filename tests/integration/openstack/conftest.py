@@ -14,12 +14,18 @@ from pathlib import Path
 
 import pytest
 
+import aio_alone
 from aio_capacity import handed_off_kpps
 from aio_nodes import computes_wanted, layout_of, leftovers
 
 REPO = Path(__file__).resolve().parents[3]
 AIO = [sys.executable, "-m", "vnetbench.aio"]
 BUSY = re.compile(r"is in use; another AIO|inside the AIO subnet")
+
+
+def pytest_collection_modifyitems(config, items):
+    # a test with an AIO of its own before the session's (one AIO per machine)
+    aio_alone.own_aio_first(items)
 
 
 @pytest.fixture(scope="session")
@@ -32,7 +38,7 @@ def aio_image(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="session")
-def aio_cloud(aio_image):
+def aio_cloud(aio_image, tmp_path_factory, request):
     """Path of the clouds.yaml of a running all-in-one cloud (clouds vnetbench-aio, admin,
     and vnetbench-aio-demo, a project member). Its state dir is outside pytest's private
     temp tree: QEMU, running as libvirt's user, must reach the instances' disks.
@@ -40,21 +46,30 @@ def aio_cloud(aio_image):
     AIO per machine, so it first waits up to VNETBENCH_AIO_WAIT_S (300) s for another to go.
     VNETBENCH_AIO_CLOUDS=PATH uses a running AIO's clouds.yaml instead (left running).
     VNETBENCH_AIO_COMPUTES=N: its compute nodes (aio up --computes, default 2). After
-    `down`, nothing of it may be left (namespaces, links, processes, domains)."""
+    `down`, nothing of it may be left (namespaces, links, processes, domains, its
+    registration).
+    It registers (vnetbench.aio.registry) in a state root of its own in the session's
+    temp tree: no `vnetbench cleanup` or run listing of the tests, which use the lane's
+    state root or private ones, sees it; the lane's module guard, which looks for runs in
+    the temp tree (lanes.owned_run_ids), counts its objects as the session's."""
     if os.environ.get("VNETBENCH_AIO_CLOUDS"):      # a running AIO of the developer's
+        request.config.stash[aio_alone.SESSION_AIO] = Path(os.environ["VNETBENCH_AIO_CLOUDS"]).parent
         yield Path(os.environ["VNETBENCH_AIO_CLOUDS"])
         return
-    _wait_for_other_aio(float(os.environ.get("VNETBENCH_AIO_WAIT_S", "300")))
+    aio_alone.wait_for_other_aio(float(os.environ.get("VNETBENCH_AIO_WAIT_S", "300")))
     state = Path(tempfile.mkdtemp(prefix="vnbaio-", dir="/var/tmp"))
-    for slot in range(8):       # another session's AIO may hold the first ports and subnet
-        argv = [*AIO, "up", "--state", str(state), "--image", str(aio_image),
-                "--port-base", str(19000 + 100 * slot), "--cidr", f"198.19.{250 - slot}.0/24",
-                "--ovs-kpps", str(handed_off_kpps()), "--computes", computes_wanted()]
-        up = subprocess.run(argv, capture_output=True, text=True, timeout=1200, cwd=REPO)
-        if up.returncode != 2 or not BUSY.search(up.stderr):
-            break
+    registered = tmp_path_factory.mktemp("aio-registration")
+    env = {**os.environ, "VNETBENCH_STATE_DIR": str(registered)}
+    request.config.stash[aio_alone.SESSION_AIO] = state
     ok, lay = False, None
-    try:
+    try:                        # down in any case, also after up's time-out
+        for slot in range(8):   # another session's AIO may hold the first ports and subnet
+            argv = [*AIO, "up", "--state", str(state), "--image", str(aio_image),
+                    "--port-base", str(19000 + 100 * slot), "--cidr", f"198.19.{250 - slot}.0/24",
+                    "--ovs-kpps", str(handed_off_kpps()), "--computes", computes_wanted()]
+            up = subprocess.run(argv, capture_output=True, text=True, timeout=1200, cwd=REPO, env=env)
+            if up.returncode != 2 or not BUSY.search(up.stderr):
+                break
         assert up.returncode == 0, f"aio up failed (logs kept in {state}/logs):\n{up.stderr[-4000:]}"
         print(up.stderr.strip().splitlines()[-1])
         clouds = Path(up.stdout.strip().splitlines()[-1])
@@ -63,9 +78,11 @@ def aio_cloud(aio_image):
         ok = True
     finally:
         down = subprocess.run([*AIO, "down", "--state", str(state)], capture_output=True,
-                              text=True, timeout=300, cwd=REPO)
+                              text=True, timeout=300, cwd=REPO, env=env)
+        del request.config.stash[aio_alone.SESSION_AIO]
         assert down.returncode == 0, f"aio down failed:\n{down.stderr[-2000:]}"
         left = leftovers(lay) if lay else []
+        left += [f"registration {p}" for p in registered.iterdir()]
         assert not left, f"aio down left: {', '.join(left)}"
         if ok:          # else keep DIR/logs (all that down leaves) for the failure's story
             shutil.rmtree(state, ignore_errors=True)
@@ -78,14 +95,6 @@ def conn(aio_cloud):
     c = cloud.connect("vnetbench-aio", str(aio_cloud))
     yield c
     c.close()
-
-
-def _wait_for_other_aio(timeout_s: float) -> None:
-    """One AIO per machine (tools/aio/README.md): give another session's AIO that is being
-    torn down a bounded time to go; `up` then says which is in the way if it is still up."""
-    deadline = time.monotonic() + timeout_s
-    while Path("/sys/class/net/ovs-netdev").exists() and time.monotonic() < deadline:
-        time.sleep(5)
 
 
 def free_port() -> int:

@@ -135,7 +135,8 @@ def remove_stale(dirs) -> list[Path]:
 
 
 def _label(entry):
-    return excerpt(str(entry.get("name") or entry.get("pidfile") or entry.get("pid") or ""), 80)
+    return excerpt(str(entry.get("name") or entry.get("pidfile") or entry.get("pid")
+                       or entry.get("state") or ""), 80)
 
 
 def _undo_netns(run: Run, entry):
@@ -253,7 +254,9 @@ _ELSEWHERE = {"domain": "vnetbench.testbed.libvirt.undo:undo_domain",
               "remote_dir": "vnetbench.testbed.libvirt.undo:undo_remote_dir",
               "remote_bridge": "vnetbench.testbed.libvirt.undo:undo_remote_bridge",
               "remote_process": "vnetbench.testbed.libvirt.undo:undo_remote_process",
-              "stack": "vnetbench.testbed.openstack.undo:undo_stack"}
+              "stack": "vnetbench.testbed.openstack.undo:undo_stack",
+              # an all-in-one cloud's registration: the AIO's own `down`
+              "aio": "vnetbench.aio.registry:undo_aio"}
 
 _UNDO = {
     "netns": _undo_netns,
