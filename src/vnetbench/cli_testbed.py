@@ -187,7 +187,10 @@ def cmd_fault(args):
         out = f.migrate(args.vm, args.to, live=not args.cold, peer=args.peer,
                         interval_s=args.interval)
         print(json.dumps(out) if args.json else
-              f"run {dep.run_id}: {args.vm} migrated to {args.to} ({'cold' if args.cold else 'live'})"
+              f"run {dep.run_id}: {args.vm} migrated to {args.to}"
+              + (f" (compute node {out['to_node']})" if out.get("to_node") else "")
+              + f" ({'cold' if args.cold else 'live'})"
+              + (f": outage {out['outage_s']:.1f} s" if "outage_s" in out else "")
               + (f": downtime {out['downtime_ms']:.0f} ms ({out['lost']}/{out['sent']} probes "
                  f"lost at {args.interval * 1000:.0f} ms)" if "downtime_ms" in out else ""))
     print(f"fault record: {args.results}")
@@ -214,7 +217,8 @@ def fault_parsers(sub):
                        ("heal", "restore the management network")):
         add(name, text).add_argument("--host")
     add("vswitch-restart", "restart the vSwitch of one host").add_argument("host")
-    s = add("migrate", "move a VM to another host keeping MAC and IP (live by default)")
+    s = add("migrate", "move a VM to another host keeping MAC and IP (live by default; on a "
+                       "cloud Nova moves it to the compute node of HOST's servers, as admin)")
     s.add_argument("vm")
     s.add_argument("to", metavar="HOST")
     s.add_argument("--cold", action="store_true", help="shut down, move, boot")

@@ -13,22 +13,23 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from vnetbench.errors import UnsupportedError
+from vnetbench.errors import UnsupportedError, VnetbenchError
 from vnetbench.faults import control, migrate, vswitch
 from vnetbench.faults.record import FaultLog
 
 # backends whose vSwitches and controllers are processes of this machine's embedded
 # testbed (libvirt guests plug into them); a cloud's are its own
 LOCAL_HOSTS = ("netns", "libvirt")
-# backends whose VMs the migration can move (a namespace's NIC changes host)
-MIGRATABLE = ("netns",)
+# backends whose VMs the migration can move (a namespace's NIC changes host; Nova moves
+# a server to another compute node, as admin: ``Deployment.migrate_vm``)
+MIGRATABLE = ("netns", "openstack")
 
 
 def unsupported(dep, what: str, backends) -> None:
     """UnsupportedError naming the backend and why, before anything changes."""
     if dep.backend in backends:
         return
-    why = {"openstack": "the cloud's controllers, vSwitches and hypervisors are not vnetbench's",
+    why = {"openstack": "the cloud's controllers and vSwitches are not vnetbench's",
            "libvirt": "the libvirt backend does not migrate domains (virDomainMigrate between "
                       "two hypervisors is not implemented; one local libvirtd cannot migrate "
                       "to itself)"}.get(dep.backend, "not implemented")
@@ -85,13 +86,26 @@ class Faults:
 
     def migrate(self, vm: str, to_host: str, live: bool = True, peer: str | None = None,
                 interval_s: float = 0.005) -> dict:
-        """Live: the probe summary (downtime_ms, lost, ...); cold: the time it took."""
-        origin = self.dep.testbed.vm(vm).host
-        if live:
-            act = lambda: migrate.live(self.dep, vm, to_host, peer, interval_s)   # noqa: E731
-        else:
-            act = lambda: migrate.cold(self.dep, vm, to_host)                     # noqa: E731
-        keep = ("downtime_ms", "lost", "sent", "loss_pct", "move_s")
-        return self._logged("migrate-live" if live else "migrate-cold", vm, act,
-                            params={"from": origin, "to": to_host},
+        """Live: the probe summary (downtime_ms, lost, ...); cold: the time it took (and,
+        on a cloud, the outage: ``outage_s``)."""
+        unsupported(self.dep, "VM migration", MIGRATABLE)
+        tb = self.dep.testbed
+        for what, name, names in (("VM", vm, [v.name for v in tb.vms]),
+                                  ("host", to_host, [h.name for h in tb.hosts])):
+            if name not in names:
+                raise VnetbenchError(f"migrate: run {self.dep.run_id} has no {what} named {name!r}; "
+                                     f"use one of: {', '.join(names)}")
+        origin = tb.vm(vm).host
+        if origin == to_host:
+            raise VnetbenchError(f"migrate: VM {vm} is already on host {to_host}")
+        params = {"from": origin, "to": to_host}
+
+        def act():
+            out = (migrate.live(self.dep, vm, to_host, peer, interval_s) if live
+                   else migrate.cold(self.dep, vm, to_host))
+            # a cloud's compute nodes, where the testbed hosts stand for them
+            params.update({k: out[k] for k in ("from_node", "to_node") if k in out})
+            return out
+        keep = ("downtime_ms", "lost", "sent", "loss_pct", "move_s", "outage_s")
+        return self._logged("migrate-live" if live else "migrate-cold", vm, act, params=params,
                             values=lambda out: {k: out[k] for k in keep if k in out})

@@ -100,5 +100,29 @@ class RunDeployment:
         raise UnsupportedError(f"{self.run.meta().get('backend', 'this backend')} cannot change "
                                f"security-group rules on a running testbed (run {self.run_id})")
 
+    no_migration = "not implemented"        # why a backend does not migrate VMs
+
+    def migration_target(self, vm: str, to_host: str) -> str:
+        """A backend that does not migrate VMs says so, and why."""
+        from vnetbench.errors import UnsupportedError
+        raise UnsupportedError(f"{self.run.meta().get('backend', 'this backend')}: no VM migration: "
+                               f"{self.no_migration}")
+
+    def migrate_vm(self, vm: str, to_host: str, live: bool) -> dict:
+        return self.migration_target(vm, to_host)           # refuses
+
+    def vm_moved(self, vm: str, to_host: str, **meta) -> None:
+        """The run's testbed (and this object's) says VM runs on TO_HOST now, on its CPUs;
+        META is written beside it, in the same write."""
+        import dataclasses
+
+        from vnetbench.testbed.codec import to_dict
+        tb = self.testbed
+        v, dst = tb.vm(vm), tb.host(to_host)
+        moved = dataclasses.replace(v, host=dst.name, cpus=dst.cpus)
+        new_tb = dataclasses.replace(tb, vms=tuple(moved if x is v else x for x in tb.vms))
+        self.run.write_meta(testbed=to_dict(new_tb), **meta)
+        self.testbed = new_tb
+
     def down(self) -> list[str]:
         return deployment.teardown(self.run)

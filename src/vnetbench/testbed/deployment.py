@@ -127,6 +127,20 @@ class Deployment(Protocol):
         them: the seconds that took. UnsupportedError (before anything changes) where the
         backend or kind cannot."""
 
+    def migration_target(self, vm: str, to_host: str) -> str:
+        """Where VM would run on TO_HOST (the host's name, or the cloud's compute node that
+        testbed host stands for); refuses -- UnsupportedError for what the backend or the
+        credentials cannot do, VnetbenchError for a move that makes no sense -- before
+        anything changes."""
+
+    def migrate_vm(self, vm: str, to_host: str, live: bool) -> dict:
+        """Move VM to testbed host TO_HOST as its hypervisors do: live (the VM keeps running)
+        or cold (shut down, moved, booted); returns once it runs there (cold: booted, its
+        command channel answering), with ``move_s`` and what else the backend measured
+        (a cloud's cold move: ``outage_s``). The run's testbed then says the new host.
+        Refuses as ``migration_target`` does, before anything changes. The fault API
+        (vnetbench.faults) measures the downtime around it."""
+
     def status(self) -> dict: ...
 
     def down(self) -> list[str]:

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from vnetbench.errors import PrerequisiteError
 from vnetbench.image.channel import Ssh
+from vnetbench.testbed.base import RunDeployment
 from vnetbench.testbed.libvirt import domain as dom
 from vnetbench.testbed.netns.deployment import Deployment as NetnsDeployment
 from vnetbench.testbed.sshguests import SshGuests
@@ -42,8 +43,16 @@ def connect(uri: str = URI):
                             "'virtlogd -d; libvirtd -d')")
 
 
+NO_MIGRATION = ("the libvirt backend does not migrate domains (virDomainMigrate between two "
+                "hypervisors is not implemented; one local libvirtd cannot migrate to itself)")
+
+
 class LibvirtDeployment(SshGuests, NetnsDeployment):
     backend = "libvirt"
+    no_migration = NO_MIGRATION
+    # not the namespaces' re-plug: a guest is a QEMU process
+    migration_target = RunDeployment.migration_target
+    migrate_vm = RunDeployment.migrate_vm
 
     @classmethod
     def of(cls, run):

@@ -13,6 +13,7 @@ from vnetbench.errors import UnsupportedError
 from vnetbench.image.channel import Ssh
 from vnetbench.testbed.base import RunDeployment
 from vnetbench.testbed.libvirt import domain as dom
+from vnetbench.testbed.libvirt.deployment import NO_MIGRATION
 from vnetbench.testbed.libvirt.remote import Hypervisor
 from vnetbench.testbed.sshguests import SshGuests, tied_popen
 
@@ -29,6 +30,7 @@ def bridge_names(rid: str, testbed) -> dict:
 
 class RemoteLibvirtDeployment(SshGuests, RunDeployment):
     backend = "libvirt"
+    no_migration = NO_MIGRATION
 
     @property
     def mux(self) -> Path:

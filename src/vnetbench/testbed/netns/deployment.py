@@ -181,6 +181,16 @@ class Deployment(RunDeployment):
         self.run.write_meta(testbed=to_dict(self.testbed))
         return took
 
+    def migration_target(self, vm: str, to_host: str) -> str:
+        from vnetbench.testbed.netns import migrate
+        migrate.check(self, vm, to_host)
+        return to_host
+
+    def migrate_vm(self, vm: str, to_host: str, live: bool) -> dict:
+        """The VM's NICs re-plugged into TO_HOST's vSwitch (``netns.migrate``)."""
+        from vnetbench.testbed.netns import migrate
+        return migrate.migrate(self, vm, to_host, live)
+
     @property
     def removed_vnets(self) -> list[str]:
         return self.run.meta().get("removed_vnets", [])

@@ -91,12 +91,11 @@ class OpenstackDeployment(SshGuests, RunDeployment):
         import time
 
         from vnetbench.testbed.codec import to_dict
-        from vnetbench.testbed.openstack import cloud, secgroups
+        from vnetbench.testbed.openstack import secgroups
         from vnetbench.testbed.secgroups import replaced
         testbed, changed = replaced(self.testbed, groups, self.run_id)
         if getattr(self, "_sg_conn", None) is None:      # one session for every change
-            meta = self.run.meta()
-            self._sg_conn = cloud.connect(meta["cloud"], (meta.get("options") or {}).get("clouds_yaml"))
+            self._sg_conn = self._connect()
         t0 = time.monotonic()
         secgroups.update(self._sg_conn, self.run_id, testbed, changed)
         took = time.monotonic() - t0
@@ -118,7 +117,7 @@ class OpenstackDeployment(SshGuests, RunDeployment):
             raise UnsupportedError(f"openstack: run {self.run_id} recorded no ports of vnet "
                                    f"{v.name} (a run built before ports were recorded)")
         self.run.record("deprovision", vnet=v.name)
-        conn = cloud.connect(meta["cloud"], (meta.get("options") or {}).get("clouds_yaml"))
+        conn = self._connect()
         try:
             network = _delete_ports(conn, ports)
             try:
@@ -140,7 +139,7 @@ class OpenstackDeployment(SshGuests, RunDeployment):
         self.testbed.router(router).port(vnet)          # a KeyError names what is not there
         meta = self.run.meta()
         vm = next(v.name for v in self.testbed.vms if v.nics[0].vnet == vnet)
-        conn = cloud.connect(meta["cloud"], (meta.get("options") or {}).get("clouds_yaml"))
+        conn = self._connect()
         try:
             port = conn.network.get_port((meta.get("ports") or {})[vm])
             conn.network.remove_interface_from_router(meta["router"],
@@ -149,6 +148,82 @@ class OpenstackDeployment(SshGuests, RunDeployment):
             raise cloud.error(exc, f"removing router {router}'s interface on {vnet}") from None
         finally:
             conn.close()
+
+    # -- VM migration through Nova (admin; nova_migration.py) ---------------------------
+
+    def _connect(self):
+        from vnetbench.testbed.openstack import cloud
+        meta = self.run.meta()
+        return cloud.connect(meta["cloud"], (meta.get("options") or {}).get("clouds_yaml"))
+
+    def migration_target(self, vm: str, to_host: str) -> str:
+        """The compute node of TO_HOST's servers, where VM's server would go."""
+        from vnetbench.testbed.openstack import nova_migration as migrate
+        meta = self.run.meta()
+        migrate.refuse_member(meta, vm)                 # before any connection
+        conn = self._connect()
+        try:
+            return migrate.plan(conn, self.testbed, meta, vm, to_host).target
+        finally:
+            conn.close()
+
+    def migrate_vm(self, vm: str, to_host: str, live: bool) -> dict:
+        """Nova moves VM's server to the compute node of TO_HOST's servers, its affinity
+        group released first (nova_migration.py); the run's testbed and placement then
+        say where it runs. Cold: the guest boots there, and this returns once its command
+        channel answers again (a new master connection, owned by the run): ``outage_s`` is
+        from Nova's first report of it powered off (polled every second) to that answer."""
+        import time
+
+        from vnetbench.testbed.openstack import nova_migration as migrate
+        meta = self.run.meta()
+        migrate.refuse_member(meta, vm)
+        conn = self._connect()
+        try:
+            move = migrate.plan(conn, self.testbed, meta, vm, to_host)
+            released = migrate.release(conn, move, self.run_id)
+            if released:                    # said at once: the move may still fail
+                self.run.write_meta(released_groups=sorted({*meta.get("released_groups", []),
+                                                            *released}))
+            if not live:
+                self.ssh(vm).close()        # the guest powers off: its master would hang on
+            t0 = time.monotonic()
+            off = migrate.live(conn, move) if live else migrate.cold(conn, move)
+            moved = time.monotonic()
+            self._moved(move, to_host)
+            out = {"move_s": moved - t0, "from_node": move.source, "to_node": move.target,
+                   "released_groups": released}
+            if not live:
+                self._reconnect(vm, conn, move.server)
+                out["outage_s"] = time.monotonic() - (off or t0)
+            return out
+        finally:
+            conn.close()
+
+    def _moved(self, move, to_host: str) -> None:
+        """The testbed says VM's new testbed host; the placement facts its compute node."""
+        meta = self.run.meta()
+        place = dict(meta.get("placement") or {})
+        hosts = {**(place.get("hosts") or {}), move.vm: move.target}
+        place["hosts"] = hosts
+        if "testbed_hosts" in place:         # testbed host -> the compute nodes of its VMs
+            where = {v.name: to_host if v.name == move.vm else v.host for v in self.testbed.vms}
+            place["testbed_hosts"] = {h: sorted({hosts[v] for v, at in where.items()
+                                                 if at == h and hosts.get(v)})
+                                      for h in place["testbed_hosts"]}
+        self.vm_moved(move.vm, to_host, placement=place)
+
+    def _reconnect(self, vm: str, conn, server: str) -> None:
+        """Once the guest's sshd answers again: a new master connection, journaled."""
+        import time
+
+        from vnetbench.testbed.netns import proc
+        from vnetbench.testbed.openstack import builder
+        timeout = float((self.run.meta().get("options") or {}).get("ready_timeout_s") or 600)
+        master = builder._open(self.ssh(vm), time.monotonic() + timeout, conn,
+                               {"server": server, "name": vm})
+        self.run.record("process", pid=master.pid, starttime=proc.starttime(master.pid),
+                        vm=vm, argv=["ssh", "master"])
 
     @property
     def cpu_source(self) -> dict:
