@@ -72,9 +72,13 @@ class OvsOpenFlow(Ovs):
         super().netns_remove_vnet(dep, ctx, vnet)
 
     def _reprogrammed(self, dep, host, since, before):
-        """The controller sets the bridge up again when it reconnects."""
+        """The controller sets the bridge up again when it reconnects; then the Controller
+        rows' settings are put in force again (a new ovs-vswitchd starts at OVS's defaults:
+        ``OvsHost.controller_settings_in_force``)."""
         from vnetbench.kinds.ovs_openflow import netns
+        from vnetbench.testbed.netns.context import context
         netns.wait_ready(dep.run.dir, [netns.dpid(dep.testbed.hosts.index(host))], since=since)
+        netns.OpenFlowHost(context(dep), host).controller_settings_in_force()
 
     def _port_columns(self, dep, nic):
         return []                   # the controller tags, not the port

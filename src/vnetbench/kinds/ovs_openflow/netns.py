@@ -130,6 +130,8 @@ def wire(ctx) -> None:
     for o in hosts:
         o.address_underlay()
     wait_ready(run_dir, [dpid(i) for i in range(len(tb.hosts))])
+    for o in hosts:                     # the 1 s backoff and the probe as configured
+        o.controller_settings_in_force()
 
 
 def wait_ready(run_dir: Path, dpids, timeout=READY_TIMEOUT_S, since: float = 0.0) -> None:
