@@ -187,7 +187,8 @@ def test_the_pair_pings_across_the_nodes_and_the_wire_carries_neutrons_segment(l
     print(f"{kind} on {link}: segment {net.provider_segmentation_id}; {ping.stdout.strip().splitlines()[-1]}")
 
 
-PROBE_S = 45.0          # the probe stream: the migration (TCG, block) runs inside it
+PROBE_S = 90.0          # the probe stream: the migration (TCG, block) runs inside it (45 s was
+                        # too short once in the lanes: a move still MIGRATING after 45 s)
 INTERVAL_MS = 5.0       # the suite's migration probes (faults.migrate, functional matrix)
 REACH_S = 240.0
 
@@ -270,7 +271,8 @@ def test_cold_migration_to_the_other_node(lay, pair, conn):
     the guest is powered off, its disk copied into the target node's own storage and booted
     there. Downtime = the longest gap between the runner's ping replies (every 0.2 s, so
     that is its resolution): for a cold migration, the boot is in it."""
-    left = [(n, s) for n, s in zip("ab", pair["servers"]) if conn.compute.find_server(s.id)]
+    left = [(n, conn.compute.get_server(s.id)) for n, s in zip("ab", pair["servers"])
+            if conn.compute.find_server(s.id)]             # where they are now, not at boot
     for n, s in left:       # the live migration test deleted b; the guest on node 1 stays
         if s.compute_host != lay.nodes[0].host:
             conn.compute.delete_server(s.id)
