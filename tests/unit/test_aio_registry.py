@@ -20,6 +20,8 @@ from pathlib import Path
 
 import pytest
 
+from lock_holder import held
+
 from vnetbench import cli, state
 from vnetbench.aio import cloud, registry
 from vnetbench.aio.__main__ import main as aio_main
@@ -237,20 +239,11 @@ def test_aio_down_and_cleanup_refuse_an_aio_held_by_another_process(root, tmp_pa
                                                                    capsys):
     aio = crashed(tmp_path / "aio")
     reg = root / aio.lay.run_id
-    holder = subprocess.Popen([sys.executable, "-c", (
-        "import fcntl, os, time\n"
-        f"fd = os.open({str(reg)!r}, os.O_RDONLY)\n"
-        "fcntl.flock(fd, fcntl.LOCK_EX)\nprint('locked', flush=True)\ntime.sleep(60)\n")],
-        stdout=subprocess.PIPE, text=True)
-    try:
-        assert holder.stdout.readline() == "locked\n"
+    with held(reg):
         assert aio_main(["down", "--state", str(aio.state)]) == 2
         assert "is in use by another process" in capsys.readouterr().err
         code, out = cleanup()
         assert code == 0 and "is in use by another process" in out
         assert alive(sleeper(aio.state)) and reg.is_dir()
-    finally:
-        holder.kill()
-        holder.wait()
     code, out = cleanup()                   # the holder is gone: the lock went with it
     assert code == 0 and "removed (the AIO in" in out

@@ -15,6 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from lock_holder import held
+
 from vnetbench import cli, errors, state
 from vnetbench.testbed import loader
 
@@ -240,19 +242,10 @@ def test_cleanup_leaves_a_run_locked_by_a_live_process_alone(root, tmp_path):
     owned.write_text("x")
     d = _damaged_run(root, "abc125", json.dumps({"builder_pid": 1}),
                      json.dumps({"kind": "file", "path": str(owned)}) + "\n")
-    holder = subprocess.Popen([sys.executable, "-c", (
-        "import fcntl, os, sys, time\n"
-        f"fd = os.open({str(d)!r}, os.O_RDONLY)\n"
-        "fcntl.flock(fd, fcntl.LOCK_EX)\nprint('locked', flush=True)\ntime.sleep(60)\n")],
-        stdout=subprocess.PIPE, text=True)
-    try:
-        assert holder.stdout.readline() == "locked\n"
+    with held(d):
         code, out, err = cli_run("cleanup")
         assert code == 0 and "run abc125 is in use by another process" in out
         assert d.exists() and owned.exists()
-    finally:
-        holder.kill()
-        holder.wait()
     code, out, err = cli_run("cleanup")      # the holder is gone: the lock went with it
     assert code == 0 and "run abc125: removed" in out and not owned.exists()
 

@@ -45,14 +45,9 @@ def registration(aio: Aio) -> Run | None:
     return run if run.dir.is_dir() and run.meta().get("state") == str(aio.state) else None
 
 
-@contextlib.contextmanager
 def _held(run: Run | None):
     """RUN's lock for the block (RunBusyError if another live process holds it)."""
-    if run is None:
-        yield
-        return
-    with run.locked():
-        yield
+    return run.locked() if run is not None else contextlib.nullcontext()
 
 
 def up(aio: Aio, image: Path, progress=print) -> Path:
@@ -109,12 +104,15 @@ def is_aio(run: Run) -> bool:
     return run.meta().get("kind") == AIO or any(e["kind"] == AIO for e in run.entries())
 
 
+def _entry_state(entry: dict) -> Path | None:
+    """The absolute state dir a journal entry names, or None."""
+    state = entry.get("state")
+    return Path(state) if isinstance(state, str) and os.path.isabs(state) else None
+
+
 def state_of(run: Run) -> Path | None:
     """The state dir RUN's journal registers."""
-    for e in run.entries():
-        if e["kind"] == AIO and isinstance(e.get("state"), str) and os.path.isabs(e["state"]):
-            return Path(e["state"])
-    return None
+    return next((s for e in run.entries() if e["kind"] == AIO and (s := _entry_state(e))), None)
 
 
 def fate(run: Run) -> str:
@@ -130,11 +128,11 @@ def fate(run: Run) -> str:
 def undo_aio(run: Run, entry: dict) -> None:
     """The teardown step of a journaled AIO (``vnetbench cleanup``): its own `down`, if
     the state dir still holds this run's AIO; nothing otherwise."""
-    state = entry.get("state")
-    if not isinstance(state, str) or not os.path.isabs(state):
-        raise ValueError(f"journal names no absolute state dir ({state!r}); left alone")
-    if gone(run, Path(state)):
+    state = _entry_state(entry)
+    if state is None:
+        raise ValueError(f"journal names no absolute state dir ({entry.get('state')!r}); left alone")
+    if gone(run, state):
         return
-    problems = Aio(Path(state)).down(progress=lambda msg: None)
+    problems = Aio(state).down(progress=lambda msg: None)
     if problems:
         raise RuntimeError("; ".join(problems))
