@@ -84,6 +84,8 @@ smoke: install
 # the guests' lane (the functional matrix's quick subset, every row on one network type
 # per kind, then the libvirt guests and the all-in-one cloud), its output printed after;
 # all run even if one fails, the exit status is the first failure's
+# the lanes take turns with the machine (tests/integration/turns.py): a test or functional row
+# whose verdict rests on a CPU share, a rate or a pause runs while the other lane waits;
 # each lane's pytest temp tree and the guests' lane's log in a directory of this run's own;
 # as pytest does with its own, the last three runs' stay (a run killed mid-test keeps its
 # journals where `vnetbench cleanup` finds them); the guests' lane's default state root is
@@ -93,6 +95,7 @@ test: install
 	$(VENV)/bin/pytest -ra -n $$(nproc) $(PYTEST_ARGS) tests/unit; u=$$?; \
 	ls -dt /tmp/vnetbench-lanes.* 2>/dev/null | tail -n +3 | xargs -r rm -rf; \
 	lanes=$$(mktemp -d /tmp/vnetbench-lanes.XXXXXX); \
+	export VNETBENCH_MACHINE_LOCK=$$lanes/machine.lock; \
 	echo "the guests' lane (functional matrix, libvirt guests, all-in-one cloud) runs beside the"; \
 	echo "namespace tests; its output: $$lanes/guests.log, printed when both are done"; \
 	( export VNETBENCH_TEST_LANE=guests VNETBENCH_STATE_DIR=$(GUESTS_STATE); \

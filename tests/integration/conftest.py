@@ -12,6 +12,7 @@ from pyroute2 import IPRoute, NetNS, netns
 
 import lanes
 import leaks
+import turns
 from leaks import leftovers
 from vnetbench.testbed import capabilities
 from vnetbench.testbed.netns import builder
@@ -30,6 +31,8 @@ def pytest_collection_modifyitems(config, items):
         if other:
             config.hook.pytest_deselected(items=other)
             items[:] = [item for item in items if lanes.lane_of(item.path) == lane]
+    if lane == "netns":
+        items[:] = turns.first_whole_machine(items)
     if os.geteuid() != 0:
         skip = pytest.mark.skip(reason="needs root (CAP_NET_ADMIN, CAP_SYS_ADMIN) to create namespaces")
         for item in items:
@@ -55,6 +58,7 @@ def pytest_configure(config):
         lane = lanes.selected()
     except ValueError as exc:
         raise pytest.UsageError(str(exc)) from None
+    config.pluginmanager.register(turns.Turns(lane), "vnetbench-machine-turns")
     if os.geteuid() == 0 and os.environ.get("VNETBENCH_LEAK_GUARD", "on") != "off":
         config.pluginmanager.register(leaks.ModuleGuard(Path(__file__).parent, lane), "vnetbench-module-guard")
 

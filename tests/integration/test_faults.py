@@ -115,6 +115,7 @@ vms:
 """
 
 
+@pytest.mark.whole_machine     # the restored rate within 10 % of the limit
 def test_ovs_egress_meter_comes_back_only_through_the_agent(netns_up):
     """ovs: an ovs-vswitchd restart loses the egress meter; the host's agent notices the
     missing canary flow and re-provisions it (a log line each time). With the agent

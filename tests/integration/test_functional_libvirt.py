@@ -68,6 +68,7 @@ ROWS = ("isolation.same-ips", "isolation.unicast", "isolation.broadcast",
         "rate.compliance", "rate.same-vnet", "rate.other-vnet")
 
 
+@pytest.mark.whole_machine     # the guests' rate within 10 % of the limit
 @pytest.mark.skipif(not FULL, reason="isolation + ingress rate-limit rows in 11 TCG guests: "
                     "3-8 min here; set VNETBENCH_LIBVIRT_FUNCTIONAL=1 to run them")
 def test_isolation_and_rate_rows_in_libvirt_guests(ovs_vxlan, state_dir, image, tmp_path):

@@ -82,6 +82,7 @@ def test_first_packet_after_idle_timeout_is_slower_than_steady_state(up):
     assert statistics.median(lone) > 2 * statistics.median(flood["samples_ms"]), (lone, flood)
 
 
+@pytest.mark.whole_machine     # a 1,000/s sender and the meter's delivered rate
 def test_broadcast_at_1000_per_s_through_the_200_per_s_packet_in_limit(up):
     """Every broadcast frame is a packet-in; the port's meter passes ~200/s (+ burst 32),
     so a 1,000/s stream loses about 80% at the receiver."""
@@ -94,6 +95,7 @@ def test_broadcast_at_1000_per_s_through_the_200_per_s_packet_in_limit(up):
     assert 70 <= got["loss_pct"] <= 88, got
 
 
+@pytest.mark.whole_machine     # the controller's packet-in rate (it runs short of CPU beside load)
 @pytest.mark.parametrize("global_rate", [333, 0])
 def test_broadcast_through_the_global_packet_in_limit(up, global_rate):
     """IVS's overall limit (~333/s per switch) alone, the per-port one off: a 1,000/s
@@ -111,6 +113,7 @@ def test_broadcast_through_the_global_packet_in_limit(up, global_rate):
         assert delivered_pps >= 480, got       # the controller itself runs short of CPU)
 
 
+@pytest.mark.whole_machine     # echoes around a 1 s controller probe
 @pytest.mark.parametrize("fail_mode", ["secure", "standalone"])
 def test_controller_killed(up, fail_mode):
     """secure: installed flows keep forwarding until their idle timeout, new flows fail;

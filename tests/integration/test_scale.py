@@ -21,6 +21,7 @@ def _up(netns_up, kind):
     return netns_up(loads(yaml.safe_dump(doc), source="<scale>", online_cpus=[0, 1]))
 
 
+@pytest.mark.whole_machine     # every pair started within 50 ms of the first
 @pytest.mark.parametrize("kind", ["linuxbridge", "ovs"])
 def test_every_step_runs_every_pair_together(netns_up, kind):
     dep = _up(netns_up, kind)
@@ -83,6 +84,7 @@ def test_scale_task_runs_through_rally(rally, tmp_path):
     assert "each host's data-plane CPU vs pairs at once" in report.read_text()
 
 
+@pytest.mark.whole_machine     # 50 new connections/s per pair within 10 %
 def test_new_connections_per_second_step_by_step(netns_up):
     """The conn test: each pair's flowgen offers 50 new connections/s; every pair sets them
     all up in time (linuxbridge has no agent in the way), so each step's aggregate is the

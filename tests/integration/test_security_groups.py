@@ -79,6 +79,7 @@ def test_every_probe_is_what_neutrons_rules_say(secured):
     assert any(w for _, w, _ in results) and not all(w for _, w, _ in results)
 
 
+@pytest.mark.whole_machine     # 200 connections/s, each within a 1 s deadline
 @pytest.mark.parametrize("kind,firewall", [("linuxbridge", "IptablesFirewallDriver"),
                                            ("ovs", "OVSFirewallDriver")])
 def test_flow_setup_with_security_groups_off_and_on_names_the_firewall(netns_up, kind, firewall):

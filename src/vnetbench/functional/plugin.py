@@ -18,7 +18,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from vnetbench import kinds
+from vnetbench import kinds, machinelock
 from vnetbench.errors import UnsupportedError, VnetbenchError
 from vnetbench.functional.matrix import Matrix
 from vnetbench.functional.verdict import FAILURES, Status, error, na
@@ -58,6 +58,9 @@ def pytest_configure(config):
     config.addinivalue_line("markers", "row(id): the functional matrix row a test measures")
     config.addinivalue_line("markers", "per_kind: measured on one network type per kind (vxlan "
                             "where selected) unless --every-network")
+    config.addinivalue_line("markers", "whole_machine: its verdict rests on a rate or a pause: "
+                            "with VNETBENCH_MACHINE_LOCK set it waits for the machine to itself "
+                            "(vnetbench.machinelock); every other row holds a share")
     config.addinivalue_line("markers", "quick_one_kind: with --quick, measured on one kind only "
                             "(the first selected, linuxbridge by default)")
     user = None
@@ -243,6 +246,14 @@ def _unmet(matrix, kind, network, row, verdict) -> str | None:
         return None
     return (f"{row} on {kind}/{network}: measured {verdict.status}, expected {exp} "
             f"({matrix.user.source}): {verdict.detail}")
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    """A row whose verdict is a rate or a pause measures with the machine to itself when
+    other sessions share it (vnetbench.machinelock; a no-op without the lock file)."""
+    with machinelock.turn(item.get_closest_marker("whole_machine") is not None, item.nodeid):
+        yield
 
 
 @pytest.hookimpl(hookwrapper=True)

@@ -72,6 +72,7 @@ def stops(graceful_row: str, kill_row: str):
         pytest.param(False, marks=pytest.mark.row(kill_row), id="kill")])
 
 
+@pytest.mark.whole_machine      # "continues" = no pause over 1 s: a starved prober pauses too
 @stops("fault.ping-stop", "fault.ping-kill")
 def test_ping_continues_when_the_controller_stops(dep, faults, record, graceful):
     neighbours = measure.resolved_pair(dep, "red-1", "red-2")     # and the flows exist
@@ -170,6 +171,7 @@ def multi(kind) -> str | None:
 SYNC_TIMEOUT_S = 10.0
 
 
+@pytest.mark.whole_machine      # the stream goes on: no pause over 1 s
 @pytest.mark.row("fault.multi-controller")
 def test_one_of_two_controller_instances_killed(combo, caps, target, dep, record):
     """Two instances; the one doing the work (ovs-openflow's master, OVN's ovn-northd

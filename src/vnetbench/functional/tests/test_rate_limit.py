@@ -60,6 +60,7 @@ def _unaffected(dep, receiver, sender, record):
     record(verdict.unaffected(m), m)
 
 
+@pytest.mark.whole_machine      # the rate within ±10 %: a starved sender or vSwitch moves it
 @pytest.mark.row("rate.compliance")
 def test_limited_port_holds_the_rate(dep, record):
     _compliance(dep, "red-limited", "red-sender", record)

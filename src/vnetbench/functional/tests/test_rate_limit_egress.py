@@ -28,6 +28,7 @@ egress_dep = deployment_fixture(EGRESS_TESTBED, "rate-limit-egress")
 
 
 @pytest.mark.quick_one_kind
+@pytest.mark.whole_machine      # the rate within ±10 %
 @pytest.mark.row("rate.egress-compliance")
 def test_egress_limited_port_holds_the_rate(egress_dep, record):
     _compliance(egress_dep, "red-receiver", "red-limited", record, control="red-free")
@@ -52,6 +53,7 @@ RESTART_INTERVAL_S = 0.2
 
 @pytest.mark.per_kind         # the vSwitch restart does not depend on the network type
 @pytest.mark.quick_one_kind
+@pytest.mark.whole_machine      # the steady rate within ±10 % after the restart
 @pytest.mark.row("fault.egress-restart")
 def test_egress_limit_holds_again_after_a_vswitch_restart(egress_dep, record):
     """The limited VM's host restarts its vSwitch; then the VM sends at twice the limit:
