@@ -107,3 +107,35 @@ def turn(exclusive: bool, who: str, path: str | None = None, timeout_s: float = 
     finally:
         os.close(lock)        # closing drops the flock
         os.close(gate)
+
+
+class Turns:
+    """Turns for a sequence of work items (a pytest session's tests): consecutive items of
+    one unit (``unit_of(item)``: a testbed's lifetime, a test, a block of whole-machine
+    tests) share one turn, exclusive when any item of the unit needs the whole machine
+    (``whole(item)``). What runs between a unit's items (its testbed, its guests) then
+    never runs beside another session's whole-machine measurement."""
+
+    def __init__(self, unit_of, whole):
+        self.unit_of, self.whole = unit_of, whole
+        self.unit, self.held = None, contextlib.ExitStack()
+
+    def enter(self, item, items) -> None:
+        """Before ``item`` runs (``items``: the whole sequence, to see its unit whole)."""
+        unit = self.unit_of(item)
+        if unit == self.unit:
+            return
+        self.release()
+        exclusive = any(self.whole(i) for i in items if self.unit_of(i) == unit)
+        who = unit if isinstance(unit, str) else " ".join(str(u) for u in unit if u is not None)
+        self.held.enter_context(turn(exclusive, who))
+        self.unit = unit
+
+    def leave(self, next_item) -> None:
+        """After an item: the turn ends with its unit."""
+        if next_item is None or self.unit_of(next_item) != self.unit:
+            self.release()
+
+    def release(self) -> None:
+        self.held.close()
+        self.unit = None

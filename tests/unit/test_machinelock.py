@@ -3,6 +3,7 @@
 Holders are separate processes, as the lanes are: each writes to a shared log when it
 is granted its turn and when it lets go, so the order is read, not timed."""
 
+import contextlib
 import os
 import subprocess
 import sys
@@ -116,3 +117,23 @@ def test_a_turn_not_granted_in_time_says_who_holds_the_machine(tmp_path):
     finally:
         _release(tmp_path, "the-capacity-test")
         assert x.wait(10) == 0
+
+
+def test_turns_span_a_unit_and_are_exclusive_when_one_item_needs_the_machine(monkeypatch):
+    """A testbed's rows share one turn; a whole-machine row is a turn of its own; the
+    turn ends with its unit (what ran between the items ends with it)."""
+    log = []
+
+    @contextlib.contextmanager
+    def fake_turn(exclusive, who):
+        log.append(("take", who, exclusive))
+        yield 0.0
+        log.append(("drop", who))
+    monkeypatch.setattr(machinelock, "turn", fake_turn)
+    items = [("a", False), ("a", False), ("rate", True), ("a", False), ("b", False)]
+    turns = machinelock.Turns(unit_of=lambda i: i[0], whole=lambda i: i[1])
+    for i, item in enumerate(items):
+        turns.enter(item, items)
+        turns.leave(items[i + 1] if i + 1 < len(items) else None)
+    assert log == [("take", "a", False), ("drop", "a"), ("take", "rate", True), ("drop", "rate"),
+                   ("take", "a", False), ("drop", "a"), ("take", "b", False), ("drop", "b")]

@@ -248,12 +248,28 @@ def _unmet(matrix, kind, network, row, verdict) -> str | None:
             f"({matrix.user.source}): {verdict.detail}")
 
 
+def _whole_machine(item) -> bool:
+    return item.get_closest_marker("whole_machine") is not None
+
+
+def _turn_unit(item):
+    """A whole-machine row is a turn of its own; the other rows of one testbed share one
+    (its daemons run between them: a PMD thread polls its AF_XDP ports even when idle)."""
+    return ("row", item.nodeid) if _whole_machine(item) else ("testbed", str(item.path), _combo(item))
+
+
+TURNS = machinelock.Turns(_turn_unit, _whole_machine)
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_protocol(item, nextitem):
     """A row whose verdict is a rate or a pause measures with the machine to itself when
     other sessions share it (vnetbench.machinelock; a no-op without the lock file)."""
-    with machinelock.turn(item.get_closest_marker("whole_machine") is not None, item.nodeid):
+    TURNS.enter(item, item.session.items)
+    try:
         yield
+    finally:
+        TURNS.leave(nextitem)
 
 
 @pytest.hookimpl(hookwrapper=True)
