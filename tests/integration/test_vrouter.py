@@ -149,6 +149,7 @@ def _flow_loss(dep, rate, seconds=3):
     return flowgen.parse(dep.exec("cross-a", argv, timeout=seconds + 30).stdout)["loss_pct"]
 
 
+@pytest.mark.whole_machine     # new connections/s against the agent's set-up rate, each within 1 s
 def test_flow_setup_loss_rises_above_the_agents_setup_rate(up):
     dep = up("flow_setup: agent, flow_setup_rate: 40")
     server = dep.popen("cross-b", flowgen.server_command(flowgen.ServerParams(listen=dep.ip("cross-b"))),
@@ -164,6 +165,7 @@ def test_flow_setup_loss_rises_above_the_agents_setup_rate(up):
     assert below < 5 and above > 30, (below, above, dropped)
 
 
+@pytest.mark.whole_machine     # 400 new connections/s, each within 1 s
 def test_datapath_sets_flows_up_itself_without_the_agent(up):
     """flow_setup: datapath (the default): 400 new connections/s -- ten times what the
     agent-rate test above loses a third of at 40/s -- cross without loss, the agent sets
