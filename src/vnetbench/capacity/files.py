@@ -71,16 +71,33 @@ def read(path, kind: str):
     """The parsed, schema-valid document of ``path`` (``kind``: workload, hosts,
     capacity-profile)."""
     source = inputs.one_line(str(path), 120)
+    published = schema(kind)
     try:
         text = inputs.decode(inputs.read_bytes(path, MAX_FILE_BYTES))
         doc = inputs.parse_yaml(text)
+        _check_lengths(doc, published, kind)
         inputs.check_tree(doc)
     except inputs.InputError as exc:
         raise TestbedFileError(source, exc.where, exc.problem, exc.fix) from None
     if doc is None:
         raise TestbedFileError(source, "", "file is empty", f"see schemas/{kind}.schema.json")
-    check_schema(doc, schema(kind), source, f"schemas/{kind}.schema.json")
+    check_schema(doc, published, source, f"schemas/{kind}.schema.json")
     return doc, source
+
+
+def _check_lengths(doc, published: dict, kind: str) -> None:
+    """The schema's stated maximum of each top-level list (VMs, flows, hosts, cells),
+    checked before the whole tree is walked: a 100,000-VM workload is refused for its
+    size, at once, not after the node budget (which blames YAML aliases)."""
+    if not isinstance(doc, dict):
+        return
+    for key, node in published.get("properties", {}).items():
+        value = doc.get(key)
+        limit = node.get("maxItems")
+        if limit is not None and isinstance(value, list) and len(value) > limit:
+            raise inputs.InputError(key, f"{len(value)} items, more than the {limit} a {kind} file "
+                                    f"may hold (schemas/{kind}.schema.json)",
+                                    f"give at most {limit}: plan a smaller share at a time")
 
 
 def load_workload(path) -> Workload:
@@ -153,10 +170,20 @@ def load_profile(path) -> dict:
     """A capacity profile (``vnetbench capacity``'s output, or written by hand for real
     hardware): the schema-valid document."""
     doc, source = read(path, "capacity-profile")
+    check_profile(doc, source)
+    return doc
+
+
+def check_profile(doc: dict, source: str) -> None:
+    """What the profile schema cannot say: each role's points by strictly rising load
+    (the CPU curve is interpolated between them: two points at one load divide by zero).
+    Two cells for one kind x network type are allowed (two datapaths, MTUs): the planner
+    names them when a host needs that kind."""
     for i, cell in enumerate(doc["cells"]):
         for role, r in cell["roles"].items():
-            loads = [p["load_gbps"]["mean"] for p in r["points"]]
-            if any(b <= a for a, b in zip(loads, loads[1:])):
-                raise TestbedFileError(source, f"cells[{i}].roles.{role}.points",
-                                       f"loads {loads} do not rise", "list the points by rising load_gbps")
-    return doc
+            for key in ("points", "unlimited_points"):
+                loads = [p["load_gbps"]["mean"] for p in r.get(key) or ()]
+                if any(b <= a for a, b in zip(loads, loads[1:])):
+                    shown = ", ".join(f"{x:g}" for x in loads[:6]) + (", ..." if len(loads) > 6 else "")
+                    raise TestbedFileError(source, f"cells[{i}].roles.{role}.{key}",
+                                           f"loads [{shown}] do not rise", "list the points by rising load_gbps")
