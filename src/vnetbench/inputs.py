@@ -122,25 +122,55 @@ _OPEN = (yaml.SequenceStartEvent, yaml.MappingStartEvent)
 _CLOSE = (yaml.SequenceEndEvent, yaml.MappingEndEvent)
 
 
-def _check_depth(text: str) -> None:
+def _check_depth(text: str, max_items=None, max_events=None) -> None:
     """Walk the flat event stream first: composing nests recursively (libyaml's
-    composer crashes the interpreter on a deep enough document)."""
-    depth = 0
+    composer crashes the interpreter on a deep enough document). The walk also stops,
+    cheaply and early, a top-level list longer than ``max_items[key]`` and a document of
+    more than ``max_events`` nodes: composing a 4 MiB document takes seconds."""
+    depth, events, key, items = 0, 0, None, None
+    limits = max_items or {}
     for event in yaml.parse(text, Loader=_Loader):
+        events += 1
+        if max_events is not None and events > max_events:
+            raise _TooLarge(f"more than {max_events} YAML nodes", "", event.start_mark)
+        if items is not None and depth == 2 and not isinstance(event, _CLOSE):
+            items[1] += 1          # one more item of a limited top-level list
+            if items[1] > limits[items[0]]:
+                raise _TooLarge(f"more than {limits[items[0]]} items", items[0], event.start_mark)
         if isinstance(event, _OPEN):
             depth += 1
             if depth > MAX_DEPTH:
                 raise yaml.composer.ComposerError(
                     None, None, f"nested deeper than {MAX_DEPTH} levels", event.start_mark)
+            if depth == 2 and isinstance(event, yaml.SequenceStartEvent) and key in limits:
+                items = [key, 0]
         elif isinstance(event, _CLOSE):
             depth -= 1
+            if depth == 1:
+                items = None
+        if depth == 1 and isinstance(event, (yaml.ScalarEvent, yaml.AliasEvent)):
+            # a top-level key, then its value (keys alternate with values)
+            key = event.value if key is None and isinstance(event, yaml.ScalarEvent) else None
+        elif depth == 1 and isinstance(event, _CLOSE):
+            key = None                                         # a list or mapping value ended
 
 
-def parse_yaml(text: str):
-    """YAML text -> Python data; syntax problems name the line and column."""
+class _TooLarge(Exception):
+    def __init__(self, problem: str, where: str, mark):
+        self.problem, self.where, self.mark = problem, where, mark
+
+
+def parse_yaml(text: str, max_items=None, max_events=None):
+    """YAML text -> Python data; syntax problems name the line and column. ``max_items``
+    (top-level key -> most list items) and ``max_events`` bound the document before it
+    is composed."""
     try:
-        _check_depth(text)
+        _check_depth(text, max_items, max_events)
         return yaml.load(text, Loader=_Loader)   # noqa: S506 -- _Loader is a SafeLoader
+    except _TooLarge as exc:
+        at = f"line {exc.mark.line + 1}"
+        raise InputError(exc.where or at, f"{exc.problem} (at {at})" if exc.where else exc.problem,
+                         "split the file: that is the limit of one file") from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"line {mark.line + 1} column {mark.column + 1}" if mark else ""

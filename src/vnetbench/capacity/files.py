@@ -20,6 +20,8 @@ from vnetbench.testbed.loader import check_schema
 
 MAX_FILE_BYTES = 4 * 1024 * 1024
 MAX_HOSTS = 1024
+MAX_EVENTS = 400_000   # YAML nodes of one file: 8,192 flows of 5 fields and 4,096 VMs are ~160,000
+MAX_KINDS = 16      # distinct vSwitch kinds in one hosts file (the planner tries one empty host of each)
 
 
 @dataclass(frozen=True)
@@ -74,7 +76,8 @@ def read(path, kind: str):
     published = schema(kind)
     try:
         text = inputs.decode(inputs.read_bytes(path, MAX_FILE_BYTES))
-        doc = inputs.parse_yaml(text)
+        limits = {k: n["maxItems"] for k, n in published.get("properties", {}).items() if "maxItems" in n}
+        doc = inputs.parse_yaml(text, max_items=limits, max_events=MAX_EVENTS)
         _check_lengths(doc, published, kind)
         inputs.check_tree(doc)
     except inputs.InputError as exc:
@@ -163,6 +166,11 @@ def hosts(doc: dict, source: str) -> Hosts:
                                        f"(first at hosts[{where[name]}])", "give every host its own name")
             where[name] = i
             out.append(HostSpec(name, h["cores"], h["memory_mb"], kind, h.get("dataplane_cpus", 1)))
+    kinds = list(dict.fromkeys(h.vswitch for h in out))
+    if len(kinds) > MAX_KINDS:
+        at = next(i for i, h in enumerate(doc["hosts"]) if h.get("vswitch", doc.get("vswitch")) == kinds[MAX_KINDS])
+        raise TestbedFileError(source, f"hosts[{at}].vswitch", f"more than {MAX_KINDS} vSwitch kinds in all",
+                               f"plan hosts of at most {MAX_KINDS} kinds at a time")
     return Hosts(doc["network"], tuple(out))
 
 

@@ -32,14 +32,14 @@ def check(doc: dict, runs) -> None:
         check_schema(doc, files.schema("capacity-profile"), where, "schemas/capacity-profile.schema.json")
         files.check_profile(doc, where)
     except TestbedFileError as exc:
-        raise VnetbenchError(f"the capacity profile built would be refused by 'vnetbench plan': "
-                             f"{exc.where or '(top level)'}: {exc.problem}; it comes from "
-                             f"{_origin(doc, exc.where, runs)}; fix or leave out those records "
-                             "(measure again) and run 'vnetbench capacity' again") from None
+        raise VnetbenchError(f"{_origin(doc, exc.where, runs)}: the profile field "
+                             f"{exc.where or '(top level)'} would be {inputs.one_line(exc.problem, 120)} "
+                             "(plan refuses it; nothing written); fix or leave out those records "
+                             "and run 'vnetbench capacity' again") from None
 
 
 def _origin(doc: dict, where: str, runs) -> str:
-    """The records behind the field ``where``: those of its cell (the first two), or
+    """The records behind the field ``where``: those of its cell (the first), or
     every run's file for a field outside the cells."""
     m = _CELL.match(where or "")
     if m is None or int(m.group(1)) >= len(doc.get("cells", ())):
@@ -53,13 +53,17 @@ def _origin(doc: dict, where: str, runs) -> str:
             if key is None or key[0] != cell.get("vswitch") or key[1] != cell.get("network"):
                 continue
             total += 1
-            if len(found) < 2:
+            if not found:
                 found.append(f"{_show(run.path)} record {i + 1} ({inputs.excerpt(r.test, 24)}, "
                              f"vswitch {inputs.excerpt(key[0], 30)}, network {inputs.excerpt(key[1], 30)})")
-    if not found:
+    if not found:     # pragma: no cover -- a cell has records
         return f"the records of cell {inputs.excerpt(cell.get('vswitch'), 30)}/{inputs.excerpt(cell.get('network'), 30)}"
-    return ", ".join(found) + (f" and {total - len(found)} more" if total > len(found) else "")
+    return found[0] + (f" and {total - 1} more like it" if total > 1 else "")
 
 
 def _show(path) -> str:
-    return "records given in memory" if path is None else inputs.one_line(str(path), 60)
+    """The path's end (its file name matters most), one line."""
+    if path is None:
+        return "records given in memory"
+    text = inputs.one_line(str(path), 400)
+    return text if len(text) <= 60 else "..." + text[-57:]
