@@ -334,3 +334,10 @@ def test_capacity_names_the_records_of_a_bogus_network(tmp_path):
     assert code == 2 and not (tmp_path / "p.yaml").exists(), err
     assert "network would be 'bogus' is not allowed" in err and "fix or leave out those records" in err, err
     assert re.search(r"records\.jsonl record \d+ \('scale', vswitch '\w+', network 'bogus'\)", err), err
+
+
+def test_testbed_files_refuse_duplicate_keys_by_the_same_loader(tmp_path):
+    path = tmp_path / "tb.yaml"
+    path.write_text("vswitch: ovs\nnetwork: {type: vxlan}\nvswitch: linuxbridge\n")
+    code, out, err, _ = run(["testbed", "validate", str(path)])
+    assert code == 2 and "tb.yaml: line 3 column 1: key 'vswitch' is given twice (first at line 1" in err, err

@@ -90,8 +90,9 @@ def read(path, kind: str):
 
 def _check_lengths(doc, published: dict, kind: str) -> None:
     """The schema's stated maximum of each top-level list (VMs, flows, hosts, cells),
-    checked before the whole tree is walked: a 100,000-VM workload is refused for its
-    size, at once, not after the node budget (which blames YAML aliases)."""
+    checked before the whole tree is walked. ``parse_yaml`` already stops a list written
+    out too long on the event stream; this catches one that an alias made long, before
+    the node budget (which would blame aliases in general)."""
     if not isinstance(doc, dict):
         return
     for key, node in published.get("properties", {}).items():

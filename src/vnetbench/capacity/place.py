@@ -10,7 +10,10 @@
   CPU over all hosts (so a heavy pair shares a host when the same-host path costs less
   than a tunnel's two ends, and is split when that host's vSwitch has no room), then
   fills the fewest hosts. Never past a host's measured capacity: a workload that cannot
-  be placed so is refused, naming the flow or VM and why.
+  be placed so is refused, naming the flow or VM and why. Each decision tries a bounded
+  set of hosts (``_options``, found through ``freeindex`` and a heap, never by scanning
+  every host), so a plan's time grows with its flows, not with hosts x VMs x VMs: hosts
+  that all differ cost no more than alike ones.
 
 The switch model (``Model``) per host and role (``vnetbench.capacity.profile``):
 utilisation = sum over roles of load / capacity (each role's capacity scaled by the
@@ -136,7 +139,6 @@ class State:
         self.load = {h.name: HostLoad(h) for h in hosts.hosts}
         self.used: set[str] = set()
         self.order = {h.name: i for i, h in enumerate(hosts.hosts)}
-        self.specs = {(h.cores, h.memory_mb, h.vswitch, h.dataplane_cpus) for h in hosts.hosts}
         self._vms = {v.name: v for v in workload.vms}
         self.flows_of: dict[str, list] = {v.name: [] for v in workload.vms}
         for f in workload.flows:
