@@ -10,6 +10,7 @@ problem is one ``TestbedFileError`` naming the file, the field and the fix (exit
 
 from __future__ import annotations
 
+import functools
 import json
 from dataclasses import dataclass
 from importlib import resources
@@ -69,6 +70,27 @@ def schema(name: str) -> dict:
     return json.loads(resources.files("vnetbench").joinpath(f"schemas/{name}.schema.json").read_text())
 
 
+@functools.lru_cache(maxsize=None)
+def _flat_schema(name: str) -> dict:
+    """The schema with its local ``$ref``s put in place: the same checks, but jsonschema
+    resolves no reference per item (half the time of 12,288 VMs and flows)."""
+    root = schema(name)
+
+    def inline(node, seen=()):
+        if isinstance(node, dict):
+            ref = node.get("$ref")
+            if isinstance(ref, str) and ref.startswith("#/$defs/") and ref not in seen:
+                target = root
+                for part in ref[2:].split("/"):
+                    target = target[part]
+                return inline({**target, **{k: v for k, v in node.items() if k != "$ref"}}, seen + (ref,))
+            return {k: inline(v, seen) for k, v in node.items()}
+        if isinstance(node, list):
+            return [inline(v, seen) for v in node]
+        return node
+    return inline(root)
+
+
 def read(path, kind: str):
     """The parsed, schema-valid document of ``path`` (``kind``: workload, hosts,
     capacity-profile)."""
@@ -84,7 +106,7 @@ def read(path, kind: str):
         raise TestbedFileError(source, exc.where, exc.problem, exc.fix) from None
     if doc is None:
         raise TestbedFileError(source, "", "file is empty", f"see schemas/{kind}.schema.json")
-    check_schema(doc, published, source, f"schemas/{kind}.schema.json")
+    check_schema(doc, _flat_schema(kind), source, f"schemas/{kind}.schema.json")
     return doc, source
 
 
