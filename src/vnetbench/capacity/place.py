@@ -157,6 +157,7 @@ class State:
                          min((v.memory_mb for v in workload.vms), default=1))
         self._heap: list = []          # (load, order, version, host): stale entries skipped
         self._version: dict[str, int] = {}
+        self._cpu: dict[str, tuple] = {}     # host -> (version, data-plane CPU as loaded)
 
     def deltas(self, moves: dict[str, str]) -> dict:
         """host -> ({role: Gbit/s}, {placement: conn/s}) added by placing ``moves``
@@ -258,6 +259,14 @@ class State:
 
     def cpu(self, host: str, extra=({}, {})) -> float:
         hl = self.load[host]
+        if not extra[0]:            # the host as it is: asked once per option scored, cached
+            cached = self._cpu.get(host)
+            if cached is not None and cached[0] == self._version.get(host):
+                return cached[1]
+            value = sum(self.model.curve(hl.host, self.hosts.network, r).cpu(x)
+                        for r, x in hl.gbps.items() if x > 0)
+            self._cpu[host] = (self._version.get(host), value)
+            return value
         return sum(self.model.curve(hl.host, self.hosts.network, r).cpu(x + extra[0].get(r, 0.0))
                    for r, x in hl.gbps.items() if x + extra[0].get(r, 0.0) > 0)
 
@@ -357,11 +366,9 @@ def _options(state: State, new: list[str], wide: bool = False):
         if both:
             yield {a.name: both, b.name: both}
         ea = idx.first(a.vcpus, a.memory_mb)
-        if ea:
-            empty_a.append(ea)
-            eb = idx.first(b.vcpus, b.memory_mb, skip=ea)
-            if eb:
-                empty_b.append(eb)
+        eb = idx.first(b.vcpus, b.memory_mb, skip=ea)       # two ends on two empty hosts
+        empty_a += [ea] if ea else []
+        empty_b += [eb] if eb else []
     for h in common:
         if _fits_both(state.load[h], a, b):
             yield {a.name: h, b.name: h}
