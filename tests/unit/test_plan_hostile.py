@@ -15,6 +15,7 @@ import re
 import time
 from pathlib import Path
 
+import pytest
 import yaml
 from hypothesis import Phase, given, settings
 from hypothesis import strategies as st
@@ -332,7 +333,7 @@ def test_capacity_names_the_records_of_a_bogus_network(tmp_path):
     (tmp_path / "records.jsonl").write_text("\n".join(json.dumps(r) for r in recs) + "\n")
     code, out, err, _ = run(["capacity", str(tmp_path / "records.jsonl"), "--out", str(tmp_path / "p.yaml")])
     assert code == 2 and not (tmp_path / "p.yaml").exists(), err
-    assert "network would be 'bogus' is not allowed" in err and "fix or leave out those records" in err, err
+    assert "cells[1].network: 'bogus' is not allowed" in err and "fix or leave out those records" in err, err
     assert re.search(r"records\.jsonl record \d+ \('scale', vswitch '\w+', network 'bogus'\)", err), err
 
 
@@ -341,3 +342,36 @@ def test_testbed_files_refuse_duplicate_keys_by_the_same_loader(tmp_path):
     path.write_text("vswitch: ovs\nnetwork: {type: vxlan}\nvswitch: linuxbridge\n")
     code, out, err, _ = run(["testbed", "validate", str(path)])
     assert code == 2 and "tb.yaml: line 3 column 1: key 'vswitch' is given twice (first at line 1" in err, err
+
+
+def _scale_changed(change) -> str:
+    recs = [json.loads(line) for line in RECORDS]
+    for i in SCALE:
+        change(recs[i])
+    return "\n".join(json.dumps(r) for r in recs) + "\n"
+
+
+def _hosts_cpu(field, value):
+    def change(rec):
+        for rep in rec["extra"].get("repetitions") or []:
+            for host in (rep.get("hosts") or {}).values():
+                host[field] = value
+    return change
+
+
+@pytest.mark.parametrize("change,field", [
+    (lambda r: r["labels"].update(network="bogus"), "network"),
+    (lambda r: r["labels"].update(vswitch=""), "vswitch"),
+    (lambda r: r["labels"].update(vswitch="a\nb"), "vswitch"),
+    (_hosts_cpu("cpus", 0), "roles"),
+    (_hosts_cpu("cpus", -2), "roles"),
+    (_hosts_cpu("dataplane_pct", -30.0), "roles"),
+])
+def test_capacity_refuses_what_plan_would_refuse_and_writes_nothing(tmp_path, change, field):
+    (tmp_path / "records.jsonl").write_text(_scale_changed(change))
+    out = tmp_path / "p.yaml"
+    code, stdout, err, seconds = run(["capacity", str(tmp_path / "records.jsonl"), "--out", str(out)])
+    assert_one_line_outcome(code, stdout, err, seconds)
+    assert code == 2 and not out.exists(), err
+    assert re.search(r"records\.jsonl record \d+ \('scale'", err) and f".{field}" in err, err
+    assert "fix or leave out those records" in err

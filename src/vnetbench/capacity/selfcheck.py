@@ -32,10 +32,10 @@ def check(doc: dict, runs) -> None:
         check_schema(doc, files.schema("capacity-profile"), where, "schemas/capacity-profile.schema.json")
         files.check_profile(doc, where)
     except TestbedFileError as exc:
-        raise VnetbenchError(f"{_origin(doc, exc.where, runs)}: the profile field "
-                             f"{exc.where or '(top level)'} would be {inputs.one_line(exc.problem, 120)} "
-                             "(plan refuses it; nothing written); fix or leave out those records "
-                             "and run 'vnetbench capacity' again") from None
+        raise VnetbenchError(f"{_origin(doc, exc.where, runs)}: the profile built from them fails "
+                             f"as plan reads it, {exc.where or '(top level)'}: "
+                             f"{inputs.one_line(exc.problem, 120)} (nothing written); fix or leave out "
+                             "those records and run 'vnetbench capacity' again") from None
 
 
 def _origin(doc: dict, where: str, runs) -> str:
