@@ -301,8 +301,10 @@ def aware(workload: Workload, hosts: Hosts, model: Model) -> dict[str, str]:
             wide -= 1
             best = _best(state, new, _options(state, new, wide=True))
         if best is None:
+            searched = "" if wide else (f" (searched its peers' hosts, the {NEAREST} least-loaded in use and "
+                                        "an empty host of each kind: the wider searches are spent)")
             raise PlanInfeasible(f"network-aware placement: flow {f.src} -> {f.dst} ({f.gbps:g} Gbit/s) "
-                                 f"fits no host: {_why(state, new)}; add hosts, give them more "
+                                 f"fits no host{searched}: {_why(state, new)}; add hosts, give them more "
                                  "data-plane CPUs, or lower the load")
         state.place(best[1])
     for vm in workload.vms:           # VMs that send nothing: cores and memory only
