@@ -7,11 +7,16 @@ and then walked with
 a node budget (an alias bomb expands lazily and stops at the budget), keys must
 be strings and no string may hide a control character (a trailing newline in a
 name would pass a JSON Schema ``$`` pattern and split every line we print).
+A mapping key given twice is refused with both lines (YAML lets the later silently
+win: a hand-merged file would mean one thing and plan another), and every float
+must be finite (``.nan``, ``.inf`` and ``1e400``, which overflows, compare false
+with every schema bound, so they would pass ``minimum``/``maximum``).
 Problems come back as ``InputError(where, problem, fix)``.
 """
 
 from __future__ import annotations
 
+import math
 import os
 import re
 import stat
@@ -79,8 +84,30 @@ def decode(data: bytes) -> str:
                          f"{exc.start})", "save it as UTF-8") from None
 
 
+class DuplicateKeyError(yaml.constructor.ConstructorError):
+    """A mapping names one key twice (``problem_mark``: the second)."""
+
+
+_MERGE = "tag:yaml.org,2002:merge"
+
+
 class _Loader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):
-    """SafeLoader (libyaml when present) that refuses integers too long to be meant."""
+    """SafeLoader (libyaml when present) that refuses integers too long to be meant
+    and mappings that give a key twice."""
+
+    def construct_mapping(self, node, deep=False):
+        if isinstance(node, yaml.MappingNode):
+            seen: dict = {}
+            for key_node, _ in node.value:
+                if not isinstance(key_node, yaml.ScalarNode) or key_node.tag == _MERGE:
+                    continue       # '<<' overrides on purpose; a non-scalar key is refused later
+                key = (key_node.tag, key_node.value)
+                if key in seen:
+                    raise DuplicateKeyError(
+                        None, None, f"key {excerpt(key_node.value)} is given twice (first at line "
+                        f"{seen[key].line + 1} column {seen[key].column + 1})", key_node.start_mark)
+                seen[key] = key_node.start_mark
+        return super().construct_mapping(node, deep=deep)
 
     def construct_yaml_int(self, node):
         digits = sum(ch.isalnum() for ch in node.value)
@@ -95,25 +122,55 @@ _OPEN = (yaml.SequenceStartEvent, yaml.MappingStartEvent)
 _CLOSE = (yaml.SequenceEndEvent, yaml.MappingEndEvent)
 
 
-def _check_depth(text: str) -> None:
+def _check_depth(text: str, max_items=None, max_events=None) -> None:
     """Walk the flat event stream first: composing nests recursively (libyaml's
-    composer crashes the interpreter on a deep enough document)."""
-    depth = 0
+    composer crashes the interpreter on a deep enough document). The walk also stops,
+    cheaply and early, a top-level list longer than ``max_items[key]`` and a document of
+    more than ``max_events`` nodes: composing a 4 MiB document takes seconds."""
+    depth, events, key, items = 0, 0, None, None
+    limits = max_items or {}
     for event in yaml.parse(text, Loader=_Loader):
+        events += 1
+        if max_events is not None and events > max_events:
+            raise _TooLarge(f"more than {max_events} YAML nodes", "", event.start_mark)
+        if items is not None and depth == 2 and not isinstance(event, _CLOSE):
+            items[1] += 1          # one more item of a limited top-level list
+            if items[1] > limits[items[0]]:
+                raise _TooLarge(f"more than {limits[items[0]]} items", items[0], event.start_mark)
         if isinstance(event, _OPEN):
             depth += 1
             if depth > MAX_DEPTH:
                 raise yaml.composer.ComposerError(
                     None, None, f"nested deeper than {MAX_DEPTH} levels", event.start_mark)
+            if depth == 2 and isinstance(event, yaml.SequenceStartEvent) and key in limits:
+                items = [key, 0]
         elif isinstance(event, _CLOSE):
             depth -= 1
+            if depth == 1:
+                items = None
+        if depth == 1 and isinstance(event, (yaml.ScalarEvent, yaml.AliasEvent)):
+            # a top-level key, then its value (keys alternate with values)
+            key = event.value if key is None and isinstance(event, yaml.ScalarEvent) else None
+        elif depth == 1 and isinstance(event, _CLOSE):
+            key = None                                         # a list or mapping value ended
 
 
-def parse_yaml(text: str):
-    """YAML text -> Python data; syntax problems name the line and column."""
+class _TooLarge(Exception):
+    def __init__(self, problem: str, where: str, mark):
+        self.problem, self.where, self.mark = problem, where, mark
+
+
+def parse_yaml(text: str, max_items=None, max_events=None):
+    """YAML text -> Python data; syntax problems name the line and column. ``max_items``
+    (top-level key -> most list items) and ``max_events`` bound the document before it
+    is composed."""
     try:
-        _check_depth(text)
+        _check_depth(text, max_items, max_events)
         return yaml.load(text, Loader=_Loader)   # noqa: S506 -- _Loader is a SafeLoader
+    except _TooLarge as exc:
+        at = f"line {exc.mark.line + 1}"
+        raise InputError(exc.where or at, f"{exc.problem} (at {at})" if exc.where else exc.problem,
+                         "split the file: that is the limit of one file") from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"line {mark.line + 1} column {mark.column + 1}" if mark else ""
@@ -123,11 +180,15 @@ def parse_yaml(text: str):
             problem, ctx = f"nested deeper than {MAX_DEPTH} levels", None
         if ctx is not None and getattr(exc, "context", None):   # the unclosed bracket
             problem += f" {exc.context} at line {ctx.line + 1} column {ctx.column + 1}"
+        if isinstance(exc, DuplicateKeyError):
+            raise InputError(where, one_line(problem, 200), "keep one of the two (YAML would "
+                             "silently take the later)") from None
         raise InputError(where, f"invalid YAML ({one_line(problem, 160)})", "fix the syntax") from None
 
 
 def check_tree(doc) -> None:
-    """Depth, size after alias expansion, string keys, no control characters."""
+    """Depth, size after alias expansion, string keys, no control characters, finite
+    numbers."""
     budget = [MAX_NODES]
     _walk(doc, "", 0, budget)
 
@@ -143,6 +204,9 @@ def _walk(node, where, depth, budget):
     if isinstance(node, str):
         budget[0] -= len(node) // 256       # long strings repeated by aliases cost too
         _check_text(node, where)
+    elif isinstance(node, float) and not math.isfinite(node):
+        raise InputError(where or "(top level)", f"{node!r} is not a finite number",
+                         "give a finite number (a literal beyond 1.8e308 overflows to inf)")
     elif isinstance(node, dict):
         for key, value in node.items():
             if not isinstance(key, str):

@@ -99,8 +99,11 @@ def test_workload_errors_name_the_field_and_the_fix(doc, where, fix):
     ({**HOSTS, "hosts": [{"name": "h1", "cores": 1, "memory_mb": 1}, {"name": "h", "count": 2, "cores": 1,
                                                                      "memory_mb": 1}]},
      "hosts[1]", "give every host its own name"),
-    ({**HOSTS, "hosts": [{"name": "h", "count": 1025, "cores": 1, "memory_mb": 1}]}, "hosts[0].count",
+    ({**HOSTS, "hosts": [{"name": "h", "count": 1000, "cores": 1, "memory_mb": 1},
+                         {"name": "g", "count": 25, "cores": 1, "memory_mb": 1}]}, "hosts[1].count",
      "plan a smaller share"),
+    ({**HOSTS, "hosts": [{"name": "h", "count": 1025, "cores": 1, "memory_mb": 1}]}, "hosts[0].count",
+     "use a value <= 1024"),
 ])
 def test_hosts_errors_name_the_field_and_the_fix(doc, where, fix):
     code, err = plan(text(WORKLOAD), text(doc), text(PROFILE))

@@ -4,12 +4,15 @@ per host; ``--verify`` measures them on the embedded testbed; ``--openstack`` th
 
 from __future__ import annotations
 
+import argparse
+import re
 import sys
 from pathlib import Path
 
 import yaml
 
 from vnetbench.errors import VnetbenchError
+from vnetbench.inputs import one_line
 
 
 def add_parsers(sub) -> None:
@@ -30,11 +33,37 @@ def add_parsers(sub) -> None:
     s.add_argument("--verify", action="store_true",
                    help="build each placement on the embedded testbed, run its flows at their planned "
                         "rates and report predicted vs measured per host (root)")
-    s.add_argument("--seconds", type=int, default=5, help="--verify: seconds of load per placement")
+    s.add_argument("--seconds", type=_seconds, default=5,
+                   help=f"--verify: seconds of load per placement (1..{MAX_VERIFY_SECONDS})")
     s.add_argument("--openstack", metavar="FILE",
                    help="also write the OpenStack hand-off (OVS agent inventories, QoS policies) there")
-    s.add_argument("--bridge", default="br-data", help="--openstack: the physnet bridge of bridge_mappings")
+    s.add_argument("--bridge", type=_bridge, default="br-data",
+                   help="--openstack: the physnet bridge of bridge_mappings (an interface name)")
     s.set_defaults(func=cmd_plan)
+
+
+MAX_VERIFY_SECONDS = 3600
+_BRIDGE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,14}")      # IFNAMSIZ - 1
+
+
+def _seconds(text: str) -> int:
+    """A whole number of seconds in 1..MAX_VERIFY_SECONDS (argparse makes a refusal one line)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of seconds") from None
+    if not 1 <= value <= MAX_VERIFY_SECONDS:
+        raise argparse.ArgumentTypeError(f"{value} is out of range: give 1..{MAX_VERIFY_SECONDS}")
+    return value
+
+
+def _bridge(text: str) -> str:
+    """An OVS bridge name as bridge_mappings takes it: an interface name, printed into the
+    agent's configuration (no ':' or ',' which separate its fields, no control characters)."""
+    if not _BRIDGE.fullmatch(text):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a bridge name: give 1-15 letters, digits, "
+                                         "'_', '.' or '-', e.g. br-data")
+    return text
 
 
 def cmd_capacity(args) -> int:
@@ -46,6 +75,8 @@ def cmd_capacity(args) -> int:
         raise VnetbenchError(f"{args.results[0]}: no record says what a vSwitch carries (none of "
                              f"{', '.join(profile.FAMILIES)}); run rally-tasks/scale.yaml (and "
                              "'vnetbench compare') first")
+    from vnetbench.capacity import selfcheck
+    selfcheck.check(doc, runs)          # never write what plan would refuse
     out = Path(args.out)
     from vnetbench.report.write import atomic_write
     atomic_write(out, "# vnetbench capacity profile (schemas/capacity-profile.schema.json)\n"
@@ -90,7 +121,7 @@ def cmd_plan(args) -> int:
     workload = files.load_workload(args.workload)
     hosts = files.load_hosts(args.hosts)
     prof = files.load_profile(args.capacity)
-    out = planner.plan(workload, hosts, prof, args.capacity)
+    out = planner.plan(workload, hosts, prof, one_line(str(args.capacity), 120))
     if args.verify:
         _verify(args, workload, hosts, out)
     text = planner.render(out, args.format)

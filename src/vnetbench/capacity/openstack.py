@@ -57,9 +57,13 @@ def handoff(profile: dict, hosts: Hosts, workload: Workload | None = None,
                              "egress_gbps": tx, "ingress_gbps": rx, "kpps": kpps})
     if workload is not None:
         mtu = next(iter(model.cells.values())).get("tenant_mtu") or 1500
+        egress_of: dict[str, float] = {}
+        ingress_of: dict[str, float] = {}
+        for f in workload.flows:          # one pass: VMs x flows is minutes at the schema's maximum
+            egress_of[f.src] = egress_of.get(f.src, 0.0) + f.gbps
+            ingress_of[f.dst] = ingress_of.get(f.dst, 0.0) + f.gbps
         for vm in workload.vms:
-            egress = sum(f.gbps for f in workload.flows if f.src == vm.name)
-            ingress = sum(f.gbps for f in workload.flows if f.dst == vm.name)
+            egress, ingress = egress_of.get(vm.name, 0.0), ingress_of.get(vm.name, 0.0)
             if not egress and not ingress:
                 continue
             out["ports"].append({"vm": vm.name, "policy": f"vnb-min-{vm.name}",

@@ -10,7 +10,10 @@
   CPU over all hosts (so a heavy pair shares a host when the same-host path costs less
   than a tunnel's two ends, and is split when that host's vSwitch has no room), then
   fills the fewest hosts. Never past a host's measured capacity: a workload that cannot
-  be placed so is refused, naming the flow or VM and why.
+  be placed so is refused, naming the flow or VM and why. Each decision tries a bounded
+  set of hosts (``_options``, found through ``freeindex`` and a heap, never by scanning
+  every host), so a plan's time grows with its flows, not with hosts x VMs x VMs: hosts
+  that all differ cost no more than alike ones.
 
 The switch model (``Model``) per host and role (``vnetbench.capacity.profile``):
 utilisation = sum over roles of load / capacity (each role's capacity scaled by the
@@ -26,6 +29,7 @@ import heapq
 from dataclasses import dataclass, field
 
 from vnetbench.capacity.files import HostSpec, Hosts, Workload
+from vnetbench.capacity.freeindex import FreeIndex
 from vnetbench.errors import VnetbenchError
 from vnetbench.results.bound import SATURATED_PCT
 
@@ -135,12 +139,25 @@ class State:
         self.load = {h.name: HostLoad(h) for h in hosts.hosts}
         self.used: set[str] = set()
         self.order = {h.name: i for i, h in enumerate(hosts.hosts)}
-        self.specs = {(h.cores, h.memory_mb, h.vswitch, h.dataplane_cpus) for h in hosts.hosts}
         self._vms = {v.name: v for v in workload.vms}
         self.flows_of: dict[str, list] = {v.name: [] for v in workload.vms}
         for f in workload.flows:
             self.flows_of[f.src].append(f)
             self.flows_of[f.dst].append(f)
+        # indexes by free capacity (``freeindex``): the first host that fits, the first
+        # empty one of each vSwitch kind (most data-plane CPUs first), the least-loaded in use
+        self.free = FreeIndex([h.name for h in hosts.hosts], [(h.cores, h.memory_mb) for h in hosts.hosts])
+        by_kind: dict[str, list] = {}
+        for h in hosts.hosts:
+            by_kind.setdefault(h.vswitch, []).append(h)
+        self.empty = {kind: FreeIndex([h.name for h in hs], [(h.cores, h.memory_mb) for h in hs])
+                      for kind, hs in ((k, sorted(v, key=lambda h: (-h.dataplane_cpus, self.order[h.name])))
+                                       for k, v in by_kind.items())}
+        self.smallest = (min((v.vcpus for v in workload.vms), default=1),
+                         min((v.memory_mb for v in workload.vms), default=1))
+        self._heap: list = []          # (load, order, version, host): stale entries skipped
+        self._version: dict[str, int] = {}
+        self._cpu: dict[str, tuple] = {}     # host -> (version, data-plane CPU as loaded)
 
     def deltas(self, moves: dict[str, str]) -> dict:
         """host -> ({role: Gbit/s}, {placement: conn/s}) added by placing ``moves``
@@ -175,7 +192,9 @@ class State:
         return out
 
     def place(self, moves: dict[str, str]) -> None:
+        touched = set(moves.values())
         for host, (g, c) in self.deltas(moves).items():
+            touched.add(host)
             hl = self.load[host]
             for r, x in g.items():
                 hl.gbps[r] += x
@@ -183,8 +202,41 @@ class State:
                 hl.conn[p] += x
         for vm, host in moves.items():
             self.where[vm] = host
-            self.used.add(host)
+            if host not in self.used:
+                self.used.add(host)
+                self.empty[self.load[host].host.vswitch].set(host, -1, -1)
             self.load[host].add_vm(self._vms[vm])
+        for host in moves.values():
+            hl = self.load[host]
+            self.free.set(host, hl.host.cores - hl.cores, hl.host.memory_mb - hl.memory_mb)
+        for host in touched:
+            self._version[host] = self._version.get(host, 0) + 1
+            if self._room(host):
+                heapq.heappush(self._heap, (sum(self.load[host].gbps.values()), self.order[host],
+                                            self._version[host], host))
+
+    def _room(self, host: str) -> bool:
+        """Whether ``host`` still fits the workload's smallest VM (a full host leaves the heap)."""
+        hl = self.load[host]
+        return (hl.host.cores - hl.cores >= self.smallest[0]
+                and hl.host.memory_mb - hl.memory_mb >= self.smallest[1])
+
+    def least_loaded(self, k: int, vms, exclude=()) -> list[str]:
+        """Up to ``k`` hosts in use with the least vSwitch load that fit one of ``vms``,
+        popping at most ``4 k`` entries of the heap (stale ones are dropped)."""
+        out, popped, valid = [], 0, []
+        while self._heap and len(out) < k and popped < 4 * k:
+            entry = heapq.heappop(self._heap)
+            host = entry[3]
+            if entry[2] != self._version.get(host) or not self._room(host):
+                continue
+            popped += 1
+            valid.append(entry)
+            if host not in exclude and any(self.load[host].fits(v) for v in vms):
+                out.append(host)
+        for entry in valid:
+            heapq.heappush(self._heap, entry)
+        return out
 
     def utilisation(self, host: str, extra=({}, {})) -> tuple[float, float | None]:
         """(vSwitch bandwidth utilisation, new-connection utilisation or None) of
@@ -207,6 +259,14 @@ class State:
 
     def cpu(self, host: str, extra=({}, {})) -> float:
         hl = self.load[host]
+        if not extra[0]:            # the host as it is: asked once per option scored, cached
+            cached = self._cpu.get(host)
+            if cached is not None and cached[0] == self._version.get(host):
+                return cached[1]
+            value = sum(self.model.curve(hl.host, self.hosts.network, r).cpu(x)
+                        for r, x in hl.gbps.items() if x > 0)
+            self._cpu[host] = (self._version.get(host), value)
+            return value
         return sum(self.model.curve(hl.host, self.hosts.network, r).cpu(x + extra[0].get(r, 0.0))
                    for r, x in hl.gbps.items() if x + extra[0].get(r, 0.0) > 0)
 
@@ -231,20 +291,26 @@ def aware(workload: Workload, hosts: Hosts, model: Model) -> dict[str, str]:
     and the least data-plane CPU is added: VM -> host."""
     state = State(workload, hosts, model)
     _peaks(workload, hosts, model)
+    wide = WIDE_SEARCHES
     for f in sorted(workload.flows, key=lambda f: (-f.gbps, -f.new_conn_s)):
         new = [v for v in (f.src, f.dst) if v not in state.where]
         if not new:
             continue
-        best = _best(state, new, _candidates(state, new)) or _best(state, new, _everywhere(state, new))
+        best = _best(state, new, _options(state, new))
+        if best is None and wide > 0:   # a wider search before refusing, a bounded number of times
+            wide -= 1
+            best = _best(state, new, _options(state, new, wide=True))
         if best is None:
+            searched = "" if wide else (f" (searched its peers' hosts, the {NEAREST} least-loaded in use and "
+                                        "an empty host of each kind: the wider searches are spent)")
             raise PlanInfeasible(f"network-aware placement: flow {f.src} -> {f.dst} ({f.gbps:g} Gbit/s) "
-                                 f"fits no host: {_why(state, new)}; add hosts, give them more "
+                                 f"fits no host{searched}: {_why(state, new)}; add hosts, give them more "
                                  "data-plane CPUs, or lower the load")
         state.place(best[1])
     for vm in workload.vms:           # VMs that send nothing: cores and memory only
         if vm.name in state.where:
             continue
-        host = next((h.name for h in hosts.hosts if state.load[h.name].fits(vm)), None)
+        host = state.free.first(vm.vcpus, vm.memory_mb)
         if host is None:
             raise PlanInfeasible(f"network-aware placement: VM {vm.name} ({vm.vcpus} vCPUs, "
                                  f"{vm.memory_mb} MB) fits on no host (cores or memory run out); "
@@ -255,77 +321,81 @@ def aware(workload: Workload, hosts: Hosts, model: Model) -> dict[str, str]:
 
 def _peaks(workload, hosts, model) -> None:
     """The seed's first check: a flow's peak must fit one host's vSwitch at all."""
+    kinds = {(h.vswitch, h.dataplane_cpus): h for h in hosts.hosts}.values()
+    best = max((model.capacity(h, hosts.network, role) or 0.0
+                for h in kinds for role in ("same", "tx", "rx")), default=0.0)
     for f in workload.flows:
-        best = max((model.capacity(h, hosts.network, role) or 0.0
-                    for h in hosts.hosts for role in ("same", "tx", "rx")), default=0.0)
         if f.peak_gbps > best:
             raise PlanInfeasible(f"network-aware placement: flow {f.src} -> {f.dst} peaks at "
                                  f"{f.peak_gbps:g} Gbit/s, more than any host's vSwitch carries "
                                  f"({best:.3g} Gbit/s measured); split the flow or use a faster vSwitch")
 
 
-NEAREST = 16       # least-loaded hosts in use tried for a VM, beside its peers' hosts
-WIDE = 64          # hosts tried for a pair's two new ends before the placement is refused
+NEAREST = 16        # least-loaded hosts in use tried for a flow's new ends, beside its peers' hosts
+PEERS = 16          # hosts of a VM's placed peers tried (a hub VM has thousands)
+WIDE = 64           # least-loaded hosts in use tried by a wider search before refusing
+WIDE_SEARCHES = 32  # wider searches per plan (each scores a few times WIDE options)
+SPLIT = 4           # best hosts for a pair's first VM tried with every host for the second
 
 
-def _candidates(state: State, vms=()) -> list[str]:
-    """Hosts a VM may go to, as a scheduler's filter and weigher would pick them: the hosts
-    of its peers (where it may share a host with them), the ``NEAREST`` least-loaded hosts
-    in use, then the first empty host of each distinct kind (empty hosts alike are
-    interchangeable). Keeps each decision bounded on a large data centre."""
-    peers = []
-    for vm in vms:
+def _options(state: State, new: list[str], wide: bool = False):
+    """The moves tried for a flow's unplaced ends, as a scheduler's filter and weigher
+    would pick hosts, bounded whatever the data centre's size: the hosts of the VMs'
+    placed peers (where they may share a host with them), the ``NEAREST`` least-loaded
+    hosts in use that fit, and of each vSwitch kind the first empty host that fits (empty
+    hosts of one kind are alike but for their data-plane CPUs: the most first). A pair
+    of new VMs may share one host or take two."""
+    vms = [state._vms[v] for v in new]
+    peers: list[str] = []
+    for vm in new:
         for f in state.flows_of.get(vm, ()):
             h = state.where.get(f.dst if f.src == vm else f.src)
-            if h is not None and h not in peers:
+            if h is not None and h not in peers and len(peers) < PEERS:
                 peers.append(h)
-    used = heapq.nsmallest(NEAREST, (h for h in state.used if h not in peers),
-                           key=lambda h: (sum(state.load[h].gbps.values()), state.order[h]))
-    kinds, empty = set(), []
-    for h in state.hosts.hosts:
-        spec = (h.cores, h.memory_mb, h.vswitch, h.dataplane_cpus)
-        if h.name not in state.used and spec not in kinds:
-            kinds.add(spec)
-            empty.append(h.name)
-            if len(kinds) == len(state.specs):
-                break
-    return sorted(peers + used, key=state.order.get) + empty
+    used = state.least_loaded(WIDE if wide else NEAREST, vms, exclude=set(peers))
+    common = sorted(peers + used, key=state.order.get)
+    if len(vms) == 1:
+        v = vms[0]
+        hosts = common + [e for e in (idx.first(v.vcpus, v.memory_mb) for idx in state.empty.values()) if e]
+        for h in hosts:
+            if state.load[h].fits(v):
+                yield {v.name: h}
+        return
+    a, b = vms
+    empty_a, empty_b = [], []
+    for idx in state.empty.values():
+        both = idx.first(a.vcpus + b.vcpus, a.memory_mb + b.memory_mb)
+        if both:
+            yield {a.name: both, b.name: both}
+        ea = idx.first(a.vcpus, a.memory_mb)
+        eb = idx.first(b.vcpus, b.memory_mb, skip=ea)       # two ends on two empty hosts
+        empty_a += [ea] if ea else []
+        empty_b += [eb] if eb else []
+    for h in common:
+        if _fits_both(state.load[h], a, b):
+            yield {a.name: h, b.name: h}
+    # split: the SPLIT best hosts for a alone (its flow to b reserved as if b went
+    # elsewhere), each with every host for b -- linear in the candidates, not quadratic
+    firsts = sorted((score, state.order[h], h) for h in common + empty_a if state.load[h].fits(a)
+                    for score in [_score(state, {a.name: h})] if score is not None)
+    for _, _, ha in firsts[:SPLIT]:
+        for hb in common + empty_b:
+            if hb != ha and state.load[hb].fits(b):
+                yield {a.name: ha, b.name: hb}
 
 
-def _everywhere(state: State, new: list[str]) -> list[str]:
-    """Before refusing: every host for one VM; for a pair, the ``WIDE`` least-loaded."""
-    order = sorted(state.order, key=lambda h: (sum(state.load[h].gbps.values()), state.order[h]))
-    return order if len(new) == 1 else order[:WIDE]
+def _fits_both(hl: HostLoad, a, b) -> bool:
+    return (hl.cores + a.vcpus + b.vcpus <= hl.host.cores
+            and hl.memory_mb + a.memory_mb + b.memory_mb <= hl.host.memory_mb)
 
 
-def _best(state: State, new: list[str], cands: list[str]):
+def _best(state: State, new: list[str], options):
     best = None
-    for moves in _options(state, new, cands):
+    for moves in options:
         score = _score(state, moves)
         if score is not None and (best is None or score < best[0]):
             best = (score, moves)
     return best
-
-
-def _options(state: State, new: list[str], cands: list[str]):
-    if len(new) == 1:
-        vm = state._vms[new[0]]
-        for h in cands:
-            if state.load[h].fits(vm):
-                yield {new[0]: h}
-        return
-    a, b = (state._vms[v] for v in new)
-    for ha in cands:
-        if not state.load[ha].fits(a):
-            continue
-        for hb in cands:
-            if ha == hb:
-                both = HostLoad(state.load[ha].host, cores=state.load[ha].cores + a.vcpus,
-                                memory_mb=state.load[ha].memory_mb + a.memory_mb)
-                if both.fits(b):
-                    yield {a.name: ha, b.name: hb}
-            elif state.load[hb].fits(b):
-                yield {a.name: ha, b.name: hb}
 
 
 def _score(state: State, moves: dict) -> tuple | None:
@@ -339,7 +409,7 @@ def _score(state: State, moves: dict) -> tuple | None:
             return None
         worst = max(worst, util, conn or 0.0)
         added += state.cpu(host, extra) - state.cpu(host)
-    in_use = len(state.used | set(moves.values()))
+    in_use = len(state.used) + len({h for h in moves.values() if h not in state.used})
     return (round(added, 6), in_use, worst)
 
 

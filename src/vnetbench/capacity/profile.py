@@ -223,6 +223,8 @@ def _single_pair(records) -> dict:
     out: dict = {"new_conn_s": {}}
     by: dict = defaultdict(list)
     for r in records:
+        if r.extra.get("not_applicable") or not r.samples:     # never ran here: no figure
+            continue
         by[(r.test, r.labels.get("placement"))].append(r)
     for (test, placement), rs in sorted(by.items(), key=lambda kv: (kv[0][0], str(kv[0][1]))):
         if test == "tcp_stream":

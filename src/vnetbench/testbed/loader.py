@@ -9,6 +9,7 @@ from __future__ import annotations
 import ipaddress
 import itertools
 import json
+import math
 from importlib import resources
 
 import jsonschema
@@ -83,9 +84,17 @@ def _is_integer(checker, instance) -> bool:
     return isinstance(instance, int) and not isinstance(instance, bool)
 
 
+def _is_number(checker, instance) -> bool:
+    """A finite number: NaN and infinity compare false with every bound, so a schema's
+    ``minimum``/``maximum`` would let them through."""
+    return (isinstance(instance, (int, float)) and not isinstance(instance, bool)
+            and (isinstance(instance, int) or math.isfinite(instance)))
+
+
 _Validator = jsonschema.validators.extend(
     jsonschema.Draft202012Validator,
-    type_checker=jsonschema.Draft202012Validator.TYPE_CHECKER.redefine("integer", _is_integer))
+    type_checker=jsonschema.Draft202012Validator.TYPE_CHECKER.redefine_many(
+        {"integer": _is_integer, "number": _is_number}))
 
 
 def _validate(doc, source):
@@ -122,6 +131,8 @@ def _explain(error, published: str = "schemas/testbed.schema.json") -> tuple[str
         return (f"unknown field {', '.join(map(short, extra[:3]))}", f"allowed fields: {allowed}")
     if kind == "required":
         return (inputs.one_line(error.message, 120), "add it")
+    if kind == "type" and isinstance(inst, float) and not math.isfinite(inst):
+        return (f"{inst!r} is not a finite number", "give a finite number")
     if kind == "type":
         article = "an" if str(error.validator_value)[0] in "aeiou" else "a"
         return (f"{short(inst)} is not of type {error.validator_value}",
@@ -141,6 +152,17 @@ def _explain(error, published: str = "schemas/testbed.schema.json") -> tuple[str
         return (f"{short(inst)} is {'less' if kind == 'minimum' else 'greater'} than the "
                 f"{kind} of {error.validator_value}",
                 f"use a value {'>=' if kind == 'minimum' else '<='} {error.validator_value}")
+    if kind in ("exclusiveMinimum", "exclusiveMaximum"):
+        above = kind == "exclusiveMinimum"
+        return (f"{short(inst)} is not {'above' if above else 'below'} {error.validator_value}",
+                f"use a value {'>' if above else '<'} {error.validator_value}")
+    if kind == "maxItems":
+        return (f"{len(inst)} items, more than the limit of {error.validator_value}",
+                f"give at most {error.validator_value} (split the file)")
+    if kind == "maxLength":
+        return (f"{short(inst)} is longer than {error.validator_value} characters", "shorten it")
+    if kind == "const":
+        return (f"{short(inst)} is not {error.validator_value!r}", f"give {error.validator_value!r}")
     if kind == "oneOf" and list(error.absolute_path)[:1] == ["vswitch"]:
         kinds = ", ".join(k.value for k in VSwitchKind)
         if isinstance(inst, str):
