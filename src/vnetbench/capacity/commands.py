@@ -39,7 +39,7 @@ def add_parsers(sub) -> None:
 
 def cmd_capacity(args) -> int:
     from vnetbench.capacity import profile
-    from vnetbench.report.load import load
+    from vnetbench.results.load import load
     runs = load(args.results)
     doc = profile.build([r for run in runs for r in run.records], [run.path for run in runs])
     if not doc["cells"]:

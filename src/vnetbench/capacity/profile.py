@@ -256,8 +256,9 @@ def new_connections(records) -> dict | None:
         s = r.samples
         n = len(s.get("ok", []))
         return n > 0 and all(not (s.get(k) or [0] * n)[i] for k in ("failed", "late") for i in range(n))
-    by_rate = sorted(((r.labels.get("params") or {}).get("rate"), r) for r in records
-                     if (r.labels.get("params") or {}).get("rate") is not None)
+    # by rate only: two runs that tried the same rate give two records of it (never compared)
+    by_rate = sorted((((r.labels.get("params") or {}).get("rate"), r) for r in records
+                      if (r.labels.get("params") or {}).get("rate") is not None), key=lambda x: x[0])
     ok = [rate for rate, r in by_rate if clean(r)]
     if not ok:
         return None
