@@ -56,8 +56,13 @@ def _compile(node: dict, ref):
         checks.append(ref(node["$ref"].rsplit("/", 1)[1]))
     if "type" in node:
         kinds = [node["type"]] if isinstance(node["type"], str) else node["type"]
-        tests = [_type(k) for k in kinds]
-        checks.append(lambda v: any(t(v) for t in tests))
+        plain = tuple({"object": dict, "array": list, "string": str, "null": type(None)}[k]
+                      for k in kinds if k in ("object", "array", "string", "null"))
+        tests = [_type(k) for k in kinds if k not in ("object", "array", "string", "null")]
+        if not tests:
+            checks.append(lambda v: isinstance(v, plain))
+        else:
+            checks.append(lambda v: isinstance(v, plain) or any(t(v) for t in tests))
     number = _type("number")
     if "minimum" in node:
         lo = node["minimum"]
@@ -86,7 +91,13 @@ def _compile(node: dict, ref):
         checks.append(_array(node, ref))
     if len(checks) == 1:
         return checks[0]
-    return lambda v: all(c(v) for c in checks)
+
+    def every(v):
+        for c in checks:
+            if not c(v):
+                return False
+        return True
+    return every
 
 
 def _object(node: dict, ref):
@@ -119,5 +130,9 @@ def _array(node: dict, ref):
             return True
         if len(v) < lo or (hi is not None and len(v) > hi):
             return False
-        return items is None or all(items(x) for x in v)
+        if items is not None:
+            for x in v:
+                if not items(x):
+                    return False
+        return True
     return check

@@ -299,6 +299,11 @@ def _explain(error) -> tuple[str, str]:
                 f"use a value {'>=' if kind == 'minimum' else '<='} {value:g}")
     if kind in ("minItems", "maxItems"):
         return f"a list of {len(inst)} items", f"give {'at least' if kind == 'minItems' else 'at most'} {value}"
+    if kind == "enum":
+        return (f"{excerpt(inst)} is not allowed", "use one of: " + inputs.one_line(", ".join(map(str, value)), 200))
+    if kind == "additionalProperties":
+        return f"unknown field {excerpt(sorted(set(inst) - set(error.schema.get('properties', {})))[0])}", \
+            "allowed fields: " + ", ".join(sorted(error.schema.get("properties", {})))
     if kind in ("type", "anyOf", "oneOf", "not"):
         return f"{excerpt(inst)} is not {_want(error.schema)}", f"give {_want(error.schema)} ({PUBLISHED})"
     return inputs.one_line(error.message, 120), f"see {PUBLISHED}"
@@ -317,6 +322,22 @@ def _escaped(node):
 
 def _text(s: str) -> str:
     return inputs._CONTROL.sub(lambda m: m.group().encode("unicode_escape").decode(), s)
+
+
+def validate(doc, schema_doc: dict, path, fix: str) -> None:
+    """``doc`` (from read_json) against a run file's schema; one line naming the file, the
+    field and ``fix`` for the best of its first errors."""
+    errors = jsonschema.Draft202012Validator(schema_doc).iter_errors(doc)
+    error = jsonschema.exceptions.best_match(itertools.islice(errors, 100))
+    if error is not None:
+        problem, how = _explain(error)
+        raise VnetbenchError(inputs.one_line(f"{show(path)}: {_path(error.absolute_path) or '(top level)'}: "
+                                             f"{problem}; {fix if how.startswith('see ') else how}"))
+
+
+def escaped(node):
+    """``node`` with control characters in its strings shown as escapes (free text)."""
+    return _escaped(node)
 
 
 def read_json(path, cap: int, fix: str):
