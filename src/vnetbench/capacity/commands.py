@@ -46,13 +46,41 @@ def cmd_capacity(args) -> int:
         raise VnetbenchError(f"{args.results[0]}: no record says what a vSwitch carries (none of "
                              f"{', '.join(profile.FAMILIES)}); run rally-tasks/scale.yaml (and "
                              "'vnetbench compare') first")
+    _check_profile(doc, args.results)
     out = Path(args.out)
     from vnetbench.report.write import atomic_write
     atomic_write(out, "# vnetbench capacity profile (schemas/capacity-profile.schema.json)\n"
                  + yaml.safe_dump(doc, sort_keys=False))
     print(summary(doc))
+    if len(runs) > 1:
+        print(f"{len(runs)} runs ({', '.join(run.name for run in runs)}): {profile.COMBINED}")
     print(f"profile: {out}")
     return 0
+
+
+def _check_profile(doc: dict, sources) -> None:
+    """Never write a profile ``plan`` would refuse: the records passed their own schema,
+    but a label no kind or network type has, or loads that make a figure overflow, give
+    a profile outside capacity-profile.schema.json -- refused here, naming the records."""
+    import json
+    from importlib import resources
+
+    from vnetbench.results import load
+    text = resources.files("vnetbench").joinpath("schemas/capacity-profile.schema.json").read_text()
+    where = load.show(sources[0]) + (f" (and {len(sources) - 1} more)" if len(sources) > 1 else "")
+    fix = "the records' labels must name a vSwitch kind and network type, their loads be measured values"
+    try:
+        load.parse_json(json.dumps(doc))          # every figure finite and bounded
+    except load._Bad as bad:
+        raise VnetbenchError(f"{where}: the profile these records give has {bad.field} = {bad.problem}; "
+                             f"{fix}") from None
+    except ValueError:                            # json.dumps of an infinity cannot happen (allow_nan)
+        raise VnetbenchError(f"{where}: the profile these records give is not finite; {fix}") from None
+    try:
+        load.validate(doc, json.loads(text), "profile", fix)
+    except VnetbenchError as exc:
+        raise VnetbenchError(f"{where}: the profile these records give would be refused by plan "
+                             f"({str(exc).partition(': ')[2].rpartition(';')[0]}); {fix}") from None
 
 
 def summary(doc: dict) -> str:

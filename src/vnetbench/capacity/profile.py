@@ -44,6 +44,10 @@ from vnetbench.results import spread
 from vnetbench.results.bound import SATURATED_PCT
 
 ROLES = ("tx", "rx", "same")
+# how records of one cell measured in several runs (RESULTS arguments) become one figure
+COMBINED = ("records of one cell from every run are pooled: a scale point's repetitions "
+            "together, the flow-setup rate carried only if every run carried it, the single-pair "
+            "figure from the fastest record of any run")
 VERSION = 1
 
 
@@ -70,7 +74,8 @@ def build(records, sources=()) -> dict:
                        "vnetbench": __version__, "sources": [str(s) for s in sources],
                        "machines": [{"kernel": k, "cpu_model": c or "unknown (records predate it)",
                                      "machine": m} for k, c, m in sorted(machines, key=str)],
-                       "ceiling_pct": SATURATED_PCT},
+                       "ceiling_pct": SATURATED_PCT,
+                       **({"combined": COMBINED} if len(sources) > 1 else {})},
         "stable": not any(c["unstable"] for c in out),
         "cells": out,
     }
@@ -254,16 +259,19 @@ def new_connections(records) -> dict | None:
     connection, and the next rate tried (which did not) as its upper bound."""
     def clean(r):
         s = r.samples
-        n = len(s.get("ok", []))
-        return n > 0 and all(not (s.get(k) or [0] * n)[i] for k in ("failed", "late") for i in range(n))
-    # by rate only: two runs that tried the same rate give two records of it (never compared)
-    by_rate = sorted((((r.labels.get("params") or {}).get("rate"), r) for r in records
-                      if (r.labels.get("params") or {}).get("rate") is not None), key=lambda x: x[0])
-    ok = [rate for rate, r in by_rate if clean(r)]
+        return bool(s.get("ok")) and not any(x for k in ("failed", "late") for x in s.get(k) or ())
+    # records of one rate from several runs are pooled: the rate is carried only if every
+    # repetition of every run carried it (never compares two records: runs merge freely)
+    carried: dict = {}
+    for r in records:
+        rate = (r.labels.get("params") or {}).get("rate")
+        if rate is not None:
+            carried[rate] = carried.get(rate, True) and clean(r)
+    ok = [rate for rate, c in carried.items() if c]
     if not ok:
         return None
     best = max(ok)
-    higher = [rate for rate, r in by_rate if rate > best and not clean(r)]
+    higher = [rate for rate, c in carried.items() if rate > best and not c]
     return {"mean": best, "kind": "search", "lo": best, "hi": min(higher) if higher else None,
             "how": "highest offered rate carried with no failed or late connection"
                    + ("" if higher else " (the highest tried: the true value may be higher)")}
