@@ -18,16 +18,32 @@ ANNOTATIONS = {"$schema", "$id", "$defs", "title", "description", "x-record-vers
 
 def compile_schema(schema: dict):
     """``schema`` -> a function document -> bool."""
-    compiled = {}
+    compiled, defs = {}, schema.get("$defs", {})
 
     def ref(name):
         def check(v):
             return compiled[name](v)
+        check.node = defs[name]          # for _numeric: what a list of it may hold
+        check.defs = defs
         return check
 
-    for name, node in schema.get("$defs", {}).items():
+    for name, node in defs.items():
         compiled[name] = _compile(node, ref)
     return _compile(schema, ref)
+
+
+def _numeric(node: dict, ref):
+    """(lowest, highest, null allowed) when ``node`` admits exactly the numbers within
+    bounds (and maybe null): a long list of them is then judged in C (min, max, types)."""
+    if set(node) == {"$ref"}:
+        return _numeric(ref(node["$ref"].rsplit("/", 1)[1]).node, ref)
+    if set(node) == {"anyOf"} and len(node["anyOf"]) == 2 and {"type": "null"} in node["anyOf"]:
+        other = next(n for n in node["anyOf"] if n != {"type": "null"})
+        inner = _numeric(other, ref)
+        return inner and (inner[0], inner[1], True)
+    if node.get("type") == "number" and set(node) - ANNOTATIONS <= {"type", "minimum", "maximum"}:
+        return node.get("minimum", float("-inf")), node.get("maximum", float("inf")), False
+    return None
 
 
 def _type(kind: str):
@@ -124,12 +140,17 @@ def _object(node: dict, ref):
 def _array(node: dict, ref):
     items = _compile(node["items"], ref) if "items" in node else None
     lo, hi = node.get("minItems", 0), node.get("maxItems")
+    numeric = _numeric(node["items"], ref) if "items" in node else None
+    allowed = {int, float} | ({type(None)} if numeric and numeric[2] else set())
 
     def check(v):
         if not isinstance(v, list):
             return True
         if len(v) < lo or (hi is not None and len(v) > hi):
             return False
+        if numeric is not None and len(v) > 16 and set(map(type, v)) <= allowed:
+            xs = [x for x in v if x is not None] if numeric[2] else v
+            return not xs or (numeric[0] <= min(xs) and max(xs) <= numeric[1])
         if items is not None:
             for x in v:
                 if not items(x):

@@ -46,7 +46,10 @@ from vnetbench.results import conform
 from vnetbench.results.record import SCHEMA_VERSION, Result
 
 RECORDS = "records.jsonl"
-MAX_BYTES = 32 * 1024 * 1024
+MAX_BYTES = 32 * 1024 * 1024        # one records file
+MAX_TOTAL_BYTES = 64 * 1024 * 1024  # every file of one command together
+MAX_RECORDS = 50_000                # records of one command together (real ones are ~2 KB: the
+                                    # byte caps bind first; 32 MiB of tiny records would not)
 MAX_DEPTH = 24                 # a record is 7 levels deep (extra.repetitions[].cpu.hosts.h.components)
 MAX_ABS = 1e18                 # 1e18 x 4M values x 1e18: far below a float's 1.8e308
 MAX_ITEMS = 100_000            # values in one list (repetitions, a repetition's RTT echoes)
@@ -77,15 +80,25 @@ class _Bad(Exception):
 
 
 def load(arguments) -> list[Run]:
-    """One Run per argument, in order; names made unique by suffixing #2, #3..."""
-    runs, seen = [], {}
+    """One Run per argument, in order; names made unique by suffixing #2, #3... Together
+    at most MAX_TOTAL_BYTES and MAX_RECORDS (the bounds of README's promises)."""
+    runs, seen, size, count = [], {}, 0, 0
     for arg in arguments:
         path = records_path(Path(arg))
         name = path.parent.name if path.name == RECORDS else path.stem
         name = inputs.one_line(name, 64)
         seen[name] = seen.get(name, 0) + 1
         name += f"#{seen[name]}" if seen[name] > 1 else ""
-        runs.append(Run(name, path, tuple(read(path))))
+        try:
+            size += path.stat().st_size
+        except OSError:
+            pass                # read() says why it cannot be read
+        if size > MAX_TOTAL_BYTES:
+            raise VnetbenchError(f"{show(path)}: the records given together pass {MAX_TOTAL_BYTES // 1024 // 1024} MiB; "
+                                 "give fewer runs at once")
+        records = read(path, MAX_RECORDS - count)
+        count += len(records)
+        runs.append(Run(name, path, tuple(records)))
     return runs
 
 
@@ -107,12 +120,17 @@ def show(path) -> str:
     return inputs.one_line(str(path), 120)
 
 
-def read(path: Path) -> list[Result]:
-    """Every record of a records file, in order; the first bad one refused in one line."""
+def read(path: Path, limit: int = MAX_RECORDS) -> list[Result]:
+    """Every record of a records file, in order; the first bad one refused in one line;
+    more than ``limit`` records refused before any is parsed."""
     try:
         lines = inputs.decode(inputs.read_bytes(path, MAX_BYTES)).splitlines()
     except inputs.InputError as exc:
         raise VnetbenchError(f"{show(path)}: {exc.problem}; {FIX}") from None
+    if sum(1 for line in lines if line.strip()) > limit:
+        raise VnetbenchError(f"{show(path)}: more than {MAX_RECORDS:,} records given together"
+                             f"{'' if limit == MAX_RECORDS else ' (with the runs before it)'}; "
+                             "give fewer runs at once or split the file")
     records = [record(path, no, line) for no, line in enumerate(lines, 1) if line.strip()]
     if not records:
         raise VnetbenchError(f"{show(path)}: no records (empty file); {FIX}")

@@ -128,12 +128,13 @@ def of(record, metric: str) -> Spread:
             return rtt
     if metric in SEARCH and SEARCH[metric] in record.samples:
         return _search(record.samples[metric], record.samples[SEARCH[metric]])
-    return repetitions(values, floor)
+    return repetitions(values, floor, record.metrics.get(metric))
 
 
-def repetitions(values, floor: float = 0.0) -> Spread:
-    """Mean over repetitions: CI from MIN_CI_N values, range with 2, nothing with 1."""
-    s = summarize(values)
+def repetitions(values, floor: float = 0.0, summary: dict | None = None) -> Spread:
+    """Mean over repetitions: CI from MIN_CI_N values, range with 2, nothing with 1
+    (``summary``: summarize(values), when the record has it already)."""
+    s = summary or summarize(values)
     n = s["n"]
     if n >= MIN_CI_N:
         return Spread("ci", s["mean"], s["mean"] - s["ci95"], s["mean"] + s["ci95"], n, n,
