@@ -14,7 +14,8 @@ Cases (files generated in a temporary directory, the same every run):
 * ``16x100-charts``: the largest table the charts are drawn for, all formats.
 * ``50k-records``: the most records a command reads (results.load.MAX_RECORDS), small
   ones of one cell; ``32mib-records``: 32 MiB of them (~480,000): refused at once.
-* ``32mib-samples``: 32 MiB of records whose sample lists hold 100,000 values each.
+* ``32mib-samples``: 32 MiB of records whose sample lists hold 100,000 values each;
+  ``32mib-echoes``: 32 MiB of RTT records of about a million echoes each (pooled, sorted).
 * capacity and ``reproduce 003 --from`` over ``64x500`` and ``50k-records``.
 
     .venv/bin/python bench/bench_report_bounds.py        # ~1.5 min
@@ -81,6 +82,10 @@ def inputs(tmp: Path) -> dict:
                                [record(vswitch=f"k{c}", point=f"p{r}") for c in range(16) for r in range(100)]),
         "50k-records": write(tmp / "most/records.jsonl", [tiny(i) for i in range(50_000)]),
         "32mib-records": until(tmp / "many/records.jsonl", 32 * MIB - 1, tiny),
+        "32mib-echoes": until(tmp / "echoes/records.jsonl", 32 * MIB - 1, lambda i: {
+            **record(point=f"p{i}", samples={"rtt_mean_ms": [0.1] * 10, "cpu_pct": [1.0] * 10}),
+            "test": "icmp_rtt", "extra": {"repetitions": [{"rtt_samples_ms": [0.125 + j % 7 for j in range(99_999)]}
+                                                          for _ in range(10)]}}),
         "32mib-samples": until(tmp / "long/records.jsonl", 32 * MIB - 1, lambda i: record(
             point=f"p{i}", samples={"gbps": [1.5] * 100_000, "cpu_pct": [0] * 100_000})),
     }

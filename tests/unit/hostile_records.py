@@ -180,3 +180,27 @@ def matrix_file(draw) -> bytes | None:
         return dumps({"cells": [{**MATRIX_CELL, key: draw(ODD)}]}).encode()
     return json.dumps({"cells": [MATRIX_CELL] * draw(st.sampled_from([10, 10_001]))}).encode()
 
+
+
+FLOAT_EDGES = st.sampled_from([0.0, 5e-324, 1e-300, -1e-300, 1e-7, 1e18, -1e18, -1.0, 0.5, 3.0, 1e17])
+INT_EDGES = st.sampled_from([0, 1, -1, 2, 10**18, -(10**18), 65536, 3])
+SCALE = [line for line in (ROOT / "tests/data/capacity/records.jsonl").read_text().splitlines() if line.strip()]
+
+
+@st.composite
+def extreme_numbers(draw) -> bytes:
+    """Real scale and battery records with numbers (loads, CPU, rates, counts) replaced by
+    admitted extremes: 0, denormals, ±1e18, negatives -- what divides, sums and sorts."""
+    lines = draw(st.lists(st.sampled_from(SCALE + REAL), min_size=1, max_size=6))
+    p = draw(st.sampled_from([0.05, 0.3, 1.0]))
+    rnd = draw(st.randoms(use_true_random=False))
+
+    def swap(node, key=""):
+        if isinstance(node, dict):
+            return {k: (v if k in ("schema", "started", "finished") else swap(v, k)) for k, v in node.items()}
+        if isinstance(node, list):
+            return [swap(v, key) for v in node]
+        if isinstance(node, bool) or not isinstance(node, (int, float)) or rnd.random() > p:
+            return node
+        return draw(INT_EDGES) if isinstance(node, int) else draw(FLOAT_EDGES)
+    return ("\n".join(json.dumps(swap(json.loads(line))) for line in lines) + "\n").encode()

@@ -44,6 +44,8 @@ from vnetbench.results import spread
 from vnetbench.results.bound import SATURATED_PCT
 
 ROLES = ("tx", "rx", "same")
+# a load (Gbit/s) or CPU (%) below this divides nothing: a ratio to a denormal is infinite
+TINY = 1e-6
 # how records of one cell measured in several runs (RESULTS arguments) become one figure
 COMBINED = ("records of one cell from every run are pooled: a scale point's repetitions "
             "together, the flow-setup rate carried only if every run carried it, the single-pair "
@@ -124,8 +126,9 @@ def _roles(scale_records) -> dict:
         pace = tuple(paced) if paced else None
         sat = r.extra.get("saturation") or {}
         for rep in r.extra.get("repetitions") or []:
+            roles = host_roles(rep.get("pairs") or [])
             for host, cpu in (rep.get("hosts") or {}).items():
-                role, load, n = host_role(host, rep.get("pairs") or [])
+                role, load, n = roles.get(host, (None, 0.0, 0))
                 if role is None or cpu.get("dataplane_pct") is None or cpu.get("cpus") is None:
                     continue
                 step = (n, pace)          # a point: this many pairs through the host, so paced
@@ -142,6 +145,21 @@ def _roles(scale_records) -> dict:
                     plateaus[role].append((step, mine.get("why")))
     return {role: _role(samples[role], saturated.get(role, []), plateaus.get(role, []))
             for role in ROLES if role in samples}
+
+
+def host_roles(pairs: list[dict]) -> dict:
+    """host -> host_role(host, pairs) for every host the pairs name, in one pass (a step
+    of thousands of hosts and pairs costs their sum, not their product)."""
+    acc: dict = {}
+    for p in pairs:
+        if not p.get("ok") or p.get("gbps") is None or len(p.get("hosts") or ()) != 2:
+            continue
+        a, b = p["hosts"]
+        for host, role in ((a, "same"),) if a == b else ((a, "tx"), (b, "rx")):
+            roles, load, n = acc.get(host, (set(), 0.0, 0))
+            roles.add(role)
+            acc[host] = (roles, load + float(p["gbps"]), n + 1)
+    return {h: ((next(iter(r)) if len(r) == 1 else None), load, n) for h, (r, load, n) in acc.items()}
 
 
 def host_role(host: str, pairs: list[dict]) -> tuple[str | None, float, int]:
@@ -166,7 +184,7 @@ def _role(steps: dict, saturated: list, plateaus=()) -> dict | None:
     points = []
     for (pairs, paced), s in steps.items():
         load, cpu = spread.repetitions(s["load"]), spread.repetitions(s["cpu"], spread.PCT_FLOOR)
-        cost = spread.repetitions([c / x for c, x in zip(s["cpu"], s["load"]) if x > 0])
+        cost = spread.repetitions([c / x for c, x in zip(s["cpu"], s["load"]) if x > TINY])
         points.append({"pairs": pairs, "offered": ("unlimited" if paced is None else
                                                    "+".join(f"{b / 1e9:g}" for b in paced) + " Gbit/s a pair"),
                        "load_gbps": figure(load), "cpu_pct": figure(cpu),
@@ -249,7 +267,7 @@ def _per_cpu(r, metric: str, name: str) -> dict:
     """The figure, the data plane's CPU and their ratio per repetition (per 100% of one
     CPU: a cross-host pair's CPU is both hosts' data planes together)."""
     xs, cpu = r.samples.get(metric, []), r.samples.get("cpu_pct", [])
-    ratio = [x / (c / 100.0) for x, c in zip(xs, cpu) if x is not None and c]
+    ratio = [x / (c / 100.0) for x, c in zip(xs, cpu) if x is not None and c is not None and c > TINY]
     return {metric: figure(spread.of(r, metric)), "cpu_pct": figure(spread.of(r, "cpu_pct")),
             name: figure(spread.repetitions(ratio)), "params": r.labels.get("params")}
 

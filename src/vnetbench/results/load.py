@@ -53,6 +53,7 @@ MAX_RECORDS = 50_000                # records of one command together (real ones
 MAX_DEPTH = 24                 # a record is 7 levels deep (extra.repetitions[].cpu.hosts.h.components)
 MAX_ABS = 1e18                 # 1e18 x 4M values x 1e18: far below a float's 1.8e308
 MAX_ITEMS = 100_000            # values in one list (repetitions, a repetition's RTT echoes)
+MAX_VALUES = 1_000_000         # numbers and keys in one record (what a report sorts and sums for a cell)
 READ = range(1, SCHEMA_VERSION + 1)     # the record versions this vnetbench reads
 PUBLISHED = "schemas/record.schema.json"
 FIX = "pass a records.jsonl written by vnetbench (or the directory of a vnetbench compare run)"
@@ -163,7 +164,7 @@ def parse_json(text: str):
     except (ValueError, RecursionError) as exc:    # integers of 4,300+ digits, deep nesting
         problem = "nested too deeply" if isinstance(exc, RecursionError) else excerpt(str(exc), 80)
         raise _Bad("", f"not a usable JSON line ({problem})") from None
-    _walk(doc, "", 0)
+    _walk(doc, "", 0, [MAX_VALUES])
     return doc
 
 
@@ -177,27 +178,32 @@ def _no_duplicates(pairs):
     return d
 
 
-def _walk(node, where: str, depth: int) -> None:
-    """Depth and numbers, naming the field (iterating lists of numbers in C where it can)."""
+def _walk(node, where: str, depth: int, budget: list) -> None:
+    """Depth, sizes and numbers, naming the field (lists of numbers checked in C)."""
     if depth > MAX_DEPTH:
         raise _Bad(where or "(top level)", f"nested deeper than {MAX_DEPTH} levels",
                    "a record is at most 7 levels deep; " + FIX)
     if isinstance(node, dict):
+        budget[0] -= len(node)
         for key, value in node.items():
             if isinstance(value, (dict, list, float, int)):
-                _walk(value, f"{where}.{key}" if where else key, depth + 1)
+                _walk(value, f"{where}.{key}" if where else key, depth + 1, budget)
     elif isinstance(node, list):
         if len(node) > MAX_ITEMS:
             raise _Bad(inputs.one_line(where, 120) or "(top level)", f"a list of {len(node):,} values",
                        f"at most {MAX_ITEMS:,} values a list; split the measurement into records")
         numbers = [x for x in node if isinstance(x, (int, float))]
+        budget[0] -= len(numbers)
+        if budget[0] < 0:
+            raise _Bad(inputs.one_line(where, 120), f"the record holds more than {MAX_VALUES:,} numbers and keys",
+                       "split the measurement into several records")
         if numbers and not _finite(numbers):
             i = next(i for i, x in enumerate(node) if isinstance(x, (int, float)) and not _finite([x]))
-            _walk(node[i], f"{where}[{i}]", depth + 1)
+            _walk(node[i], f"{where}[{i}]", depth + 1, budget)
         if len(numbers) != len(node):
             for i, value in enumerate(node):
                 if isinstance(value, (dict, list)):
-                    _walk(value, f"{where}[{i}]", depth + 1)
+                    _walk(value, f"{where}[{i}]", depth + 1, budget)
     elif isinstance(node, (int, float)) and not isinstance(node, bool) and not _finite([node]):
         raise _Bad(inputs.one_line(where, 120) or "(top level)",
                    f"{excerpt(node)} is not a finite number within ±{MAX_ABS:g}",

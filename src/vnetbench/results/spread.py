@@ -165,7 +165,9 @@ def _rtt(record, metric, means) -> Spread | None:
         xs = [x for e in echoes for x in e]
         if len(xs) < 2:
             return None
-        mean, sd, n, reps = statistics.fmean(xs), statistics.stdev(xs), len(xs), len(echoes)
+        mean = math.fsum(xs) / len(xs)     # floats, not statistics.stdev's exact fractions:
+        sd = math.sqrt(math.fsum((x - mean) * (x - mean) for x in xs) / (len(xs) - 1))   # 1e6 echoes
+        n, reps = len(xs), len(echoes)
         pct = percentiles(xs, (50, 99))
     else:
         pooled = _pool(record, metric, *RTT[(record.test, metric)])

@@ -36,7 +36,7 @@ def summarize(samples) -> dict:
     mean = math.fsum(xs) / n
     # two passes in floats (statistics.stdev's exact fractions cost 50x more, and the
     # report asks for thousands of cells)
-    sd = math.sqrt(math.fsum((x - mean) ** 2 for x in xs) / (n - 1)) if n > 1 else None
+    sd = math.sqrt(math.fsum((x - mean) * (x - mean) for x in xs) / (n - 1)) if n > 1 else None
     return {"n": n, "mean": mean, "sd": sd, "min": min(xs), "max": max(xs),
             "median": statistics.median(xs),
             "ci95": t95(n - 1) * sd / math.sqrt(n) if n >= MIN_CI_N else None}
