@@ -16,6 +16,7 @@ Cases (files generated in a temporary directory, the same every run):
   ones of one cell; ``32mib-records``: 32 MiB of them (~480,000): refused at once.
 * ``32mib-samples``: 32 MiB of records whose sample lists hold 100,000 values each;
   ``32mib-echoes``: 32 MiB of RTT records of about a million echoes each (pooled, sorted).
+* ``scale-wide``: one scale step of 30,000 pairs over 30,000 hosts (capacity's roles).
 * capacity and ``reproduce 003 --from`` over ``64x500`` and ``50k-records``.
 
     .venv/bin/python bench/bench_report_bounds.py        # ~1.5 min
@@ -85,7 +86,15 @@ def inputs(tmp: Path) -> dict:
         "32mib-echoes": until(tmp / "echoes/records.jsonl", 32 * MIB - 1, lambda i: {
             **record(point=f"p{i}", samples={"rtt_mean_ms": [0.1] * 10, "cpu_pct": [1.0] * 10}),
             "test": "icmp_rtt", "extra": {"repetitions": [{"rtt_samples_ms": [0.125 + j % 7 for j in range(99_999)]}
-                                                          for _ in range(10)]}}),
+                                                          for _ in range(9)]}}),
+        "scale-wide": write(tmp / "scale/records.jsonl", [{
+            **record(point="tcp 30000 pairs", samples={"aggregate_gbps": [30.0]}, pairs=30_000),
+            "test": "scale", "labels": {"vswitch": "ovs", "network": "vxlan", "pairs": 30_000,
+                                        "params": {"test": "tcp", "pair_bps": None}},
+            "extra": {"repetitions": [{
+                "hosts": {f"h{i}": {"dataplane_pct": 50.0, "busy_pct": 60.0, "cpus": 1} for i in range(30_000)},
+                "pairs": [{"ok": True, "gbps": 1.0, "hosts": [f"h{i}", f"h{i}"]}
+                          for i in range(30_000)]}]}}]),
         "32mib-samples": until(tmp / "long/records.jsonl", 32 * MIB - 1, lambda i: record(
             point=f"p{i}", samples={"gbps": [1.5] * 100_000, "cpu_pct": [0] * 100_000})),
     }
@@ -111,6 +120,7 @@ def main(argv=None) -> int:
         files = inputs(tmp)
         cases = [(f"report {k}", ["report", str(p), "--out", str(tmp / f"out-{k}")]) for k, p in files.items()]
         cases += [("report 64x500 md", ["report", str(files["64x500"]), "--out", str(tmp / "md"), "--format", "md"])]
+        cases += [("capacity scale-wide", ["capacity", str(files["scale-wide"]), "--out", str(tmp / "w.yaml")])]
         for k in ("64x500", "50k-records"):
             cases += [(f"capacity {k}", ["capacity", str(files[k]), "--out", str(tmp / f"cap-{k}.yaml")]),
                       (f"reproduce --from {k}", ["reproduce", "003", "--from", str(files[k])])]
