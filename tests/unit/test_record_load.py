@@ -127,7 +127,7 @@ def test_the_compiled_check_agrees_with_jsonschema(rec):
     """The fast verdict (results.conform) and jsonschema's agree on hostile records."""
     try:
         doc = load.parse_json(json.dumps(rec))
-    except (load._Bad, ValueError, RecursionError):
+    except (load.Problem, ValueError, RecursionError):
         return
     verdict = jsonschema.Draft202012Validator(load.schema()).is_valid(doc)
     assert load._conforms()(doc) == verdict
@@ -196,3 +196,19 @@ def test_a_bad_matrix_json_is_one_line_naming_the_file(tmp_path, capsys, content
     assert cli.main(["report", str(tmp_path), "--out", str(tmp_path / "o")]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "matrix.json" in err and not (tmp_path / "o").exists()
+
+
+def test_the_schema_refuses_in_names_what_the_suite_calls_control_characters():
+    import re
+
+    from vnetbench import inputs
+    pattern = re.compile(load.schema()["$defs"]["control"]["pattern"])
+    assert [c for c in range(0x10000) if bool(pattern.search(chr(c))) != bool(inputs.CONTROL.search(chr(c)))] == []
+
+
+def test_line_numbers_count_newlines_only(tmp_path):
+    path = tmp_path / "r.jsonl"
+    path.write_text(json.dumps(GOOD) + "\n" + json.dumps(with_(extra={"why": "a\u2028b"}), ensure_ascii=False)
+                    + "\n" + json.dumps(with_(samples__gbps="x")) + "\n")
+    with pytest.raises(VnetbenchError, match=r"r.jsonl:3: samples.gbps: 'x' is not a list"):
+        load.read(path)

@@ -71,7 +71,7 @@ def _check_profile(doc: dict, sources) -> None:
     fix = "the records' labels must name a vSwitch kind and network type, their loads be measured values"
     try:
         load.parse_json(json.dumps(doc))          # every figure finite and bounded
-    except load._Bad as bad:
+    except load.Problem as bad:
         raise VnetbenchError(f"{where}: the profile these records give has {bad.field} = {bad.problem}; "
                              f"{fix}") from None
     except ValueError:                            # json.dumps of an infinity cannot happen (allow_nan)

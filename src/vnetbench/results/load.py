@@ -72,8 +72,9 @@ class Run:
     records: tuple
 
 
-class _Bad(Exception):
-    """A problem with one line: (field, problem, fix)."""
+class Problem(Exception):
+    """What is wrong with one line or document: (field, problem, fix); the readers turn it
+    into their one-line VnetbenchError."""
 
     def __init__(self, field: str, problem: str, fix: str = FIX):
         super().__init__(problem)
@@ -125,7 +126,8 @@ def read(path: Path, limit: int = MAX_RECORDS) -> list[Result]:
     """Every record of a records file, in order; the first bad one refused in one line;
     more than ``limit`` records refused before any is parsed."""
     try:
-        lines = inputs.decode(inputs.read_bytes(path, MAX_BYTES)).splitlines()
+        # lines end at newlines only (as editors number them): a U+2028 inside a string stays
+        lines = inputs.decode(inputs.read_bytes(path, MAX_BYTES)).split("\n")
     except inputs.InputError as exc:
         raise VnetbenchError(f"{show(path)}: {exc.problem}; {FIX}") from None
     if sum(1 for line in lines if line.strip()) > limit:
@@ -145,7 +147,7 @@ def record(path, no: int, line: str) -> Result:
         _identify(d)
         _version(d)
         _check(d)
-    except _Bad as bad:
+    except Problem as bad:
         where = f"{bad.field}: " if bad.field else ""
         raise VnetbenchError(inputs.one_line(f"{show(path)}:{no}: {where}{bad.problem}; {bad.fix}")) from None
     return Result(test=d["test"], labels=d["labels"], samples=d["samples"],
@@ -154,16 +156,16 @@ def record(path, no: int, line: str) -> Result:
 
 
 def parse_json(text: str):
-    """JSON text -> data: no duplicate key, depth, finite numbers within ±MAX_ABS (_Bad)."""
+    """JSON text -> data: no duplicate key, depth, finite numbers within ±MAX_ABS (Problem)."""
     try:
         doc = json.loads(text, object_pairs_hook=_no_duplicates)
-    except _Bad:
+    except Problem:
         raise
     except json.JSONDecodeError as exc:
-        raise _Bad("", f"not a JSON line ({exc.msg} at column {exc.colno})") from None
+        raise Problem("", f"not a JSON line ({exc.msg} at column {exc.colno})") from None
     except (ValueError, RecursionError) as exc:    # integers of 4,300+ digits, deep nesting
         problem = "nested too deeply" if isinstance(exc, RecursionError) else excerpt(str(exc), 80)
-        raise _Bad("", f"not a usable JSON line ({problem})") from None
+        raise Problem("", f"not a usable JSON line ({problem})") from None
     _walk(doc, "", 0, [MAX_VALUES])
     return doc
 
@@ -173,7 +175,7 @@ def _no_duplicates(pairs):
     if len(d) != len(pairs):
         seen = set()
         key = next(k for k, _ in pairs if k in seen or seen.add(k))
-        raise _Bad(inputs.one_line(key, 60), "the key appears twice in one object",
+        raise Problem(inputs.one_line(key, 60), "the key appears twice in one object",
                    "keep one (JSON readers disagree on which one wins)")
     return d
 
@@ -181,7 +183,7 @@ def _no_duplicates(pairs):
 def _walk(node, where: str, depth: int, budget: list) -> None:
     """Depth, sizes and numbers, naming the field (lists of numbers checked in C)."""
     if depth > MAX_DEPTH:
-        raise _Bad(where or "(top level)", f"nested deeper than {MAX_DEPTH} levels",
+        raise Problem(where or "(top level)", f"nested deeper than {MAX_DEPTH} levels",
                    "a record is at most 7 levels deep; " + FIX)
     if isinstance(node, dict):
         budget[0] -= len(node)
@@ -190,12 +192,12 @@ def _walk(node, where: str, depth: int, budget: list) -> None:
                 _walk(value, f"{where}.{key}" if where else key, depth + 1, budget)
     elif isinstance(node, list):
         if len(node) > MAX_ITEMS:
-            raise _Bad(inputs.one_line(where, 120) or "(top level)", f"a list of {len(node):,} values",
+            raise Problem(inputs.one_line(where, 120) or "(top level)", f"a list of {len(node):,} values",
                        f"at most {MAX_ITEMS:,} values a list; split the measurement into records")
         numbers = [x for x in node if isinstance(x, (int, float))]
         budget[0] -= len(numbers)
         if budget[0] < 0:
-            raise _Bad(inputs.one_line(where, 120), f"the record holds more than {MAX_VALUES:,} numbers and keys",
+            raise Problem(inputs.one_line(where, 120), f"the record holds more than {MAX_VALUES:,} numbers and keys",
                        "split the measurement into several records")
         if numbers and not _finite(numbers):
             i = next(i for i, x in enumerate(node) if isinstance(x, (int, float)) and not _finite([x]))
@@ -205,7 +207,7 @@ def _walk(node, where: str, depth: int, budget: list) -> None:
                 if isinstance(value, (dict, list)):
                     _walk(value, f"{where}[{i}]", depth + 1, budget)
     elif isinstance(node, (int, float)) and not isinstance(node, bool) and not _finite([node]):
-        raise _Bad(inputs.one_line(where, 120) or "(top level)",
+        raise Problem(inputs.one_line(where, 120) or "(top level)",
                    f"{excerpt(node)} is not a finite number within ±{MAX_ABS:g}",
                    "give a measured value (or null where the record allows it)")
 
@@ -223,18 +225,18 @@ def _identify(d) -> None:
     """The one check before the schema: is this a result record at all?"""
     missing = [k for k in ("test", "labels", "samples") if not isinstance(d, dict) or k not in d]
     if missing:
-        raise _Bad("", f"not a vnetbench result record (no '{missing[0]}')")
+        raise Problem("", f"not a vnetbench result record (no '{missing[0]}')")
     if not isinstance(d["labels"], dict) or not {"vswitch", "network"} <= set(d["labels"]):
-        raise _Bad("", "not a vnetbench result record (no labels 'vswitch'/'network')")
+        raise Problem("", "not a vnetbench result record (no labels 'vswitch'/'network')")
 
 
 def _version(d: dict) -> None:
     version = d.get("schema", 1)
     if isinstance(version, bool) or not isinstance(version, int) or version < 1:
-        raise _Bad("schema", f"{excerpt(version)} is not a record schema version",
+        raise Problem("schema", f"{excerpt(version)} is not a record schema version",
                    f"records of this vnetbench say \"schema\": {SCHEMA_VERSION}")
     if version not in READ:
-        raise _Bad("schema", f"record schema version {version} is newer than this vnetbench reads "
+        raise Problem("schema", f"record schema version {version} is newer than this vnetbench reads "
                    f"(versions {READ.start} to {READ.stop - 1})",
                    "read it with the vnetbench that wrote it (provenance.vnetbench) or a newer one")
 
@@ -262,8 +264,8 @@ def _check(d: dict) -> None:
     errors = _validator().iter_errors(_sketch(d))
     error = jsonschema.exceptions.best_match(itertools.islice(errors, 100))
     if error is None:       # the two validators disagree: still refused, never crashed
-        raise _Bad("(record)", f"does not conform to {PUBLISHED}", f"see {PUBLISHED}")
-    raise _Bad(_path(error.absolute_path) or "(top level)", *_explain(error))
+        raise Problem("(record)", f"does not conform to {PUBLISHED}", f"see {PUBLISHED}")
+    raise Problem(_path(error.absolute_path) or "(top level)", *_explain(error))
 
 
 def _sketch(d: dict) -> dict:
@@ -311,7 +313,7 @@ def _explain(error) -> tuple[str, str]:
     if kind == "required":
         return inputs.one_line(error.message, 120), f"add it ({PUBLISHED})"
     if kind == "not" and isinstance(inst, str):
-        bad = inputs._CONTROL.search(inst)
+        bad = inputs.CONTROL.search(inst)
         if bad is not None:
             return (f"{excerpt(inst)} contains the control character U+{ord(bad.group()):04X}",
                     "remove it (names and labels are single-line text)")
@@ -336,16 +338,16 @@ def _explain(error) -> tuple[str, str]:
 def _escaped(node):
     """Free text with its control characters shown as escapes (see the module's doc)."""
     if isinstance(node, str):
-        return _text(node) if inputs._CONTROL.search(node) else node
+        return _text(node) if inputs.CONTROL.search(node) else node
     if isinstance(node, dict):
-        return {(_text(k) if inputs._CONTROL.search(k) else k): _escaped(v) for k, v in node.items()}
+        return {(_text(k) if inputs.CONTROL.search(k) else k): _escaped(v) for k, v in node.items()}
     if isinstance(node, list):
         return [_escaped(v) for v in node] if any(isinstance(v, (str, dict, list)) for v in node) else node
     return node
 
 
 def _text(s: str) -> str:
-    return inputs._CONTROL.sub(lambda m: m.group().encode("unicode_escape").decode(), s)
+    return inputs.CONTROL.sub(lambda m: m.group().encode("unicode_escape").decode(), s)
 
 
 def validate(doc, schema_doc: dict, path, fix: str) -> None:
@@ -371,11 +373,11 @@ def read_json(path, cap: int, fix: str):
     try:
         text = inputs.decode(inputs.read_bytes(path, cap))
         if not text.strip():
-            raise _Bad("", "is empty")
+            raise Problem("", "is empty")
         return parse_json(text)
     except inputs.InputError as exc:
         raise VnetbenchError(inputs.one_line(f"{show(path)}: {exc.problem}; {fix}")) from None
-    except _Bad as bad:
+    except Problem as bad:
         where = f"{bad.field}: " if bad.field else ""
         problem = bad.problem.replace("not a JSON line", "not JSON").replace("not a usable JSON line",
                                                                              "not usable JSON")
