@@ -19,7 +19,7 @@ several runs, copied between machines), so:
 * text: a control character, newline or terminal escape in an *identity* -- the test,
   a metric name, a label's key or value -- is **refused at load** (they name rows and
   columns in every format); in *free text* elsewhere (provenance, an N/A reason, a
-  saturation's why) it is **escaped at load** (``\\x1b`` becomes the four characters),
+  saturation's why, a parameter's reason) it is **escaped at load** (``\\x1b`` becomes the four characters),
   so no renderer, Markdown or terminal, can ever print one raw.
 
 A bad record is one ``VnetbenchError`` line: ``FILE:LINE: FIELD: problem; fix``.
@@ -62,6 +62,8 @@ WANT = {"number": f"a finite number within ±{MAX_ABS:g}", "sample": f"a number 
         "label": "a single-line string of at most 128 characters",
         "name": "a single-line name of 1 to 64 characters",
         "scalar": "a single-line string (at most 128 characters), a number, true/false or null",
+        "value": "a string (at most 2,000 characters), a number, true/false or null",
+        "text": "a string of at most 2,000 characters",
         "time": "a Unix time in seconds (0 to 1e11)"}
 
 
@@ -150,7 +152,10 @@ def record(path, no: int, line: str) -> Result:
     except Problem as bad:
         where = f"{bad.field}: " if bad.field else ""
         raise VnetbenchError(inputs.one_line(f"{show(path)}:{no}: {where}{bad.problem}; {bad.fix}")) from None
-    return Result(test=d["test"], labels=d["labels"], samples=d["samples"],
+    labels = d["labels"]
+    if isinstance(labels.get("params"), dict):      # free text beside the names mode and test
+        labels = {**labels, "params": _escaped(labels["params"])}
+    return Result(test=d["test"], labels=labels, samples=d["samples"],
                   provenance=_escaped(d.get("provenance", {})), started=d.get("started", 0.0),
                   finished=d.get("finished", 0.0), extra=_escaped(d.get("extra", {})))
 
