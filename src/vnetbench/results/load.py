@@ -32,7 +32,6 @@ from __future__ import annotations
 import functools
 import itertools
 import json
-import math
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
