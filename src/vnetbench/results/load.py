@@ -88,7 +88,7 @@ def load(arguments) -> list[Run]:
     runs, seen, size, count = [], {}, 0, 0
     for arg in arguments:
         path = records_path(Path(arg))
-        name = path.parent.name if path.name == RECORDS else path.stem
+        name = (path.absolute().parent.name if path.name == RECORDS else path.stem) or "-"
         name = inputs.one_line(name, 64)
         seen[name] = seen.get(name, 0) + 1
         name += f"#{seen[name]}" if seen[name] > 1 else ""
