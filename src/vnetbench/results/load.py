@@ -235,6 +235,9 @@ def _identify(d) -> None:
 
 
 def _version(d: dict) -> None:
+    """The record's version must be one this code reads (READ). When SCHEMA_VERSION moves
+    on, READ keeps the older versions whose records still read (lifted in ``record`` if a
+    field changed), and the rest are refused naming their version, never half-read."""
     version = d.get("schema", 1)
     if isinstance(version, bool) or not isinstance(version, int) or version < 1:
         raise Problem("schema", f"{excerpt(version)} is not a record schema version",
