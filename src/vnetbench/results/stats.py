@@ -7,6 +7,7 @@ none is given below ``MIN_CI_N`` values: at one degree of freedom t = 12.7 and t
 
 from __future__ import annotations
 
+import functools
 import math
 import statistics
 
@@ -19,6 +20,7 @@ _T95 = {2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306,
 MIN_CI_N = 3           # the fewest values a confidence interval is given for
 
 
+@functools.lru_cache(maxsize=None)       # a report asks once per cell: 64,000 times
 def t95(df: int) -> float:
     if df < MIN_CI_N - 1:
         raise ValueError(f"a confidence interval needs at least {MIN_CI_N} samples")
