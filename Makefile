@@ -116,7 +116,7 @@ unit: venv
 schema: venv
 	$(VENV)/bin/vnetbench testbed schema > schemas/testbed.schema.json
 	cp src/vnetbench/schemas/workload.schema.json src/vnetbench/schemas/hosts.schema.json \
-	   src/vnetbench/schemas/capacity-profile.schema.json schemas/
+	   src/vnetbench/schemas/capacity-profile.schema.json src/vnetbench/schemas/record.schema.json schemas/
 
 # regenerate dashboards/json/ from src/vnetbench/dashboards/ (CHECK=1: only compare)
 dashboards: venv

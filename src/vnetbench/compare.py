@@ -16,7 +16,7 @@ from vnetbench.errors import VnetbenchError
 from vnetbench.report import table as model
 from vnetbench.report import text, write
 from vnetbench.report.load import Run
-from vnetbench.results.record import ResultStore
+from vnetbench.results.store import ResultStore
 
 REPO = Path(__file__).resolve().parents[2]
 TASK = REPO / "rally-tasks" / "overlay-comparison.yaml"

@@ -29,6 +29,7 @@ MAX_INT_DIGITS = 30
 EXCERPT = 40              # characters of a bad value echoed back
 # C0/C1 controls, zero-width and bidi marks, line/paragraph separators, BOM
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u200b-\u200f\u2028-\u202e\u2060-\u2064\ufeff]")
+CONTROL = _CONTROL        # also what the result records refuse in names (vnetbench.results.load)
 
 
 class InputError(Exception):

@@ -11,7 +11,7 @@ import time
 import pytest
 
 from vnetbench.faults import Faults
-from vnetbench.results.record import ResultStore
+from vnetbench.results.store import ResultStore
 from vnetbench.testbed.loader import loads
 from vnetbench.traffic import ping
 

@@ -22,7 +22,7 @@ from vnetbench.errors import UnsupportedError, VnetbenchError
 from vnetbench.faults import Faults
 from vnetbench.faults import migrate as fmigrate
 from vnetbench.functional.plugin import one_vnet
-from vnetbench.results.record import ResultStore
+from vnetbench.results.store import ResultStore
 from vnetbench.state import Run
 from vnetbench.testbed.codec import to_dict
 from vnetbench.testbed.loader import loads

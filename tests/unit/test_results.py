@@ -4,7 +4,8 @@ import math
 
 import pytest
 
-from vnetbench.results.record import Result, ResultStore
+from vnetbench.results.record import Result
+from vnetbench.results.store import ResultStore
 from vnetbench.results.stats import percentiles, summarize, t95
 
 
@@ -30,7 +31,7 @@ def test_percentiles_nearest_rank():
 
 def test_store_roundtrip(tmp_path):
     store = ResultStore(tmp_path / "r" / "results.jsonl")
-    r = Result(test="tcp_stream", labels={"vswitch": "ovs", "mss": 1410},
+    r = Result(test="tcp_stream", labels={"vswitch": "ovs", "network": "vxlan", "mss": 1410},
                samples={"gbps": [1.0, 1.2, 1.1]}, provenance={"kernel": "x"})
     store.append(r)
     store.append(r)

@@ -68,7 +68,7 @@ def _bridge(text: str) -> str:
 
 def cmd_capacity(args) -> int:
     from vnetbench.capacity import profile
-    from vnetbench.report.load import load
+    from vnetbench.results.load import load
     runs = load(args.results)
     doc = profile.build([r for run in runs for r in run.records], [run.path for run in runs])
     if not doc["cells"]:
@@ -82,6 +82,8 @@ def cmd_capacity(args) -> int:
     atomic_write(out, "# vnetbench capacity profile (schemas/capacity-profile.schema.json)\n"
                  + yaml.safe_dump(doc, sort_keys=False))
     print(summary(doc))
+    if len(runs) > 1:
+        print(f"{len(runs)} runs ({', '.join(run.name for run in runs)}): {profile.COMBINED}")
     print(f"profile: {out}")
     return 0
 
@@ -94,26 +96,31 @@ def summary(doc: dict) -> str:
         lines.append(head)
         for role, r in c["roles"].items():
             cap = r["capacity_gbps"]
-            costs = ", ".join(f"{p['pct_per_gbps']['mean']:g}%/Gbit/s at {p['load_gbps']['mean']:g}"
+            costs = ", ".join(f"{_g(p['pct_per_gbps']['mean'])}%/Gbit/s at {_g(p['load_gbps']['mean'])}"
                               for p in r["points"] if "pct_per_gbps" in p)
-            lines.append(f"  {role:4} capacity {cap['mean']:g} Gbit/s per {r.get('dataplane_cpus', 1)} CPU "
+            lines.append(f"  {role:4} capacity {_g(cap['mean'])} Gbit/s per {r.get('dataplane_cpus', 1)} CPU "
                          f"({cap['how']}); data-plane CPU {costs}")
             if r.get("plateau_gbps"):
-                lines.append(f"       plateau {r['plateau_gbps']['mean']:g} Gbit/s, not the vSwitch's: "
+                lines.append(f"       plateau {_g(r['plateau_gbps']['mean'])} Gbit/s, not the vSwitch's: "
                              f"{r['plateau_gbps']['why']}")
         for placement, figs in (c.get("single_pair") or {}).items():
             if (figs.get("tcp") or {}).get("gbps_per_cpu", {}).get("mean"):
-                lines.append(f"  one {placement} pair: {figs['tcp']['gbps_per_cpu']['mean']:g} Gbit/s per "
+                lines.append(f"  one {placement} pair: {_g(figs['tcp']['gbps_per_cpu']['mean'])} Gbit/s per "
                              "data-plane CPU (TCP)")
             if (figs.get("udp") or {}).get("pps_per_cpu", {}).get("mean"):
                 lines.append(f"  one {placement} pair: {figs['udp']['pps_per_cpu']['mean']:,.0f} packets/s per "
                              "data-plane CPU (UDP)")
         for placement, f in (c.get("new_conn_s") or {}).items():
-            lines.append(f"  new connections/s ({placement}): {'' if f.get('hi') else '>='}{f['mean']:g}"
-                         + (f" (failed at {f['hi']:g})" if f.get("hi") else ""))
+            lines.append(f"  new connections/s ({placement}): {'' if f.get('hi') else '>='}{_g(f['mean'])}"
+                         + (f" (failed at {_g(f['hi'])})" if f.get("hi") else ""))
         if c["unstable"]:
             lines.append(f"  UNSTABLE: {', '.join(c['unstable'])}")
     return "\n".join(lines)
+
+
+def _g(x) -> str:
+    """A figure of the summary: '-' where the records gave none."""
+    return "-" if x is None else f"{x:g}"
 
 
 def cmd_plan(args) -> int:

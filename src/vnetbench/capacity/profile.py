@@ -44,6 +44,12 @@ from vnetbench.results import spread
 from vnetbench.results.bound import SATURATED_PCT
 
 ROLES = ("tx", "rx", "same")
+# a load (Gbit/s) or CPU (%) below this divides nothing: a ratio to a denormal is infinite
+TINY = 1e-6
+# how records of one cell measured in several runs (RESULTS arguments) become one figure
+COMBINED = ("records of one cell from every run are pooled: a scale point's repetitions "
+            "together, the flow-setup rate carried only if every run carried it, the single-pair "
+            "figure from the fastest record of any run")
 VERSION = 1
 
 
@@ -70,7 +76,8 @@ def build(records, sources=()) -> dict:
                        "vnetbench": __version__, "sources": [str(s) for s in sources],
                        "machines": [{"kernel": k, "cpu_model": c or "unknown (records predate it)",
                                      "machine": m} for k, c, m in sorted(machines, key=str)],
-                       "ceiling_pct": SATURATED_PCT},
+                       "ceiling_pct": SATURATED_PCT,
+                       **({"combined": COMBINED} if len(sources) > 1 else {})},
         "stable": not any(c["unstable"] for c in out),
         "cells": out,
     }
@@ -119,8 +126,9 @@ def _roles(scale_records) -> dict:
         pace = tuple(paced) if paced else None
         sat = r.extra.get("saturation") or {}
         for rep in r.extra.get("repetitions") or []:
+            roles = host_roles(rep.get("pairs") or [])
             for host, cpu in (rep.get("hosts") or {}).items():
-                role, load, n = host_role(host, rep.get("pairs") or [])
+                role, load, n = roles.get(host, (None, 0.0, 0))
                 if role is None or cpu.get("dataplane_pct") is None or cpu.get("cpus") is None:
                     continue
                 step = (n, pace)          # a point: this many pairs through the host, so paced
@@ -137,6 +145,21 @@ def _roles(scale_records) -> dict:
                     plateaus[role].append((step, mine.get("why")))
     return {role: _role(samples[role], saturated.get(role, []), plateaus.get(role, []))
             for role in ROLES if role in samples}
+
+
+def host_roles(pairs: list[dict]) -> dict:
+    """host -> host_role(host, pairs) for every host the pairs name, in one pass (a step
+    of thousands of hosts and pairs costs their sum, not their product)."""
+    acc: dict = {}
+    for p in pairs:
+        if not p.get("ok") or p.get("gbps") is None or len(p.get("hosts") or ()) != 2:
+            continue
+        a, b = p["hosts"]
+        for host, role in ((a, "same"),) if a == b else ((a, "tx"), (b, "rx")):
+            roles, load, n = acc.get(host, (set(), 0.0, 0))
+            roles.add(role)
+            acc[host] = (roles, load + float(p["gbps"]), n + 1)
+    return {h: ((next(iter(r)) if len(r) == 1 else None), load, n) for h, (r, load, n) in acc.items()}
 
 
 def host_role(host: str, pairs: list[dict]) -> tuple[str | None, float, int]:
@@ -161,7 +184,7 @@ def _role(steps: dict, saturated: list, plateaus=()) -> dict | None:
     points = []
     for (pairs, paced), s in steps.items():
         load, cpu = spread.repetitions(s["load"]), spread.repetitions(s["cpu"], spread.PCT_FLOOR)
-        cost = spread.repetitions([c / x for c, x in zip(s["cpu"], s["load"]) if x > 0])
+        cost = spread.repetitions([c / x for c, x in zip(s["cpu"], s["load"]) if x > TINY])
         points.append({"pairs": pairs, "offered": ("unlimited" if paced is None else
                                                    "+".join(f"{b / 1e9:g}" for b in paced) + " Gbit/s a pair"),
                        "load_gbps": figure(load), "cpu_pct": figure(cpu),
@@ -246,7 +269,7 @@ def _per_cpu(r, metric: str, name: str) -> dict:
     """The figure, the data plane's CPU and their ratio per repetition (per 100% of one
     CPU: a cross-host pair's CPU is both hosts' data planes together)."""
     xs, cpu = r.samples.get(metric, []), r.samples.get("cpu_pct", [])
-    ratio = [x / (c / 100.0) for x, c in zip(xs, cpu) if x is not None and c]
+    ratio = [x / (c / 100.0) for x, c in zip(xs, cpu) if x is not None and c is not None and c > TINY]
     return {metric: figure(spread.of(r, metric)), "cpu_pct": figure(spread.of(r, "cpu_pct")),
             name: figure(spread.repetitions(ratio)), "params": r.labels.get("params")}
 
@@ -256,15 +279,19 @@ def new_connections(records) -> dict | None:
     connection, and the next rate tried (which did not) as its upper bound."""
     def clean(r):
         s = r.samples
-        n = len(s.get("ok", []))
-        return n > 0 and all(not (s.get(k) or [0] * n)[i] for k in ("failed", "late") for i in range(n))
-    by_rate = sorted(((r.labels.get("params") or {}).get("rate"), r) for r in records
-                     if (r.labels.get("params") or {}).get("rate") is not None)
-    ok = [rate for rate, r in by_rate if clean(r)]
+        return bool(s.get("ok")) and not any(x for k in ("failed", "late") for x in s.get(k) or ())
+    # records of one rate from several runs are pooled: the rate is carried only if every
+    # repetition of every run carried it (never compares two records: runs merge freely)
+    carried: dict = {}
+    for r in records:
+        rate = (r.labels.get("params") or {}).get("rate")
+        if rate is not None:
+            carried[rate] = carried.get(rate, True) and clean(r)
+    ok = [rate for rate, c in carried.items() if c]
     if not ok:
         return None
     best = max(ok)
-    higher = [rate for rate, r in by_rate if rate > best and not clean(r)]
+    higher = [rate for rate, c in carried.items() if rate > best and not c]
     return {"mean": best, "kind": "search", "lo": best, "hi": min(higher) if higher else None,
             "how": "highest offered rate carried with no failed or late connection"
                    + ("" if higher else " (the highest tried: the true value may be higher)")}

@@ -16,7 +16,8 @@ from pathlib import Path
 
 from prometheus_client.metrics_core import Metric
 
-from vnetbench.results.record import Result, ResultStore
+from vnetbench.results.record import Result
+from vnetbench.results.store import ResultStore
 
 TEST = "fault"
 HELP = {

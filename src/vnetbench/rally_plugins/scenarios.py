@@ -54,7 +54,7 @@ class _Base(scenario.Scenario):
     def _record(self, results):
         from pathlib import Path
 
-        from vnetbench.results.record import ResultStore
+        from vnetbench.results.store import ResultStore
         store = ResultStore(Path(self.context["vnetbench"]["results"]))
         for r in results:
             store.append(r)

@@ -21,6 +21,11 @@ BARS = ("error bars: the cell's spread -- RTT ±sd of the echoes; other metrics 
         "from 3 repetitions, min–max with 2, none with 1")
 SEARCH_BARS = ("error bars: the search's final bracket (highest passing to lowest failing "
                "rate), an arrow when even its top rate passed")
+# what one chart draws at most: beyond it the legend is unreadable and matplotlib takes
+# seconds a chart (64 configurations: 3 s); the report then leaves the charts out and
+# says so (every figure is still in the tables)
+MAX_SERIES = 16            # configurations (columns)
+MAX_ROWS = 100             # rows of the table (bar groups, line points)
 CPU_BARS = ("error bars: the lowest and highest point of the test (its points differ in "
             "load, e.g. MSS or rate)")
 
@@ -32,7 +37,20 @@ class Chart:
     svg: str
 
 
+def left_out(table: Table) -> str:
+    """Why the report draws no charts for ``table`` ('' when it draws them)."""
+    if len(table.columns) > MAX_SERIES:
+        return (f"charts left out: {len(table.columns)} configurations, a chart draws at most "
+                f"{MAX_SERIES}; every figure is in the tables (report fewer runs for charts)")
+    if len(table.rows) > MAX_ROWS:
+        return (f"charts left out: {len(table.rows)} rows, a chart draws at most {MAX_ROWS}; "
+                "every figure is in the tables")
+    return ""
+
+
 def charts(table: Table) -> list[Chart]:
+    if left_out(table):
+        return []
     colors = {c.label: matplotlib.colormaps["tab20" if len(table.columns) > 10 else "tab10"](i % 20)
               for i, c in enumerate(table.columns)}
     made = [
@@ -168,13 +186,15 @@ def _lines(fig_id, caption, ylabel, xlabel, colors, series: dict, second=None,
     for k, ((label, data), row) in enumerate(zip(panels, axes)):
         for j, (place, ax) in enumerate(zip(places, row)):
             for i, (col, xy) in enumerate(data.get(place, {}).items()):
+                xy = [(x, p) for x, p in xy if x > 0] if logx else xy     # a log axis has no 0
                 xs, points = [x for x, _ in xy], [p for _, p in xy]
                 bars = ax.errorbar(xs, [p.y for p in points], yerr=_yerr(points), marker="o",
                                    label=col, color=colors[col], capsize=3, elinewidth=0.8)
                 _tag(bars, f"{fig_id}-err-{k}-{j}-{i}")
             ax.set(title=place, xlabel=xlabel, ylabel=label)
             ax.yaxis.set_major_formatter(_numbers())
-            _integer_x(ax, sorted({x for xy in data.get(place, {}).values() for x, _ in xy}), logx)
+            _integer_x(ax, sorted({x for xy in data.get(place, {}).values() for x, _ in xy
+                                   if x > 0 or not logx}), logx)
             ax.grid(alpha=0.3)
     handles = {label: h for ax in axes.flat for h, label in zip(*ax.get_legend_handles_labels())}
     fig.legend(list(handles.values()), list(handles), loc="outside right upper", fontsize=8)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import time
 from html import escape
 
-from vnetbench.report.charts import Chart
+from vnetbench.report.charts import Chart, left_out
 from vnetbench.report.cpu import router_na, routed
 from vnetbench.report.load import Run
 from vnetbench.report.provenance import summary
@@ -28,11 +28,14 @@ def page(runs: list[Run], table: Table, charts: list[Chart], title="vnetbench co
                       f"({len(r.records)} records)</li>" for r in runs)
     body = [f"<h1>{escape(title)}</h1>",
             f"<p>Generated {time.strftime('%Y-%m-%d %H:%M:%S %Z')} from:</p><ul>{sources}</ul>",
+            f"<p id='combined'>{escape(table.combined())}</p>",
             f"<p class='stability' id='stability'>{escape(table.stability())}</p>",
             _bound(table),
             "<h2 id='notes'>Reading notes</h2><ul>" +
             "".join(f"<li>{escape(n)}</li>" for n in NOTES) + "</ul>",
-            "<h2 id='charts'>Charts</h2>"] + [_figure(c) for c in charts] + \
+            "<h2 id='charts'>Charts</h2>",
+            f"<p class='stability'>{escape(left_out(table))}</p>" if left_out(table) else ""] + \
+           [_figure(c) for c in charts] + \
            ["<h2 id='tables'>Tables</h2>"] + [_table(table, t) for t in table.tests()] + \
            [f"<h2 id='functional'>Functional matrix</h2><p>{escape(str(src))}</p>{m.html()}"
             for src, m in functional] + \

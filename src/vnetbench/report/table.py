@@ -6,15 +6,23 @@ flagged when unstable, and the vSwitch CPU% beside it."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 
+from vnetbench.errors import VnetbenchError
 from vnetbench.report.cpu import NOTE as CPU_NOTE
 from vnetbench.report.cpu import ROUTER_NOTE
 from vnetbench.report.cpu import cpu_text
 from vnetbench.report.load import Run
+from vnetbench.results.load import show
 from vnetbench.results import bound as emulation
 from vnetbench.results import spread
 from vnetbench.results.record import Result
 
+# What one report compares at most, so that any input the record schema admits renders in
+# seconds (README, promises; bench/bench_report_bounds.py): a table wider than this is
+# not readable anyway, and 5,000 configurations x 5,000 points once took 76 s
+MAX_COLUMNS = 64           # configurations (vswitch/network, per run with several runs)
+MAX_ROWS = 500             # test x variable x placement
 # test -> the metrics its table cells show, first one a record has
 HEADLINE = {"icmp_rtt": ("rtt_mean_ms",), "tcp_stream": ("gbps",), "udp_stream": ("gbps",),
             "broadcast": ("answered_loss_pct", "loss_pct"), "flow_setup": ("loss_pct",),
@@ -53,6 +61,8 @@ class Row:
 class Cell:
     record: Result | None = None
     na: str = ""                # why this configuration could not be measured
+    # spreads computed once: every format asks for them (a 64-column table has thousands)
+    _spreads: dict = field(default_factory=dict, compare=False, repr=False)
 
     def stat(self, metric: str) -> dict:
         return self.record.metrics.get(metric, {}) if self.record else {}
@@ -67,9 +77,11 @@ class Cell:
         """The metric's spread by the rules of vnetbench.results.spread (None: no value)."""
         if not self.record or metric not in self.record.samples:
             return None
-        return spread.of(self.record, metric)
+        if metric not in self._spreads:
+            self._spreads[metric] = spread.of(self.record, metric)
+        return self._spreads[metric]
 
-    @property
+    @cached_property
     def bound(self) -> list[emulation.Bound]:
         """The emulating components at their CPU ceiling while this cell was measured."""
         return emulation.bound(self.record)
@@ -128,6 +140,16 @@ class Table:
                            f"against the others")
         return out
 
+    def combined(self) -> str:
+        """How the report combines the records it was given (several runs, repeated cells)."""
+        runs = list(dict.fromkeys(c.run for c in self.columns if c.run))
+        out = "each configuration is one column; a later record of a cell replaces an earlier one of the same run"
+        if runs:
+            out = (f"{len(runs)} runs ({', '.join(runs[:8])}{', ...' if len(runs) > 8 else ''}): each run's "
+                   "configurations are columns of their own, side by side (never pooled); within a run, a "
+                   "later record of a cell replaces an earlier one")
+        return out
+
     def stability(self) -> str:
         """How many cells are unstable or have no spread at all, and what to do about it."""
         cells = self.spreads()
@@ -142,18 +164,31 @@ class Table:
 
 def build(runs: list[Run]) -> Table:
     """A later record of the same row and column replaces an earlier one (records are
-    appended as they are measured). An N/A record covers its test's rows in its column."""
-    columns, cells, na, rows = {}, {}, [], []
+    appended as they are measured). An N/A record covers its test's rows in its column.
+    Several runs: each run's configurations are columns of their own, side by side
+    (``combined``). More than MAX_COLUMNS columns or MAX_ROWS rows: refused, naming the
+    run that went past the limit."""
+    columns, cells, na, rows, distinct = {}, {}, [], [], set()
     for run in runs:
         for r in run.records:
             if r.test == "fault":          # an event (vnetbench.faults), not a measured point
                 continue
             col = _column(columns, r, run.name if len(runs) > 1 else "")
+            if len(columns) > MAX_COLUMNS:
+                raise VnetbenchError(
+                    f"{show(run.path or run.name)}: more than {MAX_COLUMNS} configurations to compare "
+                    f"(vswitch/network{' per run' if len(runs) > 1 else ''}); a report compares at most "
+                    f"{MAX_COLUMNS}: report fewer runs or split the records by configuration")
             col.records.append(r)
             if "not_applicable" in r.extra:
                 na.append((r, col))
                 continue
             rows.append(_row(r))
+            distinct.add(rows[-1])
+            if len(distinct) > MAX_ROWS:
+                raise VnetbenchError(
+                    f"{show(run.path or run.name)}: more than {MAX_ROWS} rows (test x point x placement); "
+                    f"a report shows at most {MAX_ROWS}: split the records by test")
             cells[(rows[-1], col.label)] = Cell(r)
             for metric, suffix in BESIDE.get(r.test, ()):
                 if metric in r.samples and metric != rows[-1].metric:

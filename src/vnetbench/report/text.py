@@ -20,7 +20,7 @@ def plain(table: Table) -> str:
     widths = [max(len(x[i]) for x in [head] + body) for i in range(len(head))]
     fmt = lambda line: " | ".join(v.ljust(w) for v, w in zip(line, widths)).rstrip()
     lines = [fmt(head), "-+-".join("-" * w for w in widths)] + [fmt(b) for b in body]
-    return "\n".join(lines + ["", table.stability()] + bound_list(table) + list(NOTES) + na_list(table)) + "\n"
+    return "\n".join(lines + ["", table.stability(), table.combined()] + bound_list(table) + list(NOTES) + na_list(table)) + "\n"
 
 
 def markdown(table: Table, title="vnetbench comparison") -> str:
@@ -35,7 +35,7 @@ def markdown(table: Table, title="vnetbench comparison") -> str:
                                   [_md(table.cell(r, c).text(r.metric)) for c in table.columns]) + " |"
                 for r in rows]
         out.append("")
-    notes = [table.stability(), *bound_list(table), *NOTES, *na_list(table)]
+    notes = [table.stability(), table.combined(), *bound_list(table), *NOTES, *na_list(table)]
     return "\n".join(out + [f"- {n}" for n in notes]) + "\n"
 
 

@@ -48,14 +48,14 @@ def default_out(arguments) -> Path:
 
 
 def functional_matrices(arguments) -> list:
-    """(path, Matrix) of each RESULTS directory's matrix.json or functional/matrix.json."""
-    import json
-    from vnetbench.functional.matrix import Matrix
+    """(path, Matrix) of each RESULTS directory's matrix.json or functional/matrix.json
+    (read as hostile input: vnetbench.functional.matrix_file; a bad one is one line)."""
+    from vnetbench.functional import matrix_file
     found = []
     for arg in arguments:
         for path in (Path(arg) / "matrix.json", Path(arg) / "functional" / "matrix.json"):
-            if path.is_file():
-                found.append((path, Matrix.from_dict(json.loads(path.read_text()))))
+            if os.path.lexists(path):      # a FIFO, a directory, a dangling link: refused by the reader
+                found.append((path, matrix_file.read(path)))
     return found
 
 

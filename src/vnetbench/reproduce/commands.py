@@ -33,7 +33,7 @@ def cmd_reproduce(args) -> int:
     # imported here, not at parser time: the report pulls in matplotlib, which every other
     # command must not pay for (nor its complaints about a HOME it cannot write)
     from vnetbench.report import table
-    from vnetbench.report.load import load
+    from vnetbench.results.load import load
     from vnetbench.report.write import atomic_write
     from vnetbench.reproduce import judge, render
     s = seed.load(args.seed)

@@ -25,6 +25,8 @@ A saturated guest iperf3 is the workload, not a component at all.
 
 from __future__ import annotations
 
+import functools
+
 from dataclasses import dataclass
 from typing import Callable
 
@@ -55,6 +57,7 @@ class Emulated:
         return name and self.thread_class in ("", thread_class)
 
 
+@functools.lru_cache(maxsize=256)
 def rules(vswitch: str | None) -> tuple[Emulated, ...]:
     """The emulating components of a record's vSwitch kind (``Kind.emulated``: the same
     process is an emulation in one kind and the real thing in another, e.g. an os-ken

@@ -1,16 +1,17 @@
-"""The Result record and its JSON-lines store.
+"""The Result record.
 
 One record per measured point: configuration labels (what was compared), the
 metric summaries over repetitions, the raw samples, and the provenance needed
-to trust or reproduce the number. Records are appended, never rewritten.
+to trust or reproduce the number. Records are appended, never rewritten
+(``vnetbench.results.store``), and read back by ``vnetbench.results.load`` only;
+their published schema is ``schemas/record.schema.json`` (version SCHEMA_VERSION).
 """
 
 from __future__ import annotations
 
-import json
 import time
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
+from functools import cached_property
 
 from vnetbench.results.stats import summarize
 
@@ -27,9 +28,10 @@ class Result:
     finished: float = 0.0
     extra: dict = field(default_factory=dict)   # e.g. per-packet RTT distribution
 
-    @property
+    @cached_property
     def metrics(self) -> dict:
-        """metric -> summary (mean, sd, ci95, ...) over the repetitions."""
+        """metric -> summary (mean, sd, ci95, ...) over the repetitions (computed once: a
+        report asks for it per cell and format; samples are not changed once measured)."""
         return {name: summarize(values) for name, values in self.samples.items()}
 
     def to_dict(self) -> dict:
@@ -40,24 +42,6 @@ def from_dict(d: dict) -> Result:
     return Result(test=d["test"], labels=d["labels"], samples=d["samples"],
                   provenance=d.get("provenance", {}), started=d.get("started", 0.0),
                   finished=d.get("finished", 0.0), extra=d.get("extra", {}))
-
-
-class ResultStore:
-    """Append-only JSON lines: safe to tail while a run is going."""
-
-    def __init__(self, path: Path):
-        self.path = Path(path)
-
-    def append(self, result: Result) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        with open(self.path, "a") as f:
-            f.write(json.dumps(result.to_dict(), sort_keys=True) + "\n")
-
-    def __iter__(self):
-        if not self.path.exists():
-            return iter(())
-        with open(self.path) as f:
-            return iter([from_dict(json.loads(line)) for line in f if line.strip()])
 
 
 def now() -> float:

@@ -128,12 +128,13 @@ def of(record, metric: str) -> Spread:
             return rtt
     if metric in SEARCH and SEARCH[metric] in record.samples:
         return _search(record.samples[metric], record.samples[SEARCH[metric]])
-    return repetitions(values, floor)
+    return repetitions(values, floor, record.metrics.get(metric))
 
 
-def repetitions(values, floor: float = 0.0) -> Spread:
-    """Mean over repetitions: CI from MIN_CI_N values, range with 2, nothing with 1."""
-    s = summarize(values)
+def repetitions(values, floor: float = 0.0, summary: dict | None = None) -> Spread:
+    """Mean over repetitions: CI from MIN_CI_N values, range with 2, nothing with 1
+    (``summary``: summarize(values), when the record has it already)."""
+    s = summary or summarize(values)
     n = s["n"]
     if n >= MIN_CI_N:
         return Spread("ci", s["mean"], s["mean"] - s["ci95"], s["mean"] + s["ci95"], n, n,
@@ -164,7 +165,9 @@ def _rtt(record, metric, means) -> Spread | None:
         xs = [x for e in echoes for x in e]
         if len(xs) < 2:
             return None
-        mean, sd, n, reps = statistics.fmean(xs), statistics.stdev(xs), len(xs), len(echoes)
+        mean = math.fsum(xs) / len(xs)     # floats, not statistics.stdev's exact fractions:
+        sd = math.sqrt(math.fsum((x - mean) * (x - mean) for x in xs) / (len(xs) - 1))   # 1e6 echoes
+        n, reps = len(xs), len(echoes)
         pct = percentiles(xs, (50, 99))
     else:
         pooled = _pool(record, metric, *RTT[(record.test, metric)])

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from vnetbench.battery import rfc2544, rtt, tcp, udp
 from vnetbench.monitor import watch
-from vnetbench.results.record import ResultStore
+from vnetbench.results.store import ResultStore
 from vnetbench.testbed.loader import load
 
 HERE = Path(__file__).resolve().parent
