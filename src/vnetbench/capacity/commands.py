@@ -5,10 +5,10 @@ per host; ``--verify`` measures them on the embedded testbed; ``--openstack`` th
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 
 import yaml
 
+from vnetbench import outfiles
 from vnetbench.errors import VnetbenchError
 
 
@@ -40,16 +40,15 @@ def add_parsers(sub) -> None:
 def cmd_capacity(args) -> int:
     from vnetbench.capacity import profile
     from vnetbench.report.load import load
+    out = outfiles.check_file(args.out, "--out")        # before the records are read
     runs = load(args.results)
     doc = profile.build([r for run in runs for r in run.records], [run.path for run in runs])
     if not doc["cells"]:
         raise VnetbenchError(f"{args.results[0]}: no record says what a vSwitch carries (none of "
                              f"{', '.join(profile.FAMILIES)}); run rally-tasks/scale.yaml (and "
                              "'vnetbench compare') first")
-    out = Path(args.out)
-    from vnetbench.report.write import atomic_write
-    atomic_write(out, "# vnetbench capacity profile (schemas/capacity-profile.schema.json)\n"
-                 + yaml.safe_dump(doc, sort_keys=False))
+    outfiles.write_file(out, "# vnetbench capacity profile (schemas/capacity-profile.schema.json)\n"
+                        + yaml.safe_dump(doc, sort_keys=False), "--out")
     print(summary(doc))
     print(f"profile: {out}")
     return 0
@@ -87,6 +86,10 @@ def summary(doc: dict) -> str:
 
 def cmd_plan(args) -> int:
     from vnetbench.capacity import files, planner
+    to_stdout = args.out is None or args.out == "-"
+    outputs = ([] if to_stdout else [(args.out, "--out")]) + \
+        ([] if args.openstack in (None, "-") else [(args.openstack, "--openstack")])
+    outfiles.check_files(outputs)           # before planning (and --verify's testbeds)
     workload = files.load_workload(args.workload)
     hosts = files.load_hosts(args.hosts)
     prof = files.load_profile(args.capacity)
@@ -96,10 +99,18 @@ def cmd_plan(args) -> int:
     text = planner.render(out, args.format)
     if args.verify and args.format in ("table", "md"):
         text += "\n" + verify_text(out)
-    _emit(text, args.out)
-    if args.openstack:
+    handoff = None
+    if args.openstack is not None:
         from vnetbench.capacity import openstack
-        _emit(openstack.render(openstack.handoff(prof, hosts, workload, args.bridge)), args.openstack)
+        handoff = openstack.render(openstack.handoff(prof, hosts, workload, args.bridge))
+    content = {"--out": text, "--openstack": handoff}
+    written = outfiles.write_set([(path, content[flag], flag) for path, flag in outputs])  # all or none
+    if to_stdout:
+        sys.stdout.write(text)
+    if args.openstack == "-":
+        sys.stdout.write(handoff)
+    for path in written:
+        print(path)
     return 1 if "infeasible" in out["placements"]["aware"] else 0
 
 
@@ -139,17 +150,3 @@ def _pct(x) -> str:
 
 def _n(x) -> str:
     return "-" if x is None else f"{x:.1f}"
-
-
-def _emit(text: str, out) -> None:
-    """To FILE (written whole, then renamed into place), or standard output for none or '-'."""
-    if out and out != "-":
-        path = Path(out)
-        if path.exists() and not path.is_file():     # /dev/stdout, a FIFO: never renamed over
-            with open(path, "w") as f:
-                f.write(text)
-            return
-        from vnetbench.report.write import atomic_write
-        print(atomic_write(path, text))
-    else:
-        sys.stdout.write(text)

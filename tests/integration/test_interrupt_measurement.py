@@ -1,0 +1,92 @@
+"""An interrupted measurement unwinds what it built before the command returns (issue 51).
+
+``vnetbench compare`` on the smoke profile with one column (ovs/vxlan, same-host pairs) is
+interrupted once its first figure is printed (the testbed up, the battery running in
+Rally; at once, between two workloads, or 1.5 s later, inside the next one): by SIGINT to its process group, as Ctrl-C sends it (with the monitor: Prometheus
+must go too), and by SIGTERM to the main process only, as ``timeout``, CI runners and
+service managers send it. Either way it must exit 130 within ``BOUND`` seconds and leave
+nothing -- before any ``vnetbench cleanup``: no namespace, process or journal of its runs,
+no Rally process.
+"""
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from interrupts import _interactive, _Lines, cleanup_here, leftovers
+from leaks import processes_mentioning
+
+REPO = Path(__file__).resolve().parents[2]
+FIRST_FIGURE = "vnetbench: ovs/vxlan "        # a progress line of a measured figure
+BOUND = 40.0          # s from the signal to the exit: Rally's grace (compare.GRACE, 10 s) + teardowns
+
+
+def _interrupt(mode: str, state_dir: Path, tmp_path: Path, monitor: bool, delay: float) -> None:
+    env = {**os.environ, "VNETBENCH_STATE_DIR": str(state_dir), "PYTHONPATH": str(REPO / "src")}
+    results = tmp_path / "results"
+    argv = [sys.executable, "-m", "vnetbench", "compare", "--profile", "smoke", "--vswitch", "ovs",
+            "--network", "vxlan", "--placement", "same-host", "--results", str(results)]
+    p = subprocess.Popen(argv + ([] if monitor else ["--no-monitor"]), env=env, text=True,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
+                         preexec_fn=_interactive)
+    out, err = _Lines(p.stdout), _Lines(p.stderr)
+    out.start(), err.start()
+    rids = set()
+    try:
+        deadline = time.monotonic() + 240
+        while err.first(FIRST_FIGURE) is None and p.poll() is None and time.monotonic() < deadline:
+            if state_dir.is_dir():
+                rids |= {d.name for d in state_dir.iterdir() if re.fullmatch(r"[0-9a-f]{6}", d.name)}
+            time.sleep(0.2)
+        assert p.poll() is None, f"compare ended before the signal (exit {p.returncode}): {err.text()[-600:]}"
+        assert err.first(FIRST_FIGURE), f"no figure in 240 s: {err.text()[-600:]}"
+        rids |= {d.name for d in state_dir.iterdir() if re.fullmatch(r"[0-9a-f]{6}", d.name)}
+        assert rids, "no run in the state root while measuring"
+        time.sleep(delay)           # 0: between two workloads; 1.5 s: inside the next one
+        sent = time.monotonic()
+        if mode == "sigint-group":
+            os.killpg(p.pid, signal.SIGINT)
+        else:
+            p.send_signal(signal.SIGTERM)
+        try:
+            rc = p.wait(timeout=BOUND)
+        except subprocess.TimeoutExpired:
+            rc = None
+        seconds = time.monotonic() - sent
+        out.join(5), err.join(5)
+        text = err.text()
+        # before any cleanup: nothing of the runs, no Rally, no Prometheus of the results dir
+        left = leftovers(state_dir, rids)
+        stray = processes_mentioning(str(results)) + processes_mentioning(str(state_dir))
+        print(f"{mode}: exit {rc} {seconds:.1f} s after the signal; runs {sorted(rids)}")
+        print("".join(line for _, line in err.lines if not line.startswith(FIRST_FIGURE))[-1500:])
+        assert rc == 130, f"{mode}: exit {rc} after {seconds:.1f} s: {text[-800:]}"
+        assert "Traceback" not in text, text[text.index("Traceback"):][:800]
+        assert "vnetbench: interrupted" in text
+        assert left == {} and stray == [], f"left after {mode}: {left} {stray}"
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+        cleanup_here(state_dir)          # whatever a failure left; nothing when it passed
+
+
+@pytest.fixture
+def ovs_vxlan(caps):
+    from vnetbench.testbed.model import NetType, VSwitchKind
+    if caps.why_not(VSwitchKind.OVS, NetType.VXLAN):
+        pytest.skip(caps.why_not(VSwitchKind.OVS, NetType.VXLAN))
+
+
+def test_ctrl_c_to_the_group_unwinds_the_measurement_and_the_monitor(ovs_vxlan, state_dir, tmp_path):
+    _interrupt("sigint-group", state_dir, tmp_path, monitor=True, delay=1.5)
+
+
+def test_sigterm_to_the_main_process_unwinds_the_measurement(ovs_vxlan, state_dir, tmp_path):
+    _interrupt("sigterm", state_dir, tmp_path, monitor=False, delay=1.5)
