@@ -83,8 +83,9 @@ class _Parser(argparse.ArgumentParser):
 
 
 def cmd_demo(args):
-    from vnetbench import demo
+    from vnetbench import demo, outfiles
     from vnetbench.testbed.model import NetType, VSwitchKind
+    outfiles.check_dir(args.results, "--results")        # before any testbed is built
     kinds = [VSwitchKind(k) for k in args.vswitch] if args.vswitch else demo.KINDS
     types = [NetType(t) for t in args.network] if args.network else list(NetType)
     report = demo.run(kinds, types, count=args.count, progress=progress(args.quiet),

@@ -97,6 +97,9 @@ def _writable_dir(d: Path, flag: str, shown, create: bool, parents: bool) -> boo
     except OSError as exc:
         raise _fail(flag, shown, f"directory {_show(d)} cannot be used ({exc.strerror})",
                     f"choose another path for {flag}") from None
+    if st is None and os.path.islink(d):
+        raise _fail(flag, shown, f"{_show(d)} is a symbolic link to nothing",
+                    f"remove it or give {flag} another directory")
     if st is None:
         if not create:
             raise _fail(flag, shown, f"directory {_show(d)} does not exist",
@@ -130,25 +133,29 @@ def _read_only(d: Path) -> bool:
 
 
 def _replaceable(p: Path, flag: str, shown) -> bool:
-    """True if P exists (a regular file); refuses anything else there."""
+    """True if P exists (a regular file); refuses anything else there. SHOWN: the path
+    as given (P itself, or the directory P is to be written in)."""
     st = _lstat(p, flag, shown)
     if st is None:
         return False
     if stat.S_ISREG(st.st_mode):
         return True
-    if stat.S_ISDIR(st.st_mode):
+    inside = os.path.abspath(p) != os.path.abspath(os.fspath(shown))
+    if inside:       # a file of a directory output
+        fix = f"move it away or give {flag} another directory"
+    elif stat.S_ISDIR(st.st_mode):
         fix = f"give {flag} a file path (e.g. {_show(p / 'NAME')})"
     elif stat.S_ISLNK(st.st_mode):
         fix = f"give {flag} the path it points to, or a new file"
     else:
         fix = f"vnetbench never replaces one: give {flag} a regular file's path"
-    where = "" if p == Path(os.fspath(shown)) else f"{_show(p)} "
+    where = f"{excerpt(p.name, SHOWN)} there " if inside else ""
     raise _fail(flag, shown, f"{where}is {_kind(st.st_mode)}, not a regular file", fix)
 
 
-def check_file(path, flag: str) -> Path:
+def check_file(path, flag: str, parents: bool = False) -> Path:
     """The file PATH will be written: refuse now what the write would fail on (or do
-    wrong). Its directory must exist."""
+    wrong). Its directory must exist (or, with PARENTS, be creatable: a default path)."""
     text = _text(path, flag)
     p = Path(text)
     if text.endswith("/") or p.name in ("", ".", ".."):
@@ -156,7 +163,7 @@ def check_file(path, flag: str) -> Path:
     _replaceable(p, flag, text)
     if len(os.fsencode(p.name)) > 255:
         raise _fail(flag, text, "has a file name longer than 255 bytes", "choose a shorter name")
-    _writable_dir(p.parent, flag, text, create=False, parents=False)
+    _writable_dir(p.parent, flag, text, create=parents, parents=parents)
     return p
 
 
@@ -207,9 +214,11 @@ def write_files(directory, files: dict, flag: str, parents: bool = False) -> lis
         if not d.is_dir():
             created = _mkdirs(d)
         return _write([(d / name, content, flag, directory) for name, content in files.items()])
-    except BaseException:
+    except BaseException as exc:
         for c in reversed(created):
             _rmdir(c)
+        if isinstance(exc, OSError):        # the directory could not be made
+            raise _failed(flag, directory, exc) from None
         raise
 
 

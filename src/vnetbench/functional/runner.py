@@ -17,6 +17,10 @@ def argv(out: Path, vswitches=(), networks=(), strict=False, extra=(), quick=Fal
     return args + (["--quick"] if quick else []) + list(extra)
 
 
+#: what the matrix writer puts in the output directory (beside pytest's junit.xml)
+MATRIX_FILES = ("matrix.json", "matrix.md", "matrix.html")
+
+
 def run(out: str | None, vswitches=(), networks=(), strict=False, extra=(), quick=False,
         expect: str | None = None) -> int:
     """The pytest run; a bad expectations file is refused first (one line, exit 2)."""
@@ -25,4 +29,6 @@ def run(out: str | None, vswitches=(), networks=(), strict=False, extra=(), quic
         from vnetbench.functional import expect as exp
         exp.load(expect)
     path = Path(out or f"results/functional-{time.strftime('%Y%m%d-%H%M%S')}")
+    from vnetbench import outfiles
+    outfiles.check_dir(path, "--out", MATRIX_FILES + ("junit.xml",), parents=out is None)  # before the tests
     return int(pytest.main(argv(path, vswitches, networks, strict, extra, quick, expect)))
