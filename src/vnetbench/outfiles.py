@@ -148,7 +148,7 @@ def _replaceable(p: Path, flag: str, shown) -> bool:
     elif stat.S_ISLNK(st.st_mode):
         fix = f"give {flag} the path it points to, or a new file"
     else:
-        fix = f"vnetbench never replaces one: give {flag} a regular file's path"
+        fix = f"one is never replaced: give {flag} a regular file's path"
     where = f"{excerpt(p.name, SHOWN)} there " if inside else ""
     raise _fail(flag, shown, f"{where}is {_kind(st.st_mode)}, not a regular file", fix)
 

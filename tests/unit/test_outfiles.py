@@ -100,7 +100,7 @@ def test_a_device_node_is_never_replaced(tmp_path, capsys):
     before = os.lstat(tmp_path / "null")
     code, _, err = run(["capacity", str(DATA / "capacity"), "--out", str(tmp_path / "null")], capsys)
     one_line_exit_2(code, err)
-    assert "is a character device, not a regular file" in err and "never replaces" in err
+    assert "is a character device, not a regular file" in err and "never replaced" in err
     after = os.lstat(tmp_path / "null")
     assert (after.st_mode, after.st_rdev, after.st_ino) == (before.st_mode, before.st_rdev, before.st_ino)
 
