@@ -65,7 +65,7 @@ def _interrupt(mode: str, state_dir: Path, tmp_path: Path, monitor: bool, delay:
         left = leftovers(state_dir, rids)
         stray = processes_mentioning(str(results)) + processes_mentioning(str(state_dir))
         print(f"{mode}: exit {rc} {seconds:.1f} s after the signal; runs {sorted(rids)}")
-        print("".join(line for _, line in err.lines if not line.startswith(FIRST_FIGURE))[-1500:])
+        print("".join(line for t, line in err.lines if t >= sent)[-1500:])
         assert rc == 130, f"{mode}: exit {rc} after {seconds:.1f} s: {text[-800:]}"
         assert "Traceback" not in text, text[text.index("Traceback"):][:800]
         assert "vnetbench: interrupted" in text
@@ -90,3 +90,46 @@ def test_ctrl_c_to_the_group_unwinds_the_measurement_and_the_monitor(ovs_vxlan, 
 
 def test_sigterm_to_the_main_process_unwinds_the_measurement(ovs_vxlan, state_dir, tmp_path):
     _interrupt("sigterm", state_dir, tmp_path, monitor=False, delay=1.5)
+
+
+def test_sigterm_to_a_rally_task_unwinds_its_contexts(ovs_vxlan, state_dir, tmp_path):
+    """``rally task start`` run by hand (a scale task, the comparison task): SIGTERM to
+    Rally alone, as ``timeout`` sends it, unwinds its contexts as Ctrl-C does -- by
+    default it would end Rally at once, every testbed up."""
+    import json
+
+    from vnetbench import compare
+    env = {**os.environ, "VNETBENCH_STATE_DIR": str(state_dir), "PYTHONPATH": str(REPO / "src")}
+    rally = compare.Rally(tmp_path / "rally")
+    rally.ensure()
+    args = {"profile": "smoke", "columns": ["ovs/vxlan"], "placements": ["same-host"],
+            "results": str(tmp_path / "records.jsonl")}
+    p = subprocess.Popen([rally.exe, "--config-file", str(rally.conf), "task", "start", "--env", "vnetbench",
+                          str(compare.TASK), "--task-args", json.dumps(args)], env=env, text=True,
+                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True,
+                         preexec_fn=_interactive)
+    out = _Lines(p.stdout)
+    out.start()
+    try:
+        deadline = time.monotonic() + 240
+        while out.first(FIRST_FIGURE) is None and p.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert p.poll() is None and out.first(FIRST_FIGURE), out.text()[-600:]
+        rids = {d.name for d in state_dir.iterdir() if re.fullmatch(r"[0-9a-f]{6}", d.name)}
+        time.sleep(1.5)
+        sent = time.monotonic()
+        p.send_signal(signal.SIGTERM)
+        try:
+            rc = p.wait(timeout=BOUND)
+        except subprocess.TimeoutExpired:
+            rc = None
+        seconds = time.monotonic() - sent
+        print(f"rally sigterm: exit {rc} {seconds:.1f} s after the signal; runs {sorted(rids)}")
+        assert rc is not None, f"Rally still running {BOUND:.0f} s after SIGTERM"
+        assert rc != -signal.SIGTERM, "Rally died of the SIGTERM: nothing unwound"
+        assert leftovers(state_dir, rids) == {}, leftovers(state_dir, rids)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+        cleanup_here(state_dir)

@@ -203,7 +203,9 @@ class VnetbenchTestbed(context.Context):
                       "results": "results/records.jsonl", "skip_unsupported": True}
 
     def setup(self):
-        _unwind_on_sigterm()
+        _unwind_on_interrupts()
+        if _INTERRUPTED:                # the task was interrupted: no further workload
+            raise KeyboardInterrupt
         cfg = self.config
         if cfg.get("run"):
             return self._borrow(cfg)
@@ -289,17 +291,30 @@ class VnetbenchTestbed(context.Context):
             _down(info)
 
 
-def _unwind_on_sigterm() -> None:
+#: signals received by this (Rally) process; a workload that starts after one refuses to
+_INTERRUPTED: list = []
+
+
+def _unwind_on_interrupts() -> None:
     """SIGTERM to Rally (``timeout``, CI runners and service managers send it to the main
     process only) unwinds the task as Ctrl-C does: by default it would end the process at
-    once, every testbed left up. Only where nobody chose a handler, on the main thread."""
+    once, every testbed left up. Both are noted too: an interrupt that Rally's bookkeeping
+    lost (seen once at a workload's end: the task ran on) is raised again by the next
+    workload's setup, so the task stops there. Only handlers nobody else chose, on the main
+    thread."""
     import signal
     import threading
+    if threading.current_thread() is not threading.main_thread():
+        return
+    for sig, default in ((signal.SIGTERM, signal.SIG_DFL), (signal.SIGINT, signal.default_int_handler)):
+        if signal.getsignal(sig) is default:
+            signal.signal(sig, _interrupt)
 
+
+def _interrupt(signum, frame):
     from vnetbench import signals
-    if threading.current_thread() is threading.main_thread() and \
-            signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
-        signal.signal(signal.SIGTERM, signals.handler)
+    _INTERRUPTED.append(signum)
+    signals.handler(signum, frame)
 
 
 #: share key -> (configuration fingerprint, context info) of a testbed left up
