@@ -58,7 +58,7 @@ def _fail(flag: str, path, problem: str, fix: str) -> OutputError:
     return OutputError(f"{flag} {_show(path)}: {problem}; {fix}")
 
 
-_KINDS = ((stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+_KINDS = ((stat.S_ISREG, "a regular file"), (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
           (stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"), (stat.S_ISDIR, "a directory"),
           (stat.S_ISLNK, "a symbolic link"))
 
@@ -104,12 +104,8 @@ def _writable_dir(d: Path, flag: str, shown, create: bool, parents: bool) -> boo
         if not create:
             raise _fail(flag, shown, f"directory {_show(d)} does not exist",
                         f"create it (mkdir -p {_show(d)}) or choose another path for {flag}")
-        if not parents:
-            parent = d.parent
-            if not parent.is_dir():
-                raise _fail(flag, shown, f"directory {_show(parent)} does not exist",
-                            f"create it (mkdir -p {_show(parent)}) or choose another path for {flag}")
-            _writable_dir(parent, flag, shown, False, False)
+        if not parents:         # mkdir, not mkdir -p: its parent must be there
+            _writable_dir(d.parent, flag, shown, False, False)
         else:       # the nearest existing ancestor must be a writable directory
             ancestor = d.parent
             while not ancestor.exists() and ancestor != ancestor.parent:
