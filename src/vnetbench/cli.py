@@ -98,7 +98,8 @@ def cmd_demo(args):
 
 
 def cmd_compare(args):
-    from vnetbench import compare
+    from vnetbench import compare, outfiles
+    outfiles.check_dir(args.results, "--results")      # as given: Path('') would be '.'
     image = str(Path(args.image).resolve()) if args.backend == "libvirt" and not args.run else None
     if image:
         from vnetbench.image.build import boot_files     # fail now, not once per testbed
@@ -140,7 +141,7 @@ def cmd_functional(args):
 
 def cmd_report(args):
     from vnetbench.report import write
-    for path in write.report(args.results, Path(args.out) if args.out else None, args.format):
+    for path in write.report(args.results, args.out, args.format):      # --out '' is refused, not the default
         print(path)
 
 

@@ -151,6 +151,22 @@ def test_reproduce_and_compare_results_checked_first(tmp_path, capsys):
     one_line_exit_2(code, err, "--results")
 
 
+@pytest.mark.parametrize("argv", [["report", str(DATA / "report"), "--out", ""],
+                                  ["capacity", str(DATA / "capacity"), "--out", ""],
+                                  ["plan", "w", "h", "--capacity", "p", "--out", ""],
+                                  ["plan", "w", "h", "--capacity", "p", "--openstack", ""],
+                                  ["compare", "--results", "", "--no-monitor"],
+                                  ["demo", "--results", ""],
+                                  ["functional", "--out", ""],
+                                  ["image", "build", "--out", ""]], ids=lambda a: a[0] + " " + a[-2])
+def test_an_empty_path_is_refused_never_taken_for_the_default(argv, capsys):
+    flag = next(a for a in argv if a.startswith("--") and a != "--no-monitor" and a != "--capacity")
+    code, _, err = run(argv, capsys)
+    one_line_exit_2(code, err, flag)
+    assert "is empty" in err
+    assert not (DATA / "report" / "report.html").exists()
+
+
 def test_not_writable_is_named(tmp_path, monkeypatch):
     monkeypatch.setattr(outfiles.os, "access", lambda *a: False)
     with pytest.raises(outfiles.OutputError, match=r"is not writable; choose a writable place"):
@@ -297,6 +313,7 @@ def _check_after(code, out, err, base, before, flag="--out"):
         assert tree(base) == before
     after = tree(base)
     assert not [k for k in after if ".vnb-" in k], after          # no temporary left
+    assert sorted(os.listdir(DATA / "report")) == ["README.md", "records.jsonl"]    # nothing beside the input
     for name, (mode, rdev, ino, _) in before.items():             # nodes, FIFOs, links untouched
         if not stat.S_ISREG(mode) and not stat.S_ISDIR(mode):
             assert after[name][:3] == (mode, rdev, ino), name

@@ -28,7 +28,7 @@ def run(out: str | None, vswitches=(), networks=(), strict=False, extra=(), quic
     if expect:
         from vnetbench.functional import expect as exp
         exp.load(expect)
-    path = Path(out or f"results/functional-{time.strftime('%Y%m%d-%H%M%S')}")
     from vnetbench import outfiles
-    outfiles.check_dir(path, "--out", MATRIX_FILES + ("junit.xml",), parents=out is None)  # before the tests
+    path = outfiles.check_dir(f"results/functional-{time.strftime('%Y%m%d-%H%M%S')}" if out is None else out,
+                              "--out", MATRIX_FILES + ("junit.xml",), parents=out is None)  # before the tests
     return int(pytest.main(argv(path, vswitches, networks, strict, extra, quick, expect)))

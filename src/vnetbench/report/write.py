@@ -45,9 +45,9 @@ def functional_matrices(arguments) -> list:
     return found
 
 
-def report(arguments, out: Path | None = None, formats=tuple(FORMATS)) -> list[Path]:
+def report(arguments, out: str | Path | None = None, formats=tuple(FORMATS)) -> list[Path]:
     # the output checked before the records are read: a bad --out costs nothing
-    target = out or default_out(arguments)
-    outfiles.check_dir(target, "--out", [FORMATS[f] for f in formats], parents=out is None)
+    target = outfiles.check_dir(default_out(arguments) if out is None else out, "--out",
+                                [FORMATS[f] for f in formats], parents=out is None)
     runs = load.load(arguments)
     return write(render(runs, formats, functional_matrices(arguments)), target, parents=out is None)
