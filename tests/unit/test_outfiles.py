@@ -158,7 +158,8 @@ def test_reproduce_and_compare_results_checked_first(tmp_path, capsys):
                                   ["compare", "--results", "", "--no-monitor"],
                                   ["demo", "--results", ""],
                                   ["functional", "--out", ""],
-                                  ["image", "build", "--out", ""]], ids=lambda a: a[0] + " " + a[-2])
+                                  ["image", "build", "--out", ""],
+                                  ["monitor", "up", "--data", ""]], ids=lambda a: a[0] + " " + a[-2])
 def test_an_empty_path_is_refused_never_taken_for_the_default(argv, capsys):
     flag = next(a for a in argv if a.startswith("--") and a != "--no-monitor" and a != "--capacity")
     code, _, err = run(argv, capsys)
