@@ -26,8 +26,8 @@ run: a directory that does not exist, a file where a directory is meant (or the 
   it would let a link planted in a shared directory make root overwrite any file); links
   among the parent directories are followed as usual. The target is looked at again just
   before the rename.
-- Appending (a fault record to ``--results``) is not atomic replacement: ``check_file``
-  is still applied first, and the append is a single ``write`` of the whole line.
+- Appended records (``fault --results``, Rally's records.jsonl) are results.record's
+  ``ResultStore``: their path gets ``check_file`` here first.
 
 ``OutputError`` is a ``VnetbenchError``: the CLI prints it on one line and exits 2.
 """
@@ -321,36 +321,6 @@ def _rename_all(items) -> list[Path]:
         if backup:
             _unlink(backup)
     return [target for target, _, _ in done]
-
-
-def append(path, text: str, flag: str) -> Path:
-    """Append TEXT (one record) to PATH in one write (created if missing)."""
-    p = check_file(path, flag)
-    try:
-        fd = os.open(p, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o666)
-    except OSError as exc:
-        raise _failed(flag, path, exc) from None
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            raise _fail(flag, path, f"is {_kind(st.st_mode)}, not a regular file",
-                        f"give {flag} a regular file's path")
-        data = text.encode()
-        size = st.st_size
-        try:
-            n = os.write(fd, data)
-            if n != len(data):
-                raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
-            os.fsync(fd)
-        except OSError as exc:
-            try:
-                os.ftruncate(fd, size)        # no half record
-            except OSError:
-                pass
-            raise _failed(flag, path, exc) from None
-    finally:
-        os.close(fd)
-    return p
 
 
 def _unlink(p: Path) -> None:

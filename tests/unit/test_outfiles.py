@@ -253,17 +253,6 @@ def test_an_interrupt_while_writing_leaves_no_temporary(tmp_path, monkeypatch):
     assert list(tmp_path.iterdir()) == []
 
 
-def test_append_refuses_a_fifo_and_never_leaves_half_a_record(tmp_path, monkeypatch):
-    os.mkfifo(tmp_path / "fifo")
-    with pytest.raises(outfiles.OutputError, match="is a FIFO"):
-        outfiles.append(tmp_path / "fifo", "{}\n", "--results")
-    (tmp_path / "log").write_text("one\n")
-    monkeypatch.setattr(outfiles.os, "write", lambda fd, data: 2)       # a short write: disk full
-    with pytest.raises(outfiles.OutputError, match="No space left"):
-        outfiles.append(tmp_path / "log", "two\n", "--results")
-    assert (tmp_path / "log").read_text() == "one\n"
-
-
 @pytest.mark.skipif(not ROOT or not shutil.which("unshare"), reason="a tmpfs mount needs root")
 def test_a_really_full_disk(tmp_path):
     """A 64 KiB tmpfs, mounted in a mount namespace of the test's own (gone with it): the
