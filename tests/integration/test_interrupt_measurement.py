@@ -2,11 +2,13 @@
 
 ``vnetbench compare`` on the smoke profile with one column (ovs/vxlan, same-host pairs) is
 interrupted once its first figure is printed (the testbed up, the battery running in
-Rally; at once, between two workloads, or 1.5 s later, inside the next one): by SIGINT to its process group, as Ctrl-C sends it (with the monitor: Prometheus
-must go too), and by SIGTERM to the main process only, as ``timeout``, CI runners and
-service managers send it. Either way it must exit 130 within ``BOUND`` seconds and leave
-nothing -- before any ``vnetbench cleanup``: no namespace, process or journal of its runs,
-no Rally process.
+Rally; at once, between two workloads, or 1.5 s later, inside the next one): by SIGINT to
+its process group, as Ctrl-C sends it (with the monitor: Prometheus must go too), and by
+SIGTERM to the main process only, as ``timeout``, CI runners and service managers send it.
+Likewise ``reproduce 002`` by SIGTERM inside its RFC 2544 search, and ``rally task start``
+run by hand by SIGTERM to Rally. Each must exit within ``BOUND`` seconds (130 for vnetbench)
+and leave nothing -- before any ``vnetbench cleanup``: no namespace, process or journal of
+its runs, no Rally or Prometheus process.
 """
 
 import json
@@ -121,7 +123,6 @@ def test_sigterm_to_a_rally_task_unwinds_its_contexts(ovs_vxlan, state_dir, tmp_
     """``rally task start`` run by hand (a scale task, the comparison task): SIGTERM to
     Rally alone, as ``timeout`` sends it, unwinds its contexts as Ctrl-C does -- by
     default it would end Rally at once, every testbed up."""
-
     from vnetbench import compare
     env = {**os.environ, "VNETBENCH_STATE_DIR": str(state_dir), "PYTHONPATH": str(REPO / "src")}
     rally = compare.Rally(tmp_path / "rally")
