@@ -8,13 +8,15 @@ Interrupted (SIGINT to the group, as Ctrl-C sends it, or SIGTERM to this process
 returns: Rally runs in a session of its own and gets the interrupt passed on once (its
 contexts tear their testbeds down), at most ``GRACE`` seconds; then what is left of its
 process group is killed and every run it created (marked ``VNETBENCH_OWNER``, state.py)
-is torn down from its journal, as ``vnetbench cleanup`` would; the monitor goes last."""
+is torn down from its journal, as ``vnetbench cleanup`` would; the monitor goes last.
+Killed outright, this process cannot: Rally then gets SIGINT as its parent-death signal."""
 
 from __future__ import annotations
 
 import json
 import os
 import secrets
+import shutil
 import signal
 import subprocess
 import sys
@@ -68,7 +70,10 @@ def _stream(argv, env) -> tuple[str, int]:
     interrupt stop it and everything it built (``_unwind``), then re-raise."""
     owner = f"{os.getpid()}-{secrets.token_hex(4)}"
     env = {**(os.environ if env is None else env), "VNETBENCH_OWNER": owner}
-    p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
+    # this process killed outright (SIGKILL, the OOM killer): Rally gets SIGINT from the
+    # kernel and unwinds its contexts by itself
+    orphan = ["setpriv", "--pdeathsig", "INT"] if shutil.which("setpriv") else []
+    p = subprocess.Popen(orphan + argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
                          start_new_session=True)
     lines = []
 

@@ -59,12 +59,17 @@ def _interrupt(mode: str, state_dir: Path, tmp_path: Path, monitor: bool, delay:
         sent = time.monotonic()
         if mode == "sigint-group":
             os.killpg(p.pid, signal.SIGINT)
+        elif mode == "sigkill":
+            p.send_signal(signal.SIGKILL)
         else:
             p.send_signal(signal.SIGTERM)
         try:
             rc = p.wait(timeout=BOUND)
         except subprocess.TimeoutExpired:
             rc = None
+        if mode == "sigkill":       # it is gone at once: its Rally unwinds on its own
+            while processes_mentioning(str(results)) and time.monotonic() < sent + BOUND:
+                time.sleep(0.2)
         seconds = time.monotonic() - sent
         out.join(5), err.join(5)
         text = err.text()
@@ -73,9 +78,12 @@ def _interrupt(mode: str, state_dir: Path, tmp_path: Path, monitor: bool, delay:
         stray = processes_mentioning(str(results)) + processes_mentioning(str(state_dir))
         print(f"{mode}: exit {rc} {seconds:.1f} s after the signal; runs {sorted(rids)}")
         print("".join(line for t, line in err.lines if t >= sent)[-1500:])
-        assert rc == 130, f"{mode}: exit {rc} after {seconds:.1f} s: {text[-800:]}"
+        if mode == "sigkill":
+            assert rc == -signal.SIGKILL and seconds < BOUND, f"Rally still running {seconds:.0f} s on"
+        else:
+            assert rc == 130, f"{mode}: exit {rc} after {seconds:.1f} s: {text[-800:]}"
+            assert "vnetbench: interrupted" in text
         assert "Traceback" not in text, text[text.index("Traceback"):][:800]
-        assert "vnetbench: interrupted" in text
         assert left == {} and stray == [], f"left after {mode}: {left} {stray}"
     finally:
         if p.poll() is None:
@@ -105,6 +113,12 @@ def test_ctrl_c_to_the_group_unwinds_the_measurement_and_the_monitor(ovs_vxlan, 
 
 def test_sigterm_to_the_main_process_unwinds_the_measurement(ovs_vxlan, state_dir, tmp_path):
     _interrupt("sigterm", state_dir, tmp_path, monitor=False, delay=1.5)
+
+
+def test_sigkill_of_compare_leaves_rally_to_unwind_by_itself(ovs_vxlan, state_dir, tmp_path):
+    """Killed outright, compare cannot unwind anything: its Rally task gets SIGINT from the
+    kernel (parent-death signal) and unwinds its contexts itself."""
+    _interrupt("sigkill", state_dir, tmp_path, monitor=False, delay=1.5)
 
 
 def test_timeout_of_reproduce_unwinds_the_measurement(caps, state_dir, tmp_path):
