@@ -83,8 +83,9 @@ class _Parser(argparse.ArgumentParser):
 
 
 def cmd_demo(args):
-    from vnetbench import demo
+    from vnetbench import demo, outfiles
     from vnetbench.testbed.model import NetType, VSwitchKind
+    outfiles.check_dir(args.results, "--results")        # before any testbed is built
     kinds = [VSwitchKind(k) for k in args.vswitch] if args.vswitch else demo.KINDS
     types = [NetType(t) for t in args.network] if args.network else list(NetType)
     report = demo.run(kinds, types, count=args.count, progress=progress(args.quiet),
@@ -97,7 +98,8 @@ def cmd_demo(args):
 
 
 def cmd_compare(args):
-    from vnetbench import compare
+    from vnetbench import compare, outfiles
+    outfiles.check_dir(args.results, "--results")      # as given: Path('') would be '.'
     image = str(Path(args.image).resolve()) if args.backend == "libvirt" and not args.run else None
     if image:
         from vnetbench.image.build import boot_files     # fail now, not once per testbed
@@ -139,7 +141,7 @@ def cmd_functional(args):
 
 def cmd_report(args):
     from vnetbench.report import write
-    for path in write.report(args.results, Path(args.out) if args.out else None, args.format):
+    for path in write.report(args.results, args.out, args.format):      # --out '' is refused, not the default
         print(path)
 
 

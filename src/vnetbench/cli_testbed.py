@@ -170,6 +170,8 @@ def cmd_fault(args):
                                  f"use one of: {', '.join(names)}")
     if getattr(args, "interval", 0.005) <= 0 or getattr(args, "interval", 0.005) > 0.01:
         raise VnetbenchError(f"fault migrate: --interval {args.interval} s; use 0 < interval <= 0.01")
+    from vnetbench import outfiles
+    outfiles.check_file(args.results, "--results", parents=True)     # before the fault
     f = Faults(dep, results=args.results)
     action = args.action
     if action in ("stop", "kill", "start", "restart"):

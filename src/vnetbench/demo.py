@@ -93,7 +93,6 @@ def table(report: dict) -> str:
 
 
 def save(report: dict, directory: Path) -> Path:
-    directory.mkdir(parents=True, exist_ok=True)
-    path = directory / time.strftime("demo-%Y%m%d-%H%M%S.json")
-    path.write_text(json.dumps(report, indent=2))
-    return path
+    from vnetbench import outfiles
+    name = time.strftime("demo-%Y%m%d-%H%M%S.json")
+    return outfiles.write_files(directory, {name: json.dumps(report, indent=2)}, "--results")[0]

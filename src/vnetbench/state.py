@@ -30,6 +30,9 @@ from vnetbench.inputs import excerpt
 
 RUN_ID_RE = re.compile(r"^[0-9a-f]{6}\Z")
 DEFAULT_ROOT = "/run/vnetbench"
+#: set by a command that runs others (compare runs Rally): every run they create is marked
+#: with it (meta "owner"), so the command can unwind exactly its own runs when interrupted
+OWNER_ENV = "VNETBENCH_OWNER"
 _HELD: dict[str, int] = {}       # run dir -> fd whose flock this process holds
 
 
@@ -98,7 +101,9 @@ class Run:
                                  "set VNETBENCH_STATE_DIR to a writable directory") from None
         fcntl.flock(fd, fcntl.LOCK_EX)
         _HELD[str(self.dir)] = fd
-        (tmp / "meta.json").write_text(json.dumps({**meta, "updated": time.time()}, sort_keys=True))
+        owner = os.environ.get(OWNER_ENV)
+        meta = {**meta, **({"owner": owner} if owner else {}), "updated": time.time()}
+        (tmp / "meta.json").write_text(json.dumps(meta, sort_keys=True))
         os.rename(tmp, self.dir)
 
     @contextlib.contextmanager
@@ -199,6 +204,18 @@ def runs(kind: str | None = None) -> list[Run]:
     found = sorted((Run(p.name, root) for p in root.iterdir()
                     if p.is_dir() and RUN_ID_RE.match(p.name)), key=lambda r: r.run_id)
     return [r for r in found if kind is None or r.meta().get("kind", TESTBED) == kind]
+
+
+def owned_by(owner: str) -> tuple[list[Run], list[Path]]:
+    """The runs created under ``OWNER_ENV=owner``, and its half-made run directories."""
+    def mine(meta_path: Path) -> bool:
+        try:
+            meta = json.loads(meta_path.read_text())
+        except (OSError, ValueError):
+            return False
+        return isinstance(meta, dict) and meta.get("owner") == owner
+    return ([r for r in runs() if mine(r.dir / "meta.json")],
+            [d for d in stale_new_dirs() if mine(d / "meta.json")])
 
 
 def find_run(ref: str | None, kind: str | None = TESTBED) -> Run:

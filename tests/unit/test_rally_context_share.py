@@ -2,6 +2,10 @@
 of a key builds, the next ones reuse while ``keep``, the first without it tears down; a
 changed configuration gets a testbed of its own; the process's end downs what is left."""
 
+import os
+import signal
+import time
+
 import pytest
 
 from vnetbench.rally_plugins import context as ctx
@@ -10,6 +14,8 @@ from vnetbench.rally_plugins import context as ctx
 @pytest.fixture
 def fake(monkeypatch):
     built, downed = [], []
+    monkeypatch.setattr(ctx, "_unwind_on_interrupts", lambda: None)   # this process's handlers stay
+    monkeypatch.setattr(ctx, "_INTERRUPTED", [])
 
     def build(self, cfg):
         built.append(len(built))
@@ -59,3 +65,40 @@ def test_a_task_that_stops_early_downs_the_kept_testbed_at_exit(fake):
     assert downed == []
     ctx._down_shared()
     assert downed == ["r1"] and not ctx._SHARED
+
+
+def test_an_interrupted_task_downs_the_kept_testbed_at_once(fake, monkeypatch):
+    """Ctrl-C (or SIGTERM) inside a workload: its cleanup downs the shared testbed now, no
+    next workload will come, and without waiting for a last scrape."""
+    built, downed = fake
+    monkeypatch.setattr(ctx, "_down", lambda info, settle=True: downed.append((info["run_id"], settle)))
+    w = workload(share="k", keep=True)
+    try:
+        raise KeyboardInterrupt
+    except KeyboardInterrupt:
+        w.cleanup()
+    assert downed == [("r1", False)] and not ctx._SHARED
+
+
+def test_sigterm_unwinds_a_rally_task_as_ctrl_c_does(monkeypatch):
+    """In a Rally process (SIGTERM at its default: the process would end, testbeds up) the
+    context makes SIGTERM a KeyboardInterrupt, so the contexts unwind; an interrupt is
+    remembered, and the next workload refuses to start."""
+    monkeypatch.setattr(ctx, "_INTERRUPTED", [])
+    old = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGINT)}
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        ctx._unwind_on_interrupts()
+        with pytest.raises(KeyboardInterrupt):
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(5)
+        assert ctx._INTERRUPTED == [signal.SIGTERM]
+        with pytest.raises(KeyboardInterrupt):
+            workload(share="k", keep=True)
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)      # a handler someone chose stays
+        ctx._unwind_on_interrupts()
+        assert signal.getsignal(signal.SIGTERM) is signal.SIG_IGN
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)

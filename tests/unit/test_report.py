@@ -223,9 +223,10 @@ def test_cli_bad_format(capsys):
 
 
 def test_atomic_write_leaves_no_half_file(tmp_path, monkeypatch):
+    from vnetbench import outfiles
     write.write({"report.md": "old"}, tmp_path)
-    monkeypatch.setattr(write.os, "replace", lambda a, b: (_ for _ in ()).throw(OSError(28, "No space")))
-    with pytest.raises(VnetbenchError, match="cannot write the report"):
+    monkeypatch.setattr(outfiles.os, "rename", lambda a, b: (_ for _ in ()).throw(OSError(28, "No space")))
+    with pytest.raises(VnetbenchError, match="cannot write .No space.; nothing was written"):
         write.write({"report.md": "new"}, tmp_path)
     assert [p.name for p in tmp_path.iterdir()] == ["report.md"]
     assert (tmp_path / "report.md").read_text() == "old"

@@ -7,10 +7,10 @@ from __future__ import annotations
 import argparse
 import re
 import sys
-from pathlib import Path
 
 import yaml
 
+from vnetbench import outfiles
 from vnetbench.errors import VnetbenchError
 from vnetbench.inputs import one_line
 
@@ -69,6 +69,7 @@ def _bridge(text: str) -> str:
 def cmd_capacity(args) -> int:
     from vnetbench.capacity import profile
     from vnetbench.results.load import load
+    out = outfiles.check_file(args.out, "--out")        # before the records are read
     runs = load(args.results)
     doc = profile.build([r for run in runs for r in run.records], [run.path for run in runs])
     if not doc["cells"]:
@@ -77,10 +78,8 @@ def cmd_capacity(args) -> int:
                              "'vnetbench compare') first")
     from vnetbench.capacity import selfcheck
     selfcheck.check(doc, runs)          # never write what plan would refuse
-    out = Path(args.out)
-    from vnetbench.report.write import atomic_write
-    atomic_write(out, "# vnetbench capacity profile (schemas/capacity-profile.schema.json)\n"
-                 + yaml.safe_dump(doc, sort_keys=False))
+    outfiles.write_file(out, "# vnetbench capacity profile (schemas/capacity-profile.schema.json)\n"
+                        + yaml.safe_dump(doc, sort_keys=False), "--out")
     print(summary(doc))
     if len(runs) > 1:
         print(f"{len(runs)} runs ({', '.join(run.name for run in runs)}): {profile.COMBINED}")
@@ -125,6 +124,10 @@ def _g(x) -> str:
 
 def cmd_plan(args) -> int:
     from vnetbench.capacity import files, planner
+    to_stdout = args.out is None or args.out == "-"
+    outputs = ([] if to_stdout else [(args.out, "--out")]) + \
+        ([] if args.openstack in (None, "-") else [(args.openstack, "--openstack")])
+    outfiles.check_files(outputs)           # before planning (and --verify's testbeds)
     workload = files.load_workload(args.workload)
     hosts = files.load_hosts(args.hosts)
     prof = files.load_profile(args.capacity)
@@ -134,10 +137,18 @@ def cmd_plan(args) -> int:
     text = planner.render(out, args.format)
     if args.verify and args.format in ("table", "md"):
         text += "\n" + verify_text(out)
-    _emit(text, args.out)
-    if args.openstack:
+    handoff = None
+    if args.openstack is not None:
         from vnetbench.capacity import openstack
-        _emit(openstack.render(openstack.handoff(prof, hosts, workload, args.bridge)), args.openstack)
+        handoff = openstack.render(openstack.handoff(prof, hosts, workload, args.bridge))
+    content = {"--out": text, "--openstack": handoff}
+    written = outfiles.write_set([(path, content[flag], flag) for path, flag in outputs])  # all or none
+    if to_stdout:
+        sys.stdout.write(text)
+    if args.openstack == "-":
+        sys.stdout.write(handoff)
+    for path in written:
+        print(path)
     return 1 if "infeasible" in out["placements"]["aware"] else 0
 
 
@@ -177,17 +188,3 @@ def _pct(x) -> str:
 
 def _n(x) -> str:
     return "-" if x is None else f"{x:.1f}"
-
-
-def _emit(text: str, out) -> None:
-    """To FILE (written whole, then renamed into place), or standard output for none or '-'."""
-    if out and out != "-":
-        path = Path(out)
-        if path.exists() and not path.is_file():     # /dev/stdout, a FIFO: never renamed over
-            with open(path, "w") as f:
-                f.write(text)
-            return
-        from vnetbench.report.write import atomic_write
-        print(atomic_write(path, text))
-    else:
-        sys.stdout.write(text)

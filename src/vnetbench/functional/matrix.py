@@ -290,12 +290,12 @@ class Matrix:
         return f"<td class='{cls}'>{escape(text)}</td>"
 
     def write(self, out: Path) -> list[Path]:
+        """matrix.json, .md and .html, all or none (vnetbench.outfiles)."""
+        from vnetbench import outfiles
         from vnetbench.report.html import CSS
-        out.mkdir(parents=True, exist_ok=True)
-        js, md, page = out / "matrix.json", out / "matrix.md", out / "matrix.html"
-        js.write_text(json.dumps(self.to_dict(), indent=1) + "\n")
-        md.write_text("# vnetbench functional matrix\n\n" + self.markdown())
-        page.write_text("<!DOCTYPE html>\n<html lang='en'><head><meta charset='utf-8'><title>vnetbench "
-                        f"functional matrix</title><style>{CSS}</style></head>\n<body>"
-                        f"<h1>vnetbench functional matrix</h1>{self.html()}</body></html>\n")
-        return [js, md, page]
+        page = ("<!DOCTYPE html>\n<html lang='en'><head><meta charset='utf-8'><title>vnetbench "
+                f"functional matrix</title><style>{CSS}</style></head>\n<body>"
+                f"<h1>vnetbench functional matrix</h1>{self.html()}</body></html>\n")
+        return outfiles.write_files(out, {"matrix.json": json.dumps(self.to_dict(), indent=1) + "\n",
+                                          "matrix.md": "# vnetbench functional matrix\n\n" + self.markdown(),
+                                          "matrix.html": page}, "--out", parents=True)

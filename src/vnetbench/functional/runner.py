@@ -17,6 +17,10 @@ def argv(out: Path, vswitches=(), networks=(), strict=False, extra=(), quick=Fal
     return args + (["--quick"] if quick else []) + list(extra)
 
 
+#: what the matrix writer puts in the output directory (beside pytest's junit.xml)
+MATRIX_FILES = ("matrix.json", "matrix.md", "matrix.html")
+
+
 def run(out: str | None, vswitches=(), networks=(), strict=False, extra=(), quick=False,
         expect: str | None = None) -> int:
     """The pytest run; a bad expectations file is refused first (one line, exit 2)."""
@@ -24,5 +28,7 @@ def run(out: str | None, vswitches=(), networks=(), strict=False, extra=(), quic
     if expect:
         from vnetbench.functional import expect as exp
         exp.load(expect)
-    path = Path(out or f"results/functional-{time.strftime('%Y%m%d-%H%M%S')}")
+    from vnetbench import outfiles
+    path = outfiles.check_dir(f"results/functional-{time.strftime('%Y%m%d-%H%M%S')}" if out is None else out,
+                              "--out", MATRIX_FILES + ("junit.xml",), parents=out is None)  # before the tests
     return int(pytest.main(argv(path, vswitches, networks, strict, extra, quick, expect)))

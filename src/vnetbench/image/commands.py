@@ -25,7 +25,9 @@ def _cache() -> Path:
 
 
 def cmd_build(args) -> int:
+    from vnetbench import outfiles
     from vnetbench.image import build
+    outfiles.check_dir(args.out, "--out", parents=True)      # before minutes of building
     flowgen = Path(args.flowgen) if args.flowgen else build.default_flowgen()
     if flowgen is None:
         print("vnetbench: warning: vnetbench-flowgen not built (make flowgen); the image has no "

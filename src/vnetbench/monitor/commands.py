@@ -15,8 +15,11 @@ from pathlib import Path
 
 
 def cmd_up(args):
+    from vnetbench import outfiles
     from vnetbench.monitor import server
-    mon = server.up(Path(args.data) if args.data else None,
+    if args.data is not None:           # before anything is started ('' refused, not the default)
+        outfiles.check_dir(args.data, "--data")
+    mon = server.up(Path(args.data) if args.data is not None else None,
                     progress=lambda m: print(m, file=sys.stderr, flush=True))
     print(f"monitor {mon.id} up: Prometheus 127.0.0.1:{server.PROMETHEUS_PORT} and Pushgateway "
           f"127.0.0.1:{server.PUSHGATEWAY_PORT} in namespace {mon.ns}; data in {mon.data_dir}")

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import atexit
 import json
+import sys
 
 from rally import consts
 from rally.task import context
@@ -202,6 +203,9 @@ class VnetbenchTestbed(context.Context):
                       "results": "results/records.jsonl", "skip_unsupported": True}
 
     def setup(self):
+        _unwind_on_interrupts()
+        if _INTERRUPTED:                # the task was interrupted: no further workload
+            raise KeyboardInterrupt
         cfg = self.config
         if cfg.get("run"):
             return self._borrow(cfg)
@@ -275,11 +279,42 @@ class VnetbenchTestbed(context.Context):
         if not info or "run_id" not in info or info.get("borrowed"):
             return
         share = self.config.get("share")
-        if share in _SHARED and self.config.get("keep"):
+        # an interrupted task (Ctrl-C, SIGTERM) unwinds now: no next workload will come
+        interrupted = isinstance(sys.exc_info()[1], KeyboardInterrupt)
+        if share in _SHARED and self.config.get("keep") and not interrupted:
             _settle(info)                      # the next workload's now
             return
         _SHARED.pop(share, None)
-        _down(info)
+        if interrupted:
+            _down(info, settle=False)          # no scrape to wait for: the task is over
+        else:
+            _down(info)
+
+
+#: signals received by this (Rally) process; a workload that starts after one refuses to
+_INTERRUPTED: list = []
+
+
+def _unwind_on_interrupts() -> None:
+    """SIGTERM to Rally (``timeout``, CI runners and service managers send it to the main
+    process only) unwinds the task as Ctrl-C does: by default it would end the process at
+    once, every testbed left up. Both are noted too: an interrupt that Rally's bookkeeping
+    lost (seen once at a workload's end: the task ran on) is raised again by the next
+    workload's setup, so the task stops there. Only handlers nobody else chose, on the main
+    thread."""
+    import signal
+    import threading
+    if threading.current_thread() is not threading.main_thread():
+        return
+    for sig, default in ((signal.SIGTERM, signal.SIG_DFL), (signal.SIGINT, signal.default_int_handler)):
+        if signal.getsignal(sig) is default:
+            signal.signal(sig, _interrupt)
+
+
+def _interrupt(signum, frame):
+    from vnetbench import signals
+    _INTERRUPTED.append(signum)
+    signals.handler(signum, frame)
 
 
 #: share key -> (configuration fingerprint, context info) of a testbed left up
@@ -300,19 +335,37 @@ def _settle(info):
     return dep
 
 
-def _down(info) -> None:
-    errors = _settle(info).down()
+def _down(info, settle: bool = True) -> None:
+    if settle:
+        dep = _settle(info)
+    else:
+        from vnetbench.testbed import deployment
+        dep = deployment.attach(info["run_id"])
+    errors = dep.down()
     if errors:
         raise RuntimeError(f"teardown of run {info['run_id']} incomplete: {errors}; "
                            f"run 'vnetbench cleanup --run {info['run_id']}'")
 
 
-@atexit.register
 def _down_shared() -> None:
-    """A task that ended before a shared testbed's last workload: down with the process."""
+    """A task that ended before a shared testbed's last workload (an interrupt between two
+    workloads): down with the process."""
     while _SHARED:
         _, (_, info) = _SHARED.popitem()
         try:
             _down(info)
         except Exception as e:          # the others still go down; cleanup finds the rest
             print(f"vnetbench: {e}")
+
+
+def _at_exit(func) -> None:
+    """FUNC at the interpreter's exit, before concurrent.futures refuses new work (the
+    teardown runs a thread pool; a plain atexit hook comes after that refusal): threading's
+    exit hooks run in reverse order of registration, so ours is registered after its."""
+    import concurrent.futures.thread  # noqa: F401  (registers its exit hook first)
+    import threading
+    register = getattr(threading, "_register_atexit", None)
+    (register or atexit.register)(func)
+
+
+_at_exit(_down_shared)

@@ -1,5 +1,6 @@
-"""Render the chosen formats in memory first, then write each file atomically
-(temporary file + rename) so a failed or interrupted report leaves no half file."""
+"""Render the chosen formats in memory first, then write them all or none
+(vnetbench.outfiles: checked before the work, temporaries renamed into place) so a failed
+or interrupted report leaves no half file and no half of the set."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import os
 import time
 from pathlib import Path
 
-from vnetbench.errors import VnetbenchError
+from vnetbench import outfiles
 from vnetbench.report import charts, html, load, table, text
 
 FORMATS = {"html": "report.html", "md": "report.md", "csv": "report.csv"}
@@ -22,23 +23,9 @@ def render(runs: list, formats=tuple(FORMATS), functional=()) -> dict:
     return {FORMATS[f]: make[f]() for f in formats}
 
 
-def write(files: dict, out: Path) -> list[Path]:
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-        return [atomic_write(out / name, content) for name, content in files.items()]
-    except OSError as exc:
-        raise VnetbenchError(f"{out}: cannot write the report ({exc.strerror or exc}); "
-                             f"choose a writable directory with --out") from None
-
-
-def atomic_write(path: Path, content: str) -> Path:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")   # same directory: rename is atomic
-    try:
-        tmp.write_text(content)
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
-    return path
+def write(files: dict, out: Path, flag: str = "--out", parents: bool = False) -> list[Path]:
+    """FILES ({name: content}) into the directory OUT, all or none (``outfiles``)."""
+    return outfiles.write_files(out, files, flag, parents=parents)
 
 
 def default_out(arguments) -> Path:
@@ -59,7 +46,9 @@ def functional_matrices(arguments) -> list:
     return found
 
 
-def report(arguments, out: Path | None = None, formats=tuple(FORMATS)) -> list[Path]:
+def report(arguments, out: str | Path | None = None, formats=tuple(FORMATS)) -> list[Path]:
+    # the output checked before the records are read: a bad --out costs nothing
+    target = outfiles.check_dir(default_out(arguments) if out is None else out, "--out",
+                                [FORMATS[f] for f in formats], parents=out is None)
     runs = load.load(arguments)
-    return write(render(runs, formats, functional_matrices(arguments)),
-                 out or default_out(arguments))
+    return write(render(runs, formats, functional_matrices(arguments)), target, parents=out is None)

@@ -33,10 +33,16 @@ def cmd_reproduce(args) -> int:
     # imported here, not at parser time: the report pulls in matplotlib, which every other
     # command must not pay for (nor its complaints about a HOME it cannot write)
     from vnetbench.report import table
+    from vnetbench import outfiles
     from vnetbench.results.load import load
-    from vnetbench.report.write import atomic_write
     from vnetbench.reproduce import judge, render
     s = seed.load(args.seed)
+    names = [f"reproduce-{s.id}.{ext}" for ext in ("txt", "md", "json")]
+    # where the files go, checked before the records are read or anything is measured
+    if args.source:
+        outfiles.check_dir(_dir(Path(args.source)), "--from", names)
+    else:
+        outfiles.check_dir(args.results, "--results")
     if args.source:
         runs, out = load([args.source]), _dir(Path(args.source))
     else:
@@ -53,11 +59,12 @@ def cmd_reproduce(args) -> int:
         runs, out = load([res["dir"]]), res["dir"]
     results = judge.judge(s, table.build(runs))
     text = render.plain(s, results)
-    files = {f"reproduce-{s.id}.txt": text, f"reproduce-{s.id}.md": render.markdown(s, results),
-             f"reproduce-{s.id}.json": json.dumps(render.to_dict(s, results), indent=1) + "\n"}
+    files = dict(zip(names, (text, render.markdown(s, results),
+                             json.dumps(render.to_dict(s, results), indent=1) + "\n")))
+    written = outfiles.write_files(out, files, "--from" if args.source else "--results")  # all or none
     print(text)
-    for name, content in files.items():
-        print(atomic_write(out / name, content))
+    for path in written:
+        print(path)
     return 0
 
 
