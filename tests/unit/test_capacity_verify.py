@@ -5,6 +5,9 @@ within or off), and how the text output says each."""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pytest
 
 from vnetbench.capacity import commands, verify
@@ -126,3 +129,31 @@ def test_the_text_flags_a_busy_host_and_names_its_other_work():
     assert "27% BUSY" in h1 and h1.endswith("not judged (busy)")
     h2 = next(line for line in text.splitlines() if line.startswith("h2 "))
     assert h2.endswith("yes")
+
+
+RECORDED = Path(__file__).resolve().parents[1] / "data" / "capacity" / "plan-verify-busy.json"
+
+
+def test_a_recorded_verification_on_another_busy_machine_judges_nothing_and_says_why():
+    """A real run (tests/data/capacity/README.md): the profile's AMD EPYC against this
+    project's Intel Xeon, both CPUs busy with other test lanes."""
+    out = json.loads(RECORDED.read_text())
+    for name in ("agnostic", "aware"):
+        v = out["placements"][name]["verify"]
+        assert set(v["machine"]["differences"]) == {"cpu_model", "kernel"}
+        assert {r["verdict"] for r in v["hosts"]} == {"not comparable"}
+        assert all(r["other_work"]["busy"] for r in v["hosts"])
+        assert v["machine_cpu"]["other_work_pct"] > 50
+        # re-judged from its own figures, the same verdicts
+        m = {"hosts": {r["host"]: {"gbps": {"tx": r["measured_gbps"]}, "cpu_pct": r["measured_cpu_pct"], "cpus": 1,
+                                   "busy_pct": r["other_work"]["busy_pct"], "guest_pct": r["other_work"]["guest_pct"]}
+                       for r in v["hosts"]}}
+        again = verify.compare(out["placements"][name]["hosts"], m, v["machine"]["differences"],
+                               v["machine"]["profile"], v["machine"]["here"])
+        assert [(r["verdict"], r["why"]) for r in again] == [(r["verdict"], r["why"]) for r in v["hosts"]]
+        same = verify.compare(out["placements"][name]["hosts"], m, {}, v["machine"]["here"], v["machine"]["here"])
+        assert {r["verdict"] for r in same} == {"busy"}        # on its own machine: still not judged
+    text = commands.verify_text(out)
+    assert text.count("NOT COMPARABLE: profile measured on AMD EPYC") == 2
+    assert "h1: other work on these CPUs: 58.5% (more than 10%): its figures are not the vSwitch's" in text
+    assert "machine over the step: 100% of its 2 CPU(s) busy, the testbed's own 40.5%, other work 59.5%" in text
