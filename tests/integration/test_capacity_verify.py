@@ -21,8 +21,12 @@ depends on where this runs:
   prediction, and the CPU prediction is the right order of magnitude (a broken model --
   a unit slip, a wrong role -- is off by far more);
 - on another machine: every host's verdict is "not comparable", naming both machines,
-  and nothing about the prediction is asserted; each host must still have carried its
-  offered (paced) load within the tolerance, or the run verified nothing."""
+  and nothing about the prediction is asserted; each host whose CPUs were not busy with
+  other work must still have carried its offered (paced) load within the tolerance, or
+  the run verified nothing.
+
+A host whose CPUs other work took (more than ``verify.OTHER_WORK_MAX_PCT``) is reported
+so, with its figures, in every message: what it measured was partly its neighbour."""
 
 import json
 import platform
@@ -84,8 +88,9 @@ def test_plan_verify_measures_both_placements(tmp_path, capsys, record_property)
             if differing:
                 assert r["verdict"] == "not comparable" and r["cpu_within"] is None, report[-1]
                 assert recorded["cpu_model"] in r["why"] and here["cpu_model"] in r["why"]
-                assert abs(r["measured_gbps"] - offered[r["host"]]) <= verify.TOLERANCE * offered[r["host"]], \
-                    report[-1]
+                if not other["busy"]:       # a neighbour on the CPU can hold the offered load back
+                    assert abs(r["measured_gbps"] - offered[r["host"]]) <= verify.TOLERANCE * offered[r["host"]], \
+                        report[-1]
             else:
                 assert r["verdict"] in ("within", "off", "busy"), report[-1]
                 if r["verdict"] != "busy":
