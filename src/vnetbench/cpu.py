@@ -167,7 +167,7 @@ class Window:
         self.split = attribution.split(all_a, all_b)
         self.result = {**describe(self.split), "hosts": {
             c.host: _host(attribution.split(hosts_a[c.host], hosts_b[c.host]), c.cpus, times_a, times_b)
-            for c in self.collectors if c.host in hosts_b}}
+            for c in self.collectors if c.host in hosts_b}, "machine": machine_busy(times_a, times_b)}
         if self.router_na or self.split.router is None:
             why = self.router_na or f"the router sampler did not run (CPU method {self.split.method})"
             self.result["router"] = {"not_applicable": why}
@@ -197,6 +197,15 @@ def _host(split: attribution.Split, cpus, times_a: dict, times_b: dict) -> dict:
         # read 132 % busy against them in a CI run with other work beside it)
         out["busy_pct"] = 100.0 * sum(shares)
     return out
+
+
+def machine_busy(times_a: dict, times_b: dict) -> dict:
+    """The whole machine over the window: its online CPUs busy with anything (% of one
+    CPU, summed), beside each host's own CPUs: what ran beside the testbed shows as this
+    total minus the testbed's own work (``vnetbench.capacity.verify``)."""
+    shares = [procfs.busy_share(times_a[c], times_b[c]) for c in sorted(times_a) if c in times_b]
+    shares = [s for s in shares if s is not None]
+    return {"busy_pct": 100.0 * sum(shares) if shares else None, "cpus": len(shares)}
 
 
 def provenance(deployment) -> dict:

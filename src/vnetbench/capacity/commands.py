@@ -160,26 +160,65 @@ def _verify(args, workload, hosts, out) -> None:
     for name, p in out["placements"].items():
         if "where" in p:
             p["verify"] = verify.run(workload, hosts, p["hosts"], p["where"], sorted(os.sched_getaffinity(0)),
-                                     args.seconds, progress, name=f"plan-{name}")
+                                     args.seconds, progress, name=f"plan-{name}",
+                                     profile_machine=_cell_machine(out, hosts, p["where"]))
+
+
+def _cell_machine(out: dict, hosts, where: dict) -> dict | None:
+    """The machine of the profile cell the verified hosts use (one kind: verify refuses
+    mixed kinds)."""
+    kinds = {h.vswitch for h in hosts.hosts if h.name in set(where.values())}
+    return next((m["machine"] for m in out["profile"].get("machines") or []
+                 if m["vswitch"] in kinds and m["network"] == hosts.network), None)
 
 
 def verify_text(out: dict) -> str:
-    from vnetbench.capacity import planner, verify
+    """The verification under the plan: per placement, the machine comparison, a row per
+    host (its verdict, the other work on its CPUs) and the machine's total over the step."""
+    from vnetbench.capacity import machine, planner, verify
     lines = [f"verify (measured on the embedded testbed; within: ±{verify.TOLERANCE:.0%} of the "
-             f"prediction, CPU at least ±{verify.CPU_FLOOR:g} points)"]
+             f"prediction, CPU at least ±{verify.CPU_FLOOR:g} points; not judged where the profile "
+             f"was measured on another machine, or other work took more than "
+             f"{verify.OTHER_WORK_MAX_PCT:g}% of a host's CPUs)"]
     for name, p in out["placements"].items():
         v = p.get("verify")
         if not v:
             continue
         lines.append(f"{planner.ALGORITHMS[name]}:")
+        m = v.get("machine") or {}
+        if m.get("differences"):
+            lines.append(f"  NOT COMPARABLE: profile measured on {machine.describe(m.get('profile'))}; verified "
+                         f"on {machine.describe(m.get('here'))} (differs: "
+                         f"{machine.describe_differences(m['differences'])}): the errors are shown, not judged")
+        elif m:
+            lines.append(f"  same machine as the profile: {machine.describe(m.get('here'))}")
         rows = [[r["host"], f"{r['predicted_gbps']:.3g}", f"{r['measured_gbps']:.3g}", _pct(r["gbps_error_pct"]),
                  f"{r['predicted_cpu_pct']:.1f}", _n(r["measured_cpu_pct"]), _pct(r["cpu_error_pct"]),
-                 "yes" if r["gbps_within"] and r["cpu_within"] else "NO"] for r in v["hosts"]]
+                 _other(r.get("other_work")), _verdict(r)] for r in v["hosts"]]
         lines.append(planner._plain(["host", "Gbit/s pred.", "meas.", "error", "CPU % pred.", "meas.",
-                                     "error", "within"], rows))
+                                     "error", "other work", "verdict"], rows))
+        for r in v["hosts"]:
+            o = r.get("other_work") or {}
+            if o.get("busy"):
+                lines.append(f"  {r['host']}: other work on these CPUs: {o['other_work_pct']:g}% (more than "
+                             f"{verify.OTHER_WORK_MAX_PCT:g}%): its figures are not the vSwitch's")
+        mc = v.get("machine_cpu") or {}
+        if mc.get("other_work_pct") is not None:
+            lines.append(f"  machine over the step: {mc['busy_pct']:g}% of its {mc['cpus']} CPU(s) busy, the "
+                         f"testbed's own {mc['testbed_pct']:g}%, other work {mc['other_work_pct']:g}%")
         if v["failed"]:
             lines.append("failed flows: " + "; ".join(f"{f['pair']}: {f['error']}" for f in v["failed"]))
     return "\n".join(lines) + "\n"
+
+
+def _other(o) -> str:
+    if not o or o.get("other_work_pct") is None:
+        return "-"
+    return f"{o['other_work_pct']:.0f}%" + (" BUSY" if o.get("busy") else "")
+
+
+def _verdict(r: dict) -> str:
+    return {"within": "yes", "off": "NO", "busy": "not judged (busy)"}.get(r["verdict"], r["verdict"])
 
 
 def _pct(x) -> str:

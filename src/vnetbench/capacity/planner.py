@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from html import escape
 
-from vnetbench.capacity import place
+from vnetbench.capacity import machine, place
 from vnetbench.capacity.files import Hosts, Workload
 
 ALGORITHMS = {"agnostic": "network-agnostic packing (seed 004, Figure 1)",
@@ -21,7 +21,7 @@ def plan(workload: Workload, hosts: Hosts, profile: dict, profile_source="the ca
            "vms": len(workload.vms), "flows": len(workload.flows),
            "offered_gbps": round(sum(f.gbps for f in workload.flows), 6),
            "profile": {"source": profile_source, "stable": profile.get("stable", True),
-                       "machines": (profile.get("provenance") or {}).get("machines", [])},
+                       "machines": machine.used(model.cells)},
            "placements": {}}
     for name, algo in (("agnostic", lambda: place.agnostic(workload, hosts)),
                        ("aware", lambda: place.aware(workload, hosts, model))):
@@ -113,7 +113,8 @@ def render(out: dict, fmt: str) -> str:
     md = fmt == "md"
     parts = [(f"# Plan: {out['workload']}" if md else f"plan: {out['workload']}") +
              f" ({out['vms']} VMs, {out['flows']} flows, {_g(out['offered_gbps'])} Gbit/s offered, "
-             f"{out['network']})", ""]
+             f"{out['network']})"]
+    parts += [f"- {x}" if md else x for x in machine.plan_lines(out["profile"].get("machines") or [])] + [""]
     for name, p in out["placements"].items():
         parts.append(f"## {ALGORITHMS[name]}" if md else ALGORITHMS[name])
         if "infeasible" in p:
@@ -171,6 +172,8 @@ def html(out: dict) -> str:
     body = [f"<h1>Plan: {escape(out['workload'])}</h1>",
             f"<p>{out['vms']} VMs, {out['flows']} flows, {_g(out['offered_gbps'])} Gbit/s offered on "
             f"{escape(out['network'])}; profile {escape(str(out['profile']['source']))}</p>",
+            "<p>" + "<br>".join(escape(x) for x in machine.plan_lines(out["profile"].get("machines") or []))
+            + "</p>",
             "<ul>" + "".join(f"<li>{escape(s)}</li>" for s in out["summary"]) + "</ul>"]
     svg = chart_svg(out)
     if svg:

@@ -29,6 +29,13 @@ rate), and new connections/s (``flow_setup``: the highest offered rate every rep
 carried without a failed or late connection; the next rate tried, which did not, is its
 upper bound).
 
+**The machine** (``machine``: CPU model, kernel, architecture, backend, OVS datapath and port
+type, ``vnetbench.capacity.machine``): every cell says the one it was measured on, since a
+vSwitch's capacity belongs to that hardware. Records of one cell from several machines are
+refused (``MixedMachines``, exit 2) rather than averaged into figures of no machine; cells
+of different machines may share a profile (each states its own; ``provenance.machines``
+lists them all).
+
 Every figure keeps the spread ``vnetbench.results.spread`` gives it; a figure whose
 repetitions disagree is named in the cell's ``unstable`` list and the profile says
 ``stable: false``. Pure: records in, a document out.
@@ -40,6 +47,7 @@ import time
 from collections import defaultdict
 
 from vnetbench import __version__
+from vnetbench.capacity import machine
 from vnetbench.results import spread
 from vnetbench.results.bound import SATURATED_PCT
 
@@ -57,25 +65,23 @@ def build(records, sources=()) -> dict:
     """The profile document of ``records`` (Result objects of any families; those that
     say nothing about capacity are ignored)."""
     cells: dict[tuple, dict] = {}
-    machines = set()
     for r in records:
         key = cell_key(r)
         if key is None:
             continue
         cell = cells.setdefault(key, {"scale": [], "compare": []})
         cell["scale" if r.test == "scale" else "compare"].append(r)
-        machines.add((r.provenance.get("kernel"), r.provenance.get("cpu_model"), r.provenance.get("machine")))
     out = []
     for key in sorted(cells, key=lambda k: tuple(str(x) for x in k)):
         cell = _cell(key, cells[key])
         if cell is not None:
             out.append(cell)
+    machines = {tuple(c["machine"].items()) for c in out}
     return {
         "vnetbench_capacity": VERSION,
         "provenance": {"built": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                        "vnetbench": __version__, "sources": [str(s) for s in sources],
-                       "machines": [{"kernel": k, "cpu_model": c or "unknown (records predate it)",
-                                     "machine": m} for k, c, m in sorted(machines, key=str)],
+                       "machines": [dict(m) for m in sorted(machines, key=str)],
                        "ceiling_pct": SATURATED_PCT,
                        **({"combined": COMBINED} if len(sources) > 1 else {})},
         "stable": not any(c["unstable"] for c in out),
@@ -107,9 +113,12 @@ def _cell(key, recs) -> dict | None:
     if not roles and not single:
         return None
     kernel = next((r.provenance.get("kernel") for r in recs["scale"] + recs["compare"]), None)
+    # the one machine the figures were measured on (several: refused, see module doc)
+    where = f"cell {vswitch}/{network} ({backend}, datapath {datapath or 'kernel'})"
+    measured_on = machine.of_records([r.provenance for r in recs["scale"] + recs["compare"]], where)
     cell = {"vswitch": vswitch, "network": network, "backend": backend, "datapath": datapath,
             "tenant_mtu": tenant_mtu, "underlay_mtu": underlay_mtu, "security_groups": sg,
-            "kernel": kernel, "roles": roles, "single_pair": single}
+            "kernel": kernel, "machine": measured_on, "roles": roles, "single_pair": single}
     if conn:
         cell["new_conn_s"] = conn
     cell["unstable"] = sorted(_unstable(cell))

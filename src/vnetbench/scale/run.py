@@ -240,8 +240,11 @@ def _figure(test: str, out: str) -> dict:
         return {"cps": res["ok"] / window if window else None, "loss_pct": res["loss_pct"],
                 "offered_cps": res["achieved_rate"]}
     res = iperf3.parse(out)
+    # the two ends' own CPU (iperf3's rusage, % of one CPU): the workload's share of its
+    # hosts' busy CPUs, told apart from other work by plan --verify
     return {"gbps": res["bits_per_second"] / 1e9,
-            "loss_pct": res.get("lost_percent") if test == "udp" else None}
+            "loss_pct": res.get("lost_percent") if test == "udp" else None,
+            "guest_cpu_pct": [res.get("cpu_host_pct"), res.get("cpu_remote_pct")]}
 
 
 _OFFSETS: dict = {}
