@@ -1,6 +1,6 @@
 """Command line: ``vnetbench testbed up|status|exec|down|capabilities|validate|schema``,
 ``vnetbench cleanup``, ``fault`` (their handlers: ``cli_testbed``), ``demo``, ``compare``,
-``functional``, ``reproduce`` and ``report``. Library code raises; only this exits."""
+``functional``, ``reproduce``, ``report`` and ``history``. Library code raises; only this exits."""
 
 from __future__ import annotations
 
@@ -219,6 +219,8 @@ def _parser():
     reproduce_commands.add_parsers(sub)
     from vnetbench.capacity import commands as capacity_commands
     capacity_commands.add_parsers(sub)
+    from vnetbench.history import commands as history_commands
+    history_commands.add_parsers(sub)
 
     s = sub.add_parser("compare", help="the battery over vSwitch x network type through Rally")
     s.add_argument("--profile", choices=["smoke", "quick", "full"], default="quick",
