@@ -42,7 +42,7 @@ def test_compare_baseline_with_latest(store, tmp_path, capsys):
     doc = json.loads(capsys.readouterr().out)
     (gbps,) = [c for c in doc["cells"] if c["metric"] == "gbps"]
     assert gbps["a"]["mean"] == pytest.approx(10.0333, abs=1e-3) and gbps["verdict"] == "worse"
-    assert gbps["effect"] == "hedges_g" and gbps["test"] == "welch_t"
+    assert gbps["effect"] == "hedges_g" and gbps["stat_test"] == "welch_t" and gbps["test"] == "tcp_stream"
     assert doc["software_metadata_diff"] == {}
 
 

@@ -92,7 +92,7 @@ def judge(a, b, better: str, alpha: float = ALPHA) -> dict:
     ma, mb = _mean(a), _mean(b)
     out = {"a": {"n": len(a), "mean": ma}, "b": {"n": len(b), "mean": mb},
            "diff_pct": (mb - ma) / abs(ma) * 100 if ma not in (None, 0) and mb is not None else None,
-           "test": "welch_t", "p": None, "effect": "hedges_g", "effect_size": None}
+           "stat_test": "welch_t", "p": None, "effect": "hedges_g", "effect_size": None}
     if min(len(a), len(b)) < MIN_N:
         out["verdict"] = f"cannot tell (n={min(len(a), len(b))}, the test needs {MIN_N} a side)"
         return out
