@@ -27,6 +27,7 @@ def add_parsers(hs, db_option) -> None:
     s.add_argument("--format", choices=["table", "json"], default="table")
     db_option(s)
     s.set_defaults(func=cmd_compare)
+    add_regressions(hs, db_option)
 
 
 def _probability(text: str) -> float:
@@ -49,3 +50,38 @@ def cmd_compare(args) -> int:
         doc = compare.compare(conn, args.a, args.b, rules, args.ignore, args.metric, args.alpha)
     print(render.to_json(doc) if args.format == "json" else compare.text(doc), end="" if args.format == "json" else "\n")
     return 0
+
+
+def add_regressions(hs, db_option) -> None:
+    s = hs.add_parser("regressions", help="change points of every cell's series (Apache Otava); "
+                                          "exit 1 on an unacknowledged regression")
+    s.add_argument("--metric", action="append", metavar="PATTERN", help="only these metrics (shell pattern)")
+    s.add_argument("--since", metavar="DATE", help="only runs measured since (YYYY-MM-DD[THH:MM], UTC)")
+    s.add_argument("--where", action="append", metavar="KEY=VALUE", help="only records where KEY is VALUE")
+    s.add_argument("--thresholds", metavar="FILE",
+                   help="per-metric direction, minimum change, minimum runs (default: the shipped thresholds.yaml)")
+    s.add_argument("--ack", metavar="FILE", help="YAML list of acknowledged change points {cell, metric, run, reason}")
+    s.add_argument("--format", choices=["table", "json"], default="table")
+    s.add_argument("--junit", metavar="FILE", help="also write JUnit XML here (a test case per series)")
+    db_option(s)
+    s.set_defaults(func=cmd_regressions)
+
+
+def cmd_regressions(args) -> int:
+    from vnetbench.history import commands, db, query, regress, thresholds
+    since = query.parse_since(args.since)
+    where = query.parse_where(args.where)
+    rules = thresholds.load_rules(args.thresholds)
+    acks = thresholds.load_acks(args.ack)
+    if args.metric and any(not m or not m.isprintable() for m in args.metric):
+        raise VnetbenchError("--metric: give a metric name or shell pattern such as gbps or rtt_*_ms")
+    dbname = args.db or commands._db_default()
+    with commands.engine(args).connect() as conn:
+        series = regress.find(conn, rules, acks, since, args.metric, where)
+    if args.junit:
+        render.write(args.junit, regress.junit(series), "--junit")
+    if args.format == "json":
+        print(render.to_json(regress.to_doc(series, db.shown(dbname))), end="")
+    else:
+        print(regress.text(series) if series else "no series: the history holds no runs that match")
+    return 1 if regress.failed(series) else 0
