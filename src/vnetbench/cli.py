@@ -98,6 +98,8 @@ def cmd_demo(args):
 
 def cmd_compare(args):
     from vnetbench import compare
+    from vnetbench.history import commands as history
+    history.check_history(args.history)
     image = str(Path(args.image).resolve()) if args.backend == "libvirt" and not args.run else None
     if image:
         from vnetbench.image.build import boot_files     # fail now, not once per testbed
@@ -126,6 +128,7 @@ def cmd_compare(args):
               f"dashboards/README.md)")
     for s in res["sla_failed"]:
         print(f"SLA failed: {s.get('benchmark')} #{s.get('pos')}: {s.get('detail')}", file=sys.stderr)
+    history.add_to_history(args.history, res["dir"])
     return 1 if res["sla_failed"] else 0
 
 
@@ -253,6 +256,8 @@ def _parser():
                    help="every port filtered by Neutron's default group, the kind's firewall in "
                         "every figure (docs/security-groups.md); a kind that cannot enforce "
                         "them is N/A. Compare with a run without: vnetbench report RUN RUN")
+    from vnetbench.history import commands as history_commands
+    history_commands.history_option(s.add_argument)
     s.set_defaults(func=cmd_compare)
 
     from vnetbench.testbed.model import NetType, VSwitchKind

@@ -10,14 +10,14 @@ from __future__ import annotations
 import argparse
 import os
 
-from vnetbench.history import db, query, render
+from vnetbench.history.fields import DEFAULT_DB, WHERE_KEYS
 
-DB_HELP = (f"the history: an SQLite file (default: $VNETBENCH_HISTORY or {db.DEFAULT_DB}) "
+DB_HELP = (f"the history: an SQLite file (default: $VNETBENCH_HISTORY or {DEFAULT_DB}) "
            "or postgresql://USER@HOST/DBNAME")
 
 
 def _db_default() -> str:
-    return os.environ.get("VNETBENCH_HISTORY") or db.DEFAULT_DB
+    return os.environ.get("VNETBENCH_HISTORY") or DEFAULT_DB
 
 
 def add_parsers(sub) -> None:
@@ -33,7 +33,7 @@ def add_parsers(sub) -> None:
 
     s = hs.add_parser("list", help="the runs, newest first")
     s.add_argument("--where", action="append", metavar="KEY=VALUE",
-                   help=f"only runs with a record where KEY is VALUE ({', '.join(query.WHERE_KEYS)})")
+                   help=f"only runs with a record where KEY is VALUE ({', '.join(WHERE_KEYS)})")
     s.add_argument("--limit", type=_positive, default=50, help="at most this many runs (default: %(default)s)")
     s.add_argument("--format", choices=["table", "json"], default="table")
     _db(s)
@@ -65,10 +65,12 @@ def _positive(text: str) -> int:
 
 
 def engine(args):
+    from vnetbench.history import db, query, render  # noqa: F401  (imported when used: SQLAlchemy)
     return db.open_db(args.db or _db_default())
 
 
 def cmd_add(args) -> int:
+    from vnetbench.history import db, query, render  # noqa: F401  (imported when used: SQLAlchemy)
     from vnetbench.history import ingest
     for tag in args.tag:
         ingest.check_tag(tag)
@@ -82,6 +84,7 @@ def cmd_add(args) -> int:
 
 
 def cmd_list(args) -> int:
+    from vnetbench.history import db, query, render  # noqa: F401  (imported when used: SQLAlchemy)
     where = query.parse_where(args.where)
     eng = engine(args)
     with eng.connect() as conn:
@@ -100,6 +103,7 @@ def cmd_list(args) -> int:
 
 
 def cmd_show(args) -> int:
+    from vnetbench.history import db, query, render  # noqa: F401  (imported when used: SQLAlchemy)
     where = query.parse_where(args.where)
     eng = engine(args)
     with eng.connect() as conn:
@@ -123,3 +127,36 @@ def cmd_show(args) -> int:
                          render.fmt(m["mean"]), render.fmt(m["sd"])])
     print(render.table(["cell", "test", "labels", "metric", "n", "mean", "sd"], rows))
     return 0
+
+
+# --history DB of the commands that measure (compare, reproduce): checked before the run,
+# the run added at its end
+
+
+def history_option(add_argument) -> None:
+    add_argument("--history", metavar="DB", help="add this run to the results history at the end "
+                 f"(an SQLite file such as {DEFAULT_DB}, or postgresql://...); checked before measuring")
+
+
+def check_history(target: str | None):
+    """Open (create, migrate) the history before a run: a bad --history costs no measurement."""
+    from vnetbench.history import db, query, render  # noqa: F401  (imported when used: SQLAlchemy)
+    if target:
+        db.open_db(target).dispose()
+
+
+def add_to_history(target: str | None, directory) -> None:
+    """The finished run into the history, one line saying so; if it cannot be added, the
+    run's records are kept and the message says how to add them later."""
+    from vnetbench.history import db, query, render  # noqa: F401  (imported when used: SQLAlchemy)
+    if not target:
+        return
+    from vnetbench.errors import VnetbenchError
+    from vnetbench.history import ingest
+    try:
+        (a,) = ingest.add(db.open_db(target), [directory])
+    except VnetbenchError as exc:
+        raise VnetbenchError(f"--history {db.shown(target)}: the run was not added ({exc}); its records are "
+                             f"kept: vnetbench history add {directory} --db {db.shown(target)}") from None
+    state = "added to" if a.new else "already in"
+    print(f"history: run {query.short(a.run_id)} ({a.records} records) {state} {db.shown(target)}")

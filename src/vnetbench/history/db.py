@@ -26,8 +26,9 @@ from vnetbench.inputs import one_line
 
 import sqlalchemy as sa
 
+from vnetbench.history.fields import DEFAULT_DB, PROVENANCE_COLUMNS  # noqa: F401  (DEFAULT_DB: API)
+
 SCHEMA_VERSION = 1
-DEFAULT_DB = "results/history.sqlite"
 DB_FIX = "give --db a file path (SQLite) or postgresql://USER@HOST/DBNAME"
 
 meta = sa.MetaData()
@@ -51,11 +52,6 @@ run_tags = sa.Table(
     sa.Column("tag", sa.String(128), primary_key=True),
     sa.Column("added", sa.Float, nullable=False),
 )
-
-#: provenance fields kept as columns: what ``--where`` selects on (see ingest.FIELDS)
-PROVENANCE_COLUMNS = ("kind", "network", "backend", "datapath", "ports", "tenant_mtu", "underlay_mtu",
-                      "security_groups", "kernel", "cpu_model", "ovs_version", "ovn_version",
-                      "openstack_version", "vnetbench_version")
 
 records = sa.Table(
     "records", meta,

@@ -17,8 +17,7 @@ from vnetbench.errors import VnetbenchError
 from vnetbench.history import db
 from vnetbench.inputs import excerpt, one_line
 
-#: what --where may select on: the provenance columns, and the record's test
-WHERE_KEYS = ("test",) + db.PROVENANCE_COLUMNS + ("tag",)
+from vnetbench.history.fields import WHERE_KEYS
 _HEX = re.compile(r"[0-9a-f]{4,64}")
 
 

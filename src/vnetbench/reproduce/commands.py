@@ -26,6 +26,8 @@ def add_parsers(sub) -> None:
                         "shown beside them (about 40%% less time for seed 003)")
     s.add_argument("--results", default="results", help="directory for the run's records and reports")
     s.add_argument("--no-monitor", action="store_true", help="run without Prometheus")
+    from vnetbench.history import commands as history
+    history.history_option(s.add_argument)
     s.set_defaults(func=cmd_reproduce)
 
 
@@ -36,7 +38,9 @@ def cmd_reproduce(args) -> int:
     from vnetbench.results.load import load
     from vnetbench.report.write import atomic_write
     from vnetbench.reproduce import judge, render
+    from vnetbench.history import commands as history
     s = seed.load(args.seed)
+    history.check_history(args.history)
     if args.source:
         runs, out = load([args.source]), _dir(Path(args.source))
     else:
@@ -58,6 +62,7 @@ def cmd_reproduce(args) -> int:
     print(text)
     for name, content in files.items():
         print(atomic_write(out / name, content))
+    history.add_to_history(args.history, args.source or out)
     return 0
 
 
