@@ -45,15 +45,23 @@ def test_add_twice_is_idempotent(store, tmp_path, capsys):
     assert count(store, db.runs) == 1
 
 
-def test_truncated_records_refused_in_one_line_nothing_imported(store, tmp_path, capsys):
+@pytest.mark.parametrize("jobs", ["1", "2"])
+def test_truncated_records_refused_in_one_line_nothing_imported(store, tmp_path, capsys, jobs):
     good = write_run(tmp_path / "good", [record()])
     bad = write_run(tmp_path / "bad", [record(), record(point="9000")])
+    later = write_run(tmp_path / "later", [record(point="64")])
     text = (bad / "records.jsonl").read_text()
     (bad / "records.jsonl").write_text(text[: len(text) - 40])       # cut mid-line, as a killed writer leaves it
-    assert cli.main(["history", "add", str(good), str(bad), "--db", store]) == 2
+    assert cli.main(["history", "add", str(bad), "--db", store, "--jobs", jobs]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "bad/records.jsonl:2" in err and "not a JSON line" in err
-    assert count(store, db.runs) == 0 and count(store, db.records) == 0
+    assert count(store, db.runs) == 0 and count(store, db.records) == 0 and count(store, db.metrics) == 0
+    # among others: the runs before it are imported whole, it and those after it not at all
+    assert cli.main(["history", "add", str(good), str(bad), str(later), "--db", store, "--jobs", jobs]) == 2
+    out, err = capsys.readouterr()
+    assert err.count("\n") == 1 and "bad/records.jsonl:2" in err and "the 1 run(s) before it were" in err
+    assert "good: 1 records added" in out and "later" not in out
+    assert (count(store, db.runs), count(store, db.records)) == (1, 1)
 
 
 def test_a_run_is_imported_whole_or_not_at_all(store, tmp_path, monkeypatch):
@@ -61,8 +69,8 @@ def test_a_run_is_imported_whole_or_not_at_all(store, tmp_path, monkeypatch):
     eng = db.open_db(store)
     real = ingest._insert
 
-    def broken(conn, rid, r, now):
-        real(conn, rid, r, now)
+    def broken(conn, prepared):
+        real(conn, prepared)
         raise RuntimeError("disk full")
     monkeypatch.setattr(ingest, "_insert", broken)
     with pytest.raises(RuntimeError):

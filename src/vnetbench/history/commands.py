@@ -28,6 +28,8 @@ def add_parsers(sub) -> None:
     s = hs.add_parser("add", help="import run directories or records.jsonl files (idempotent)")
     s.add_argument("results", nargs="+", metavar="RESULTS")
     s.add_argument("--tag", action="append", default=[], help="a free tag, e.g. the tested build (repeatable)")
+    s.add_argument("--jobs", type=_positive, default=min(2, os.cpu_count() or 1),
+                   help="processes reading runs ahead of the inserts (default: %(default)s)")
     _db(s)
     s.set_defaults(func=cmd_add)
 
@@ -75,10 +77,12 @@ def cmd_add(args) -> int:
     for tag in args.tag:
         ingest.check_tag(tag)
     eng = engine(args)
-    for a in ingest.add(eng, args.results, args.tag):
+
+    def done(a):
         state = "added" if a.new else "already in the history"
         tags = f", tagged {', '.join(a.tags)}" if a.tags else ""
-        print(f"{query.short(a.run_id)}  {a.name}: {a.records} records {state}{tags}")
+        print(f"{query.short(a.run_id)}  {a.name}: {a.records} records {state}{tags}", flush=True)
+    ingest.add(eng, args.results, args.tag, done=done, jobs=args.jobs)
     print(f"history: {db.shown(args.db or _db_default())}")
     return 0
 
