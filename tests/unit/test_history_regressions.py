@@ -141,3 +141,10 @@ def test_bad_regressions_flags_one_line(tmp_path, capsys, argv, words):
     assert cli.main(["history", "regressions", "--db", str(tmp_path / "h.sqlite"), *argv]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and words in err, err
+
+
+def test_worker_processes_find_what_one_process_finds():
+    rule = thresholds.load_rules().of("gbps")
+    jobs = [(noisy(DROP if i % 3 == 0 else STABLE, i), rule) for i in range(40)]
+    assert regress._detections(jobs, 2) == regress._detections(jobs, 1)
+    assert sum(1 for d in regress._detections(jobs, 2) if d) >= 13

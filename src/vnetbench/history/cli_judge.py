@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 
 from vnetbench.errors import VnetbenchError
 from vnetbench.history import render
@@ -28,6 +29,12 @@ def add_parsers(hs, db_option) -> None:
     db_option(s)
     s.set_defaults(func=cmd_compare)
     add_regressions(hs, db_option)
+
+
+def _jobs(text: str) -> int:
+    if not text.isdigit() or not 1 <= int(text) <= 64:
+        raise argparse.ArgumentTypeError(f"{text!r}: give a whole number from 1 to 64")
+    return int(text)
 
 
 def _probability(text: str) -> float:
@@ -63,6 +70,8 @@ def add_regressions(hs, db_option) -> None:
     s.add_argument("--ack", metavar="FILE", help="YAML list of acknowledged change points {cell, metric, run, reason}")
     s.add_argument("--format", choices=["table", "json"], default="table")
     s.add_argument("--junit", metavar="FILE", help="also write JUnit XML here (a test case per series)")
+    s.add_argument("--jobs", type=_jobs, default=min(2, os.cpu_count() or 1),
+                   help="processes running Otava over the series (default: %(default)s)")
     db_option(s)
     s.set_defaults(func=cmd_regressions)
 
@@ -77,7 +86,7 @@ def cmd_regressions(args) -> int:
         raise VnetbenchError("--metric: give a metric name or shell pattern such as gbps or rtt_*_ms")
     dbname = args.db or commands._db_default()
     with commands.engine(args).connect() as conn:
-        series = regress.find(conn, rules, acks, since, args.metric, where)
+        series = regress.find(conn, rules, acks, since, args.metric, where, jobs=args.jobs)
     if args.junit:
         render.write(args.junit, regress.junit(series), "--junit")
     if args.format == "json":
