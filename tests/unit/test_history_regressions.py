@@ -37,6 +37,15 @@ def test_otava_on_stable_and_stepped_series(seed):
     assert abs(index - 19) <= 1 and pct == pytest.approx(-15, abs=4) and p < 0.001
 
 
+@pytest.mark.parametrize("seed", range(5))
+def test_an_outlier_of_two_runs_is_no_step(seed):
+    rule = thresholds.load_rules().of("gbps")
+    blip = noisy(STABLE, seed)
+    blip[12] *= 0.7
+    blip[13] *= 0.7
+    assert regress.detect(blip, rule) == []
+
+
 def add_all(store, dirs):
     assert cli.main(["history", "add", *map(str, dirs), "--db", store]) == 0
 
@@ -102,21 +111,21 @@ def test_thresholds_file_changes_the_minimum(tmp_path, capsys):
     db = str(tmp_path / "h.sqlite")
     add_all(db, series_runs(tmp_path, DROP))
     rules = tmp_path / "t.yaml"
-    rules.write_text("defaults: {better: either, min_change_pct: 5, min_runs: 6, max_pvalue: 0.001}\n"
+    rules.write_text("defaults: {better: either, min_change_pct: 5, min_runs: 6, min_segment: 3, max_pvalue: 0.001}\n"
                      "metrics:\n  - {match: gbps, better: higher, min_change_pct: 30}\n")
     capsys.readouterr()
     assert cli.main(["history", "regressions", "--db", db, "--thresholds", str(rules)]) == 0
-    rules.write_text("defaults: {better: either, min_change_pct: 5, min_runs: 40, max_pvalue: 0.001}\n")
+    rules.write_text("defaults: {better: either, min_change_pct: 5, min_runs: 40, min_segment: 3, max_pvalue: 0.001}\n")
     assert cli.main(["history", "regressions", "--db", db, "--thresholds", str(rules)]) == 0
     assert "30 of the 40 needed" in capsys.readouterr().out
 
 
 @pytest.mark.parametrize("name, text, words", [
-    ("t.yaml", "defaults: {better: up, min_change_pct: 5, min_runs: 6, max_pvalue: 0.001}\n",
+    ("t.yaml", "defaults: {better: up, min_change_pct: 5, min_runs: 6, min_segment: 3, max_pvalue: 0.001}\n",
      "defaults.better: 'up' is not allowed; use higher, lower or either"),
-    ("t.yaml", "defaults: {better: lower, min_change_pct: 5, min_runs: 1, max_pvalue: 0.001}\n",
+    ("t.yaml", "defaults: {better: lower, min_change_pct: 5, min_runs: 1, min_segment: 3, max_pvalue: 0.001}\n",
      "defaults.min_runs: 1 is not a whole number from 3 to 10000"),
-    ("t.yaml", "defaults: {better: lower, min_change_pct: 5, min_runs: 6}\n", "defaults.max_pvalue: missing"),
+    ("t.yaml", "defaults: {better: lower, min_change_pct: 5, min_runs: 6}\n", "defaults.min_segment: missing"),
     ("t.yaml", "metrics: []\n", "no 'defaults' mapping"),
     ("t.yaml", "defaults: [\n", "--thresholds"),
     ("a.yaml", "- {cell: '*', metric: gbps, run: ab}\n", "[0].reason: missing or empty"),

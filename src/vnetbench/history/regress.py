@@ -61,22 +61,40 @@ class Series:
 
 
 def detect(values, rule):
-    """Otava's change points of ``values`` that pass the rule's minimum change."""
-    from otava.analysis import compute_change_points
+    """Otava's change points of ``values`` that hold as steps: [(index, before, after, %, p)].
+
+    Otava's merge step keeps its statistics from the split windows, and it can report an
+    outlier of one or two runs as two change points (up, then down). So each point is
+    judged again between the whole segments either side of it (to the neighbouring
+    points), with Otava's own t-test (``TTestSignificanceTester.compare``): both segments
+    at least ``min_segment`` runs, the change at least ``min_change_pct``, p below
+    ``max_pvalue``. The weakest point that fails is dropped and its neighbours judged
+    again, until every point holds."""
+    from otava.analysis import TTestSignificanceTester, compute_change_points
     if len(set(values)) <= 1:
         return []
-    points, _ = compute_change_points(list(values), window_len=WINDOW, max_pvalue=rule.max_pvalue,
-                                      min_magnitude=rule.min_change_pct / 100)
-    out = []
-    for cp in points:
-        s = cp.stats
-        if s.mean_1 == 0:
-            continue
-        pct = (s.mean_2 / s.mean_1 - 1) * 100
-        if abs(pct) < rule.min_change_pct or not math.isfinite(pct):
-            continue
-        out.append((int(cp.index), float(s.mean_1), float(s.mean_2), float(pct), float(s.pvalue)))
-    return out
+    found, _ = compute_change_points(list(values), window_len=WINDOW, max_pvalue=rule.max_pvalue,
+                                     min_magnitude=rule.min_change_pct / 100)
+    points = sorted({int(cp.index) for cp in found})
+    tester = TTestSignificanceTester(rule.max_pvalue)
+    while True:
+        judged, failing = [], []
+        for k, index in enumerate(points):
+            lo = points[k - 1] if k else 0
+            hi = points[k + 1] if k + 1 < len(points) else len(values)
+            left, right = values[lo:index], values[index:hi]
+            st = tester.compare(left, right)
+            pct = (st.mean_2 / st.mean_1 - 1) * 100 if st.mean_1 else math.inf
+            short = min(len(left), len(right))
+            ok = (short >= rule.min_segment and math.isfinite(pct) and abs(pct) >= rule.min_change_pct
+                  and st.pvalue < rule.max_pvalue)
+            judged.append((index, float(st.mean_1), float(st.mean_2), float(pct), float(st.pvalue)))
+            if not ok:
+                failing.append((short >= rule.min_segment, -float(st.pvalue) if math.isfinite(st.pvalue) else 0,
+                                abs(pct) if math.isfinite(pct) else 0, k))
+        if not failing:
+            return judged
+        del points[min(failing)[3]]
 
 
 def kind_of(better: str, pct: float) -> str:

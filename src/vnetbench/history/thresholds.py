@@ -23,7 +23,7 @@ from vnetbench.inputs import excerpt, one_line
 MAX_BYTES = 1024 * 1024
 SHIPPED = "thresholds.yaml"
 BETTER = ("higher", "lower", "either")
-RULE_KEYS = ("better", "min_change_pct", "min_runs", "max_pvalue")
+RULE_KEYS = ("better", "min_change_pct", "min_runs", "min_segment", "max_pvalue")
 
 
 @dataclass(frozen=True)
@@ -31,6 +31,7 @@ class Rule:
     better: str
     min_change_pct: float
     min_runs: int
+    min_segment: int
     max_pvalue: float
 
 
@@ -98,6 +99,10 @@ def _rule(node, base: Rule | None, where: str, path) -> Rule:
             if isinstance(v, bool) or not isinstance(v, int) or not 3 <= v <= 10_000:
                 raise _bad(what, path, f"{where}.min_runs", f"{excerpt(v)} is not a whole number from 3 to 10000",
                            "give e.g. 6 (Otava needs a few runs on each side of a change)")
+        elif key == "min_segment":
+            if isinstance(v, bool) or not isinstance(v, int) or not 1 <= v <= 1000:
+                raise _bad(what, path, f"{where}.min_segment", f"{excerpt(v)} is not a whole number from 1 to 1000",
+                           "give e.g. 3 (runs either side of a change point)")
         elif key == "min_change_pct":
             if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 <= v <= 1000:
                 raise _bad(what, path, f"{where}.min_change_pct", f"{excerpt(v)} is not a percentage from 0 to 1000",
