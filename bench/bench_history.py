@@ -9,7 +9,7 @@ points x 2 placements x 2 vswitches), 6 metrics a record, 3 repetitions each wit
 noise, the provenance of a real record; one cell's gbps drops 15 % from run 700 on, which
 ``regressions`` must find (exit 1) -- and nothing else.
 
-    .venv/bin/python bench/bench_history.py                       # ~4 min (SQLite)
+    .venv/bin/python bench/bench_history.py                       # ~5 min (SQLite)
     .venv/bin/python bench/bench_history.py --runs 100            # a quick look
     .venv/bin/python bench/bench_history.py --db postgresql://USER@/DB?host=/SOCKET/DIR
 """
@@ -85,7 +85,8 @@ def step(tmp: Path, argv: list[str]) -> dict:
                           env={"PYTHONPATH": str(REPO / "src"), "PATH": "/usr/bin:/bin", "HOME": str(tmp)})
     res = json.loads(out.read_text()) if out.exists() else {"rc": done.returncode, "seconds": None, "rss_mib": None}
     res["process_seconds"] = time.perf_counter() - t0
-    res["stdout_tail"] = done.stdout.strip().splitlines()[-6:]
+    res["stdout"] = done.stdout if "--format" in argv else None
+    res["stdout_tail"] = done.stdout.strip().splitlines()[-3:]
     res["stderr"] = done.stderr.strip()[-500:]
     return res
 
@@ -105,7 +106,9 @@ def main() -> int:
         added = step(tmp, ["history", "add", *map(str, dirs), "--db", db])
         again = step(tmp, ["history", "add", str(dirs[-1]), "--db", db])
         junit = tmp / "regressions.xml"
-        reg = step(tmp, ["history", "regressions", "--db", db, "--junit", str(junit)])
+        reg = step(tmp, ["history", "regressions", "--db", db, "--junit", str(junit), "--format", "json"])
+        doc = json.loads(reg.pop("stdout")) if reg.get("stdout") else {"results": [], "verdicts": {}}
+        reg.pop("stdout_tail")
         size = Path(db).stat().st_size / 1024 / 1024 if not args.db else None
         rows = [["add (all runs)", added["rc"], f"{added['seconds']:.1f}", f"{added['rss_mib']:.0f}"],
                 ["add (one again)", again["rc"], f"{again['seconds']:.2f}", f"{again['rss_mib']:.0f}"],
@@ -114,15 +117,23 @@ def main() -> int:
              title=f"{args.runs} runs x {args.records} records ({args.runs * args.records:,} records, "
                    f"{args.runs * args.records * len(METRICS):,} metric rows); store "
                    f"{'%.0f MiB SQLite' % size if size else 'PostgreSQL'}; generated in {gen:.0f} s")
-        print("\n".join(reg["stdout_tail"]))
-        found = any(f"{DROP_RUN}/{args.runs}" in line or f"{DROP_RUN - 1}/{args.runs}" in line
-                    or f"{DROP_RUN + 1}/{args.runs}" in line for line in reg["stdout_tail"])
+        point = cells(args.records)[0][0]
+        flagged = [(r["test"], r["labels"], r["metric"], [(c["index"] + 1, round(c["change_pct"], 1), c["kind"])
+                                                         for c in r["changes"]])
+                   for r in doc["results"] if r["changes"]]
+        print(f"verdicts: {doc['verdicts']}")
+        for f in flagged[:10]:
+            print("  ", f)
+        found = any(lab.get("point") == point and lab.get("placement") == "same-host" and lab.get("vswitch") == "ovs"
+                    and metric == "gbps" and any(abs(i - DROP_RUN) <= 1 and kind == "regression" for i, _, kind in ch)
+                    for _, lab, metric, ch in flagged)
         ok = added["rc"] == 0 and again["rc"] == 0 and reg["rc"] == (1 if args.runs >= DROP_RUN + 6 else 0)
         print(f"the injected 15 % drop at run {DROP_RUN}: {'found' if found else 'NOT found'}")
         path = write_json("bench_history", {"runs": args.runs, "records": args.records, "metrics": len(METRICS),
                                             "db": "postgresql" if args.db else "sqlite", "sqlite_mib": size,
                                             "generate_s": gen, "add": added, "add_again": again,
-                                            "regressions": reg, "drop_found": found})
+                                            "regressions": reg, "verdicts": doc.get("verdicts"),
+                                            "changes": flagged, "drop_found": found})
         print(f"results: {path}")
         return 0 if ok and (found or args.runs < DROP_RUN + 6) else 1
 

@@ -29,6 +29,7 @@ import sqlalchemy as sa
 
 from vnetbench.history import db, query
 from vnetbench.history.compare import diff, metadata
+from vnetbench.history.ingest import cell_labels
 
 WINDOW = 30          # Otava's sliding window (runs): Hunter's paper uses 30 to 50
 
@@ -164,7 +165,7 @@ def find(conn, rules, acks=(), since=None, metrics=None, where=None, jobs: int =
         rule = rules.of(metric)
         runs = [interned.setdefault(r, r) for r, _, _ in points]
         values = [m / c for _, m, c in points]
-        s = Series(cell, test, json.loads(labels), metric, rule.better, len(values), "ok",
+        s = Series(cell, test, cell_labels(json.loads(labels)), metric, rule.better, len(values), "ok",
                    min_runs=rule.min_runs, last_run=runs[-1])
         out.append(s)
         if len(values) < rule.min_runs:
