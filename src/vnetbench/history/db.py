@@ -140,6 +140,11 @@ def _sqlite_pragmas(dbapi_conn, _record) -> None:
     cur = dbapi_conn.cursor()
     cur.execute("PRAGMA foreign_keys = ON")
     cur.execute("PRAGMA busy_timeout = 30000")      # two CI jobs adding at once wait, not fail
+    # a write-ahead log: readers (a compare) never block an import, and a commit syncs the
+    # log once instead of the database and its journal (durable across a crash of the
+    # process; a power loss may lose the last runs added, never corrupt the file)
+    cur.execute("PRAGMA journal_mode = WAL")
+    cur.execute("PRAGMA synchronous = NORMAL")
     cur.close()
 
 
