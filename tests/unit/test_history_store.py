@@ -147,3 +147,25 @@ def test_schema_is_versioned_and_a_newer_one_refused(store):
         conn.execute(db.schema_version.update().values(version=db.SCHEMA_VERSION + 1))
     with pytest.raises(VnetbenchError, match="newer than this vnetbench reads"):
         db.open_db(store)
+
+
+def test_real_runs_import_and_judge(store, tmp_path, capsys):
+    """The recorded runs of tests/data: report's from a vnetbench before 'backend' and
+    'cpu_model' were recorded, capacity's with them; each imports, compares with itself
+    and has too few runs for a regression verdict."""
+    from pathlib import Path
+    data = Path(__file__).resolve().parents[1] / "data"
+    assert cli.main(["history", "add", str(data / "report"), str(data / "capacity"), "--db", store]) == 0
+    out = capsys.readouterr().out
+    assert "report: 110 records added" in out and "capacity: 38 records added" in out
+    eng = db.open_db(store)
+    with eng.connect() as conn:
+        older = {r["backend"] for r in query.records_of(conn, query.runs_where(conn, {"kernel": "6.18.44-fc-v445"})[0]["id"])}
+        assert older == {None}
+        assert [r["name"] for r in query.runs_where(conn, {"backend": "netns"})] == ["capacity"]
+    assert cli.main(["history", "compare", "latest", "latest", "--db", store, "--format", "json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["cells"] and {c["verdict"] for c in doc["cells"]} <= {"no difference", "no significant difference"} | {
+        c["verdict"] for c in doc["cells"] if c["verdict"].startswith("cannot tell")}
+    assert cli.main(["history", "regressions", "--db", store, "--format", "json"]) == 0
+    assert set(json.loads(capsys.readouterr().out)["verdicts"]) == {"not enough runs"}
