@@ -128,7 +128,10 @@ def main() -> int:
                     and metric == "gbps" and any(abs(i - DROP_RUN) <= 1 and kind == "regression" for i, _, kind in ch)
                     for _, lab, metric, ch in flagged)
         ok = added["rc"] == 0 and again["rc"] == 0 and reg["rc"] == (1 if args.runs >= DROP_RUN + 6 else 0)
-        print(f"the injected 15 % drop at run {DROP_RUN}: {'found' if found else 'NOT found'}")
+        if args.runs >= DROP_RUN + 6:
+            print(f"the injected 15 % drop at run {DROP_RUN}: {'found' if found else 'NOT found'}")
+        else:
+            print(f"no drop injected: it starts at run {DROP_RUN} (give --runs {DROP_RUN + 6} or more)")
         path = write_json("bench_history", {"runs": args.runs, "records": args.records, "metrics": len(METRICS),
                                             "db": "postgresql" if args.db else "sqlite", "sqlite_mib": size,
                                             "generate_s": gen, "add": added, "add_again": again,
