@@ -4,9 +4,14 @@ A run is read by ``vnetbench.results.load`` (so the store holds only what every 
 reader would accept) and identified by the hash of its records' content: the same
 records, wherever they are copied, are the same run, so adding them twice changes
 nothing (a new ``--tag`` is still attached). Each run is imported in its own
-transaction: a run is in the store whole or not at all. Every argument is read before
-any is written, so a bad one (a truncated ``records.jsonl``) refuses the command with
-nothing imported.
+transaction: a run is in the store whole or not at all. A bad argument (a truncated
+``records.jsonl``) is refused in one line with nothing of it imported; the runs given
+before it stay imported, which is harmless because adding them again changes nothing.
+Arguments are read one at a time, so memory holds a few runs, not a thousand.
+
+What it imports is what the loader reads: a ``records.jsonl`` or a directory holding
+one (compare, reproduce, a scale task's results). A functional matrix's ``matrix.json``
+holds verdicts, not measurements, and is not imported yet.
 
 Records from an older vnetbench carry fewer provenance fields: a field it did not write
 is stored as NULL, never refused.
