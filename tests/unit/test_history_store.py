@@ -169,3 +169,32 @@ def test_real_runs_import_and_judge(store, tmp_path, capsys):
         c["verdict"] for c in doc["cells"] if c["verdict"].startswith("cannot tell")}
     assert cli.main(["history", "regressions", "--db", store, "--format", "json"]) == 0
     assert set(json.loads(capsys.readouterr().out)["verdicts"]) == {"not enough runs"}
+
+
+def test_two_imports_of_one_run_at_once(store, tmp_path, monkeypatch):
+    """The import that commits second hits the run's key, rolls back and finds it there."""
+    run = write_run(tmp_path / "a", [record(), record(point="9000")])
+    eng = db.open_db(store)
+    real, calls = ingest._insert, []
+
+    def racing(conn, prepared):
+        if not calls:                # another job commits the same run first
+            calls.append(1)
+            other = db.open_db(store)
+            with other.begin() as c2:
+                real(c2, prepared)
+            other.dispose()
+        real(conn, prepared)
+    monkeypatch.setattr(ingest, "_insert", racing)
+    (added,) = ingest.add(eng, [run])
+    assert not added.new and calls == [1]
+    assert (count(store, db.runs), count(store, db.records), count(store, db.metrics)) == (1, 2, 2)
+
+
+def test_a_database_failing_mid_command_is_one_line(tmp_path, capsys, monkeypatch):
+    def gone(*a, **k):
+        raise sa.exc.OperationalError("SELECT", {}, Exception("server closed the connection unexpectedly"))
+    monkeypatch.setattr(query, "runs_where", gone)
+    assert cli.main(["history", "list", "--db", str(tmp_path / "h.sqlite")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "the database failed (server closed the connection unexpectedly)" in err

@@ -13,6 +13,7 @@ import os
 
 from vnetbench.errors import VnetbenchError
 from vnetbench.history import render
+from vnetbench.history.commands import database_errors
 
 
 def add_parsers(hs, db_option) -> None:
@@ -47,6 +48,7 @@ def _probability(text: str) -> float:
     return p
 
 
+@database_errors
 def cmd_compare(args) -> int:
     from vnetbench.history import commands, compare, thresholds
     rules = thresholds.load_rules(args.thresholds)
@@ -76,6 +78,7 @@ def add_regressions(hs, db_option) -> None:
     s.set_defaults(func=cmd_regressions)
 
 
+@database_errors
 def cmd_regressions(args) -> int:
     from vnetbench.history import commands, db, query, regress, thresholds
     since = query.parse_since(args.since)

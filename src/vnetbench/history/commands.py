@@ -52,6 +52,27 @@ def add_parsers(sub) -> None:
     cli_judge.add_parsers(hs, _db)
 
 
+def database_errors(func):
+    """A handler whose database fails mid-command (a server gone, a disk full) ends in one
+    line naming the database, never a traceback; a run being imported is rolled back."""
+    import functools
+
+    @functools.wraps(func)
+    def wrapped(args):
+        import sqlalchemy as sa
+        from vnetbench.errors import VnetbenchError
+        from vnetbench.history import db
+        from vnetbench.inputs import one_line
+        try:
+            return func(args)
+        except sa.exc.SQLAlchemyError as exc:
+            target = getattr(args, "db", None) or getattr(args, "history", None) or _db_default()
+            raise VnetbenchError(f"--db {db.shown(target)}: the database failed "
+                                 f"({one_line(str(getattr(exc, 'orig', None) or exc), 160)}); runs not "
+                                 "reported as added were not; run the command again") from None
+    return wrapped
+
+
 def _db(s) -> None:
     s.add_argument("--db", default=None, metavar="DB", help=DB_HELP)
 
@@ -71,6 +92,7 @@ def engine(args):
     return db.open_db(args.db or _db_default())
 
 
+@database_errors
 def cmd_add(args) -> int:
     from vnetbench.history import db, query, render  # noqa: F401  (imported when used: SQLAlchemy)
     from vnetbench.history import ingest
@@ -87,6 +109,7 @@ def cmd_add(args) -> int:
     return 0
 
 
+@database_errors
 def cmd_list(args) -> int:
     from vnetbench.history import db, query, render  # noqa: F401  (imported when used: SQLAlchemy)
     where = query.parse_where(args.where)
@@ -106,6 +129,7 @@ def cmd_list(args) -> int:
     return 0
 
 
+@database_errors
 def cmd_show(args) -> int:
     from vnetbench.history import db, query, render  # noqa: F401  (imported when used: SQLAlchemy)
     where = query.parse_where(args.where)

@@ -208,7 +208,19 @@ def add_run(engine, run, tags=(), now=None) -> Added:
 
 
 def write(engine, prepared: dict, tags=()) -> Added:
-    """One prepared run in one transaction: all its rows, or (already there) only new tags."""
+    """One prepared run in one transaction: all its rows, or (already there) only new tags.
+    Two imports of the same run at once (two CI jobs on a shared PostgreSQL): the one that
+    commits second hits the primary key, rolls back, and finds the run there."""
+    for attempt in (1, 2):
+        try:
+            return _write(engine, prepared, tags)
+        except sa.exc.IntegrityError:
+            if attempt == 2:
+                raise
+    raise AssertionError("unreachable")
+
+
+def _write(engine, prepared: dict, tags) -> Added:
     run = prepared["run"]
     rid = run["id"]
     with engine.begin() as conn:
