@@ -97,6 +97,16 @@ def test_latency_rise_is_a_regression_fall_an_improvement(tmp_path, capsys):
     assert cli.main(["history", "regressions", "--db", db, "--metric", "rtt_p99_ms"]) == 0
 
 
+def test_last_runs_only(tmp_path, capsys):
+    db = str(tmp_path / "h.sqlite")
+    add_all(db, series_runs(tmp_path, DROP))
+    capsys.readouterr()
+    assert cli.main(["history", "regressions", "--db", db, "--last", "15", "--format", "json"]) == 1
+    (change,) = json.loads(capsys.readouterr().out)["results"][0]["changes"]
+    assert abs(change["index"] + 1 - 20) <= 1          # its position in the whole series
+    assert cli.main(["history", "regressions", "--db", db, "--last", "8"]) == 0   # the newest 8: all after it
+
+
 def test_three_runs_not_enough(store, tmp_path, capsys):
     add_all(store, series_runs(tmp_path, [100.0, 100.0, 50.0]))
     capsys.readouterr()
@@ -145,6 +155,8 @@ def test_bad_thresholds_and_ack_files_one_line(tmp_path, capsys, name, text, wor
     (["--since", "yesterday"], "--since 'yesterday': not a date; give YYYY-MM-DD"),
     (["--where", "nope=1"], "--where 'nope=1'"),
     (["--junit", "/proc/nope/j.xml"], "--junit /proc/nope/j.xml: cannot be written"),
+    (["--last", "2"], "--last: '2': give a whole number of runs >= 6"),
+    (["--jobs", "0"], "--jobs: '0': give a whole number from 1 to 64"),
 ])
 def test_bad_regressions_flags_one_line(tmp_path, capsys, argv, words):
     assert cli.main(["history", "regressions", "--db", str(tmp_path / "h.sqlite"), *argv]) == 2

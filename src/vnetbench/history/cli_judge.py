@@ -32,6 +32,12 @@ def add_parsers(hs, db_option) -> None:
     add_regressions(hs, db_option)
 
 
+def _last(text: str) -> int:
+    if not text.isdigit() or not 6 <= int(text) <= 10_000_000:
+        raise argparse.ArgumentTypeError(f"{text!r}: give a whole number of runs >= 6, e.g. 100")
+    return int(text)
+
+
 def _jobs(text: str) -> int:
     if not text.isdigit() or not 1 <= int(text) <= 64:
         raise argparse.ArgumentTypeError(f"{text!r}: give a whole number from 1 to 64")
@@ -72,6 +78,9 @@ def add_regressions(hs, db_option) -> None:
     s.add_argument("--ack", metavar="FILE", help="YAML list of acknowledged change points {cell, metric, run, reason}")
     s.add_argument("--format", choices=["table", "json"], default="table")
     s.add_argument("--junit", metavar="FILE", help="also write JUnit XML here (a test case per series)")
+    s.add_argument("--last", type=_last, metavar="N",
+                   help="judge only each series' newest N runs (at least 6; default: all): a CI gate's "
+                        "question is the recent change, and Otava's cost grows with the series")
     s.add_argument("--jobs", type=_jobs, default=min(2, os.cpu_count() or 1),
                    help="processes running Otava over the series (default: %(default)s)")
     db_option(s)
@@ -89,7 +98,7 @@ def cmd_regressions(args) -> int:
         raise VnetbenchError("--metric: give a metric name or shell pattern such as gbps or rtt_*_ms")
     dbname = args.db or commands._db_default()
     with commands.engine(args).connect() as conn:
-        series = regress.find(conn, rules, acks, since, args.metric, where, jobs=args.jobs)
+        series = regress.find(conn, rules, acks, since, args.metric, where, jobs=args.jobs, last=args.last)
     if args.junit:
         render.write(args.junit, regress.junit(series), "--junit")
     if args.format == "json":

@@ -156,8 +156,11 @@ def _detections(jobs_list, jobs: int):
         return list(pool.map(_detect_job, jobs_list, chunksize=max(1, len(jobs_list) // (8 * jobs))))
 
 
-def find(conn, rules, acks=(), since=None, metrics=None, where=None, jobs: int = 1) -> list[Series]:
-    """Every series' verdict (see the module's doc)."""
+def find(conn, rules, acks=(), since=None, metrics=None, where=None, jobs: int = 1,
+         last: int | None = None) -> list[Series]:
+    """Every series' verdict (see the module's doc). ``last``: only each series' newest
+    ``last`` runs go to Otava (its cost grows with the series; positions stay those of
+    the whole series)."""
     out, todo, interned = [], [], {}
     for cell, test, labels, metric, points in _series(_rows(conn, since, where, metrics)):
         if metrics and not any(fnmatch.fnmatchcase(metric, p) for p in metrics):
@@ -171,10 +174,12 @@ def find(conn, rules, acks=(), since=None, metrics=None, where=None, jobs: int =
         if len(values) < rule.min_runs:
             s.verdict = "not enough runs"
         else:
-            todo.append((s, runs, values, rule))
-    found = _detections([(values, rule) for _, _, values, rule in todo], jobs)
-    for (s, runs, values, rule), points in zip(todo, found):
+            skip = max(0, len(values) - last) if last else 0
+            todo.append((s, runs, values[skip:], rule, skip))
+    found = _detections([(values, rule) for _, _, values, rule, _ in todo], jobs)
+    for (s, runs, values, rule, skip), points in zip(todo, found):
         for index, before, after, pct, p in points:
+            index += skip
             ch = Change(index, runs[index], before, after, pct, p, kind_of(rule.better, pct))
             ack = next((a for a in acks if a.covers(s.cell, s.metric, ch.run)), None)
             ch.acknowledged = ack.reason if ack else None
