@@ -109,10 +109,12 @@ def main() -> int:
         reg = step(tmp, ["history", "regressions", "--db", db, "--junit", str(junit), "--format", "json"])
         doc = json.loads(reg.pop("stdout")) if reg.get("stdout") else {"results": [], "verdicts": {}}
         reg.pop("stdout_tail")
+        recent = step(tmp, ["history", "regressions", "--db", db, "--last", "100"])
         size = Path(db).stat().st_size / 1024 / 1024 if not args.db else None
         rows = [["add (all runs)", added["rc"], f"{added['seconds']:.1f}", f"{added['rss_mib']:.0f}"],
                 ["add (one again)", again["rc"], f"{again['seconds']:.2f}", f"{again['rss_mib']:.0f}"],
-                ["regressions (all cells)", reg["rc"], f"{reg['seconds']:.1f}", f"{reg['rss_mib']:.0f}"]]
+                ["regressions (all cells)", reg["rc"], f"{reg['seconds']:.1f}", f"{reg['rss_mib']:.0f}"],
+                ["regressions --last 100", recent["rc"], f"{recent['seconds']:.1f}", f"{recent['rss_mib']:.0f}"]]
         show(["command", "exit", "seconds", "peak RSS MiB"], rows,
              title=f"{args.runs} runs x {args.records} records ({args.runs * args.records:,} records, "
                    f"{args.runs * args.records * len(METRICS):,} metric rows); store "
@@ -135,7 +137,8 @@ def main() -> int:
         path = write_json("bench_history", {"runs": args.runs, "records": args.records, "metrics": len(METRICS),
                                             "db": "postgresql" if args.db else "sqlite", "sqlite_mib": size,
                                             "generate_s": gen, "add": added, "add_again": again,
-                                            "regressions": reg, "verdicts": doc.get("verdicts"),
+                                            "regressions": reg, "regressions_last_100": recent,
+                                            "verdicts": doc.get("verdicts"),
                                             "changes": flagged, "drop_found": found})
         print(f"results: {path}")
         return 0 if ok and (found or args.runs < DROP_RUN + 6) else 1
