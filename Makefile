@@ -14,7 +14,7 @@ AIO_PACKAGES := mariadb-server rabbitmq-server keystone glance placement-api nov
                 uwsgi-core uwsgi-plugin-python3 python3-pymysql genisoimage sudo
 APT_PACKAGES := iproute2 iputils-ping util-linux procps ethtool iperf3 tcpdump \
                 openvswitch-switch ovn-central ovn-host python3-venv python3-pip python3-dev gcc chromium bpftrace \
-                prometheus prometheus-pushgateway \
+                prometheus prometheus-pushgateway postgresql \
                 busybox-static dash dropbear-bin arping cpio syslinux syslinux-common mtools \
                 dosfstools qemu-utils qemu-system-x86 wget socat \
                 libvirt-daemon-system libvirt-dev pkg-config \

@@ -1,6 +1,6 @@
 """Command line: ``vnetbench testbed up|status|exec|down|capabilities|validate|schema``,
 ``vnetbench cleanup``, ``fault`` (their handlers: ``cli_testbed``), ``demo``, ``compare``,
-``functional``, ``reproduce`` and ``report``. Library code raises; only this exits."""
+``functional``, ``reproduce``, ``report`` and ``history``. Library code raises; only this exits."""
 
 from __future__ import annotations
 
@@ -99,7 +99,9 @@ def cmd_demo(args):
 
 def cmd_compare(args):
     from vnetbench import compare, outfiles
+    from vnetbench.history import commands as history
     outfiles.check_dir(args.results, "--results")      # as given: Path('') would be '.'
+    history.check_history(args.history)
     image = str(Path(args.image).resolve()) if args.backend == "libvirt" and not args.run else None
     if image:
         from vnetbench.image.build import boot_files     # fail now, not once per testbed
@@ -128,6 +130,7 @@ def cmd_compare(args):
               f"dashboards/README.md)")
     for s in res["sla_failed"]:
         print(f"SLA failed: {s.get('benchmark')} #{s.get('pos')}: {s.get('detail')}", file=sys.stderr)
+    history.add_to_history(args.history, res["dir"])
     return 1 if res["sla_failed"] else 0
 
 
@@ -221,6 +224,8 @@ def _parser():
     reproduce_commands.add_parsers(sub)
     from vnetbench.capacity import commands as capacity_commands
     capacity_commands.add_parsers(sub)
+    from vnetbench.history import commands as history_commands
+    history_commands.add_parsers(sub)
 
     s = sub.add_parser("compare", help="the battery over vSwitch x network type through Rally")
     s.add_argument("--profile", choices=["smoke", "quick", "full"], default="quick",
@@ -253,6 +258,8 @@ def _parser():
                    help="every port filtered by Neutron's default group, the kind's firewall in "
                         "every figure (docs/security-groups.md); a kind that cannot enforce "
                         "them is N/A. Compare with a run without: vnetbench report RUN RUN")
+    from vnetbench.history import commands as history_commands
+    history_commands.history_option(s.add_argument)
     s.set_defaults(func=cmd_compare)
 
     from vnetbench.testbed.model import NetType, VSwitchKind

@@ -14,7 +14,7 @@ BACKENDS = ("vnetbench.testbed.netns", "vnetbench.testbed.libvirt", "vnetbench.t
 # monitor/server.py builds the monitor's own namespace with the namespace helpers; it
 # touches no testbed, so it is not a consumer of one
 CONSUMERS = ["battery", "rally_plugins", "cpu.py", "monitor/watch.py", "cli.py", "cli_testbed.py", "compare.py",
-             "demo.py", "functional", "report", "results", "traffic"]
+             "demo.py", "functional", "history", "report", "results", "traffic"]
 
 
 @pytest.mark.parametrize("name", sorted(deployment.BACKENDS))

@@ -26,6 +26,8 @@ def add_parsers(sub) -> None:
                         "shown beside them (about 40%% less time for seed 003)")
     s.add_argument("--results", default="results", help="directory for the run's records and reports")
     s.add_argument("--no-monitor", action="store_true", help="run without Prometheus")
+    from vnetbench.history import commands as history
+    history.history_option(s.add_argument)
     s.set_defaults(func=cmd_reproduce)
 
 
@@ -36,6 +38,7 @@ def cmd_reproduce(args) -> int:
     from vnetbench import outfiles
     from vnetbench.results.load import load
     from vnetbench.reproduce import judge, render
+    from vnetbench.history import commands as history
     s = seed.load(args.seed)
     names = [f"reproduce-{s.id}.{ext}" for ext in ("txt", "md", "json")]
     # where the files go, checked before the records are read or anything is measured
@@ -43,6 +46,7 @@ def cmd_reproduce(args) -> int:
         outfiles.check_dir(_dir(Path(args.source)), "--from", names)
     else:
         outfiles.check_dir(args.results, "--results")
+    history.check_history(args.history)
     if args.source:
         runs, out = load([args.source]), _dir(Path(args.source))
     else:
@@ -65,6 +69,7 @@ def cmd_reproduce(args) -> int:
     print(text)
     for path in written:
         print(path)
+    history.add_to_history(args.history, args.source or out)
     return 0
 
 

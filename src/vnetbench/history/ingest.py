@@ -1,0 +1,254 @@
+"""``history add``: run directories -> the store, through the one records loader.
+
+A run is read by ``vnetbench.results.load`` (so the store holds only what every other
+reader would accept) and identified by the hash of its records' content: the same
+records, wherever they are copied, are the same run, so adding them twice changes
+nothing (a new ``--tag`` is still attached). Each run is imported in its own
+transaction: a run is in the store whole or not at all. A bad argument (a truncated
+``records.jsonl``) is refused in one line with nothing of it imported; the runs given
+before it stay imported, which is harmless because adding them again changes nothing.
+Arguments are read one at a time, so memory holds a few runs, not a thousand.
+
+What it imports is what the loader reads: a ``records.jsonl`` or a directory holding
+one (compare, reproduce, a scale task's results). A functional matrix's ``matrix.json``
+holds verdicts, not measurements, and is not imported yet.
+
+Records from an older vnetbench carry fewer provenance fields: a field it did not write
+is stored as NULL, never refused.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import time
+from dataclasses import dataclass
+
+import sqlalchemy as sa
+
+from vnetbench.errors import VnetbenchError
+from vnetbench.history import db
+from vnetbench.inputs import one_line
+from vnetbench.results import load as records_load
+from vnetbench.results.stats import summarize
+
+#: labels that name a run, not a configuration: left out of a cell's identity
+RUN_LABELS = ("run_id",)
+#: provenance that changes every run: left out of the software-metadata comparison
+VOLATILE = ("run_id", "collected")
+TAG_MAX = 128
+
+
+@dataclass(frozen=True)
+class Added:
+    run_id: str
+    name: str
+    records: int
+    new: bool           # False: the run was already in the store
+    tags: tuple
+
+
+def canonical(obj) -> str:
+    return json.dumps(obj, sort_keys=True, separators=(",", ":"), allow_nan=False)
+
+
+def cell_labels(labels: dict) -> dict:
+    return {k: v for k, v in labels.items() if k not in RUN_LABELS}
+
+
+def cell_of(test: str, labels: dict) -> str:
+    """A cell's identity: its test and configuration labels (not the run id), hashed."""
+    return hashlib.sha256(canonical([test, cell_labels(labels)]).encode()).hexdigest()[:32]
+
+
+def run_hash(records) -> str:
+    """A run's identity: the hash of its records' content (key order and spacing aside)."""
+    h = hashlib.sha256()
+    for r in records:
+        h.update(canonical([r.test, r.labels, r.samples, r.provenance, r.started, r.finished, r.extra]).encode())
+        h.update(b"\n")
+    return h.hexdigest()
+
+
+_VERSION = re.compile(r"\d+(?:\.\d+)+[\w.+~-]*")
+
+
+def _version(text) -> str | None:
+    """'ovs-vswitchd (Open vSwitch) 3.1.0' -> '3.1.0' (the text itself if no version is in it)."""
+    if text is None or isinstance(text, (dict, list)):
+        return None
+    m = _VERSION.search(str(text))
+    return m.group() if m else str(text)
+
+
+def _first(prov: dict, *paths):
+    for path in paths:
+        node = prov
+        for part in path.split("."):
+            node = node.get(part) if isinstance(node, dict) else None
+        if node is not None and not isinstance(node, (dict, list)):
+            return node
+    return None
+
+
+def fields(record) -> dict:
+    """The provenance fields people query by, from whatever the record carries (None if absent)."""
+    prov, labels = record.provenance, record.labels
+    tools = prov.get("tools") if isinstance(prov.get("tools"), dict) else {}
+    out = {
+        "kind": _first(prov, "vswitch") or labels.get("vswitch"),
+        "network": _first(prov, "network") or labels.get("network"),
+        "backend": _first(prov, "backend"),
+        "datapath": _first(prov, "ovs_datapath", "datapath"),
+        "ports": _first(prov, "ovs_ports", "ports"),
+        "tenant_mtu": _first(prov, "tenant_mtu", "mtu"),
+        "underlay_mtu": _first(prov, "underlay_mtu"),
+        "security_groups": _first(prov, "security_groups"),
+        "kernel": _first(prov, "kernel"),
+        "cpu_model": _first(prov, "cpu_model"),
+        "ovs_version": _version(_first(prov, "ovs_version", "ovs.version") or tools.get("ovs-vswitchd")),
+        "ovn_version": _version(_first(prov, "ovn_version", "ovn.version") or tools.get("ovn-controller")
+                                or tools.get("ovn-northd")),
+        "openstack_version": _version(_first(prov, "openstack_version", "openstack.version", "openstack.release")),
+        "vnetbench_version": _first(prov, "vnetbench"),
+    }
+    return {k: (None if v is None else one_line(str(v), 256)) for k, v in out.items()}
+
+
+def check_tag(tag: str) -> str:
+    if not tag or len(tag) > TAG_MAX or not tag.isprintable() or tag.strip() != tag:
+        raise VnetbenchError(f"--tag {one_line(repr(tag), 60)}: a tag is 1 to {TAG_MAX} printable characters "
+                             "without surrounding spaces; give e.g. --tag ovs-3.3.1")
+    return tag
+
+
+def prepare(arg, now: float) -> dict:
+    """One argument -> everything its import writes: the run's id and rows (no database here,
+    so a worker process can do it: loading is the slow half of an import)."""
+    (run,) = records_load.load([arg])
+    return rows_of(run, now)
+
+
+def rows_of(run, now: float) -> dict:
+    """A loaded run (``results.load.Run``) -> its rows: runs, records, metrics."""
+    records = run.records
+    rid = run_hash(records)
+    starts = [r.started for r in records if r.started] or [0.0]
+    run_row = {"id": rid, "name": run.name, "source": one_line(str(run.path), 1000) if run.path else "(memory)",
+               "added": now, "started": min(starts), "finished": max([r.finished for r in records] or [0.0]),
+               "records": len(records)}
+    rows, metric_rows = [], []
+    for seq, r in enumerate(records):
+        rows.append({"run_id": rid, "seq": seq, "test": r.test, "cell": cell_of(r.test, r.labels),
+                     "labels": canonical(r.labels), "provenance": canonical(r.provenance),
+                     "started": r.started, "finished": r.finished, **fields(r)})
+        for metric, values in r.samples.items():
+            s = summarize(values)
+            metric_rows.append({"run_id": rid, "seq": seq, "metric": metric, "n": s["n"], "mean": s["mean"],
+                                "sd": s["sd"], "samples": canonical(list(values))})
+    return {"run": run_row, "records": rows, "metrics": metric_rows}
+
+
+def _prepared(arguments, now: float, jobs: int):
+    """prepare() of each argument, in order; with jobs > 1 in worker processes, at most
+    2 x jobs runs ahead of the inserts (memory holds a few runs, not the history)."""
+    if jobs <= 1 or len(arguments) < 2:
+        for arg in arguments:
+            yield arg, (lambda a=arg: prepare(a, now))
+        return
+    import concurrent.futures as cf
+    import multiprocessing
+    pool = cf.ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("fork"))
+    try:
+        pending = []
+        for i, arg in enumerate(arguments):
+            pending.append((arg, pool.submit(prepare, arg, now)))
+            if len(pending) > 2 * jobs:
+                a, f = pending.pop(0)
+                yield a, f.result
+        for a, f in pending:
+            yield a, f.result
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
+
+
+def add(engine, arguments, tags=(), now=None, done=None, jobs: int = 1) -> list[Added]:
+    """Import each run, in order, a transaction each; return what happened to each.
+
+    Runs are read one at a time (one loader call each: no run shares another's byte
+    budget, and memory holds a few runs, not a thousand); ``jobs`` worker processes read
+    them ahead of the inserts. A bad argument stops the command there: it and the runs
+    after it are not imported, the runs before it are (whole), and the message says so --
+    adding them again once the bad one is fixed changes nothing. ``done`` is called with
+    each Added as it is committed (the CLI prints it)."""
+    if not arguments:
+        raise VnetbenchError("history add: no RESULTS given; pass run directories or records.jsonl files")
+    tags = tuple(dict.fromkeys(check_tag(t) for t in tags))
+    now = time.time() if now is None else now
+    out = []
+    for arg, result in _prepared(list(arguments), now, jobs):
+        try:
+            prepared = result()
+        except VnetbenchError as exc:
+            if out:
+                raise VnetbenchError(f"{exc} (nothing of it imported; the {len(out)} run(s) before it were: "
+                                     "adding them again changes nothing)") from None
+            raise
+        out.append(write(engine, prepared, tags))
+        if done is not None:
+            done(out[-1])
+    return out
+
+
+def add_run(engine, run, tags=(), now=None) -> Added:
+    """A run already loaded (``results.load.Run``) into the store."""
+    now = time.time() if now is None else now
+    return write(engine, rows_of(run, now), tags)
+
+
+def write(engine, prepared: dict, tags=()) -> Added:
+    """One prepared run in one transaction: all its rows, or (already there) only new tags.
+    Two imports of the same run at once (two CI jobs on a shared PostgreSQL): the one that
+    commits second hits the primary key, rolls back, and finds the run there."""
+    for attempt in (1, 2):
+        try:
+            return _write(engine, prepared, tags)
+        except sa.exc.IntegrityError:
+            if attempt == 2:
+                raise
+    raise AssertionError("unreachable")
+
+
+def _write(engine, prepared: dict, tags) -> Added:
+    run = prepared["run"]
+    rid = run["id"]
+    with engine.begin() as conn:
+        exists = conn.execute(sa.select(db.runs.c.id).where(db.runs.c.id == rid)).first() is not None
+        if not exists:
+            _insert(conn, prepared)
+        have = {t for (t,) in conn.execute(sa.select(db.run_tags.c.tag).where(db.run_tags.c.run_id == rid))}
+        new_tags = [t for t in tags if t not in have]
+        if new_tags:
+            conn.execute(db.run_tags.insert(), [{"run_id": rid, "tag": t, "added": run["added"]} for t in new_tags])
+    return Added(rid, run["name"], run["records"], not exists, tuple(new_tags))
+
+
+def _insert(conn, prepared: dict) -> None:
+    conn.execute(db.runs.insert().values(**prepared["run"]))
+    bulk(conn, db.records, prepared["records"])
+    bulk(conn, db.metrics, prepared["metrics"])
+
+
+def bulk(conn, table, rows: list[dict]) -> None:
+    """Rows inserted by one DB-API executemany with the dialect's own statement: the ORM-free
+    path without SQLAlchemy's per-row parameter processing (a third of an import's time)."""
+    if not rows:
+        return
+    compiled = table.insert().compile(dialect=conn.dialect)
+    if compiled.positional:
+        names = compiled.positiontup
+        params = [tuple(r[k] for k in names) for r in rows]
+    else:
+        params = rows
+    conn.exec_driver_sql(str(compiled), params)

@@ -1,0 +1,80 @@
+"""history compare: per cell and metric both means, the % difference, Welch's t-test with
+Hedges' g, "cannot tell" below three repetitions (never a verdict from n = 1), and no
+verdict across a provenance difference -- which it lists instead."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from vnetbench import cli
+from vnetbench.history import compare
+
+from history_runs import PROVENANCE, postgres, record, store, write_run  # noqa: F401  (fixtures)
+
+
+def test_judge_small_samples():
+    worse = compare.judge([10.0, 10.2, 9.9, 10.1], [8.0, 8.1, 7.9, 8.2], "higher")
+    assert worse["verdict"] == "worse" and worse["p"] < 0.001 and worse["effect_size"] < -5
+    assert worse["diff_pct"] == pytest.approx(-19.90, abs=0.01)
+    assert compare.judge([10.0, 10.2, 9.9], [10.1, 9.8, 10.0], "higher")["verdict"] == "no significant difference"
+    assert compare.judge([1.0, 1.1, 1.2], [2.0, 2.1, 2.2], "lower")["verdict"] == "worse"
+    assert compare.judge([1.0, 1.1, 1.2], [2.0, 2.1, 2.2], "either")["verdict"] == "higher"
+    one = compare.judge([10.0], [5.0], "higher")
+    assert one["verdict"].startswith("cannot tell (n=1") and one["p"] is None and one["diff_pct"] == -50
+    assert compare.judge([10.0, 9.0], [5.0, 5.1, 5.2], "higher")["verdict"].startswith("cannot tell (n=2")
+    assert compare.judge([3.0] * 3, [3.0] * 3, "higher")["verdict"] == "no difference"
+
+
+def test_compare_baseline_with_latest(store, tmp_path, capsys):
+    base = write_run(tmp_path / "base", [record(values=(10.0, 10.2, 9.9), started=1.7e9),
+                                         record("icmp_rtt", "rtt_mean_ms", (0.10,), started=1.7e9)])
+    new = write_run(tmp_path / "new", [record(values=(8.0, 8.1, 7.9), started=1.8e9, run_id="r1"),
+                                       record("icmp_rtt", "rtt_mean_ms", (0.2,), started=1.8e9, run_id="r1")])
+    assert cli.main(["history", "add", str(base), "--tag", "baseline", "--db", store]) == 0
+    assert cli.main(["history", "add", str(new), "--db", store]) == 0
+    capsys.readouterr()
+    assert cli.main(["history", "compare", "baseline", "latest", "--db", store]) == 0
+    out = capsys.readouterr().out
+    assert "gbps" in out and "-20.3%" in out and "worse" in out and "cannot tell (n=1" in out
+    assert cli.main(["history", "compare", "baseline", "--db", store, "--format", "json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    (gbps,) = [c for c in doc["cells"] if c["metric"] == "gbps"]
+    assert gbps["a"]["mean"] == pytest.approx(10.0333, abs=1e-3) and gbps["verdict"] == "worse"
+    assert gbps["effect"] == "hedges_g" and gbps["stat_test"] == "welch_t" and gbps["test"] == "tcp_stream"
+    assert doc["software_metadata_diff"] == {}
+
+
+def test_provenance_difference_listed_not_judged(store, tmp_path, capsys):
+    other = dict(PROVENANCE, kernel="6.12.0")
+    a = write_run(tmp_path / "a", [record(started=1.7e9)])
+    b = write_run(tmp_path / "b", [record(values=(5.0, 5.1, 5.2), started=1.8e9, provenance=other)])
+    for run in (a, b):
+        assert cli.main(["history", "add", str(run), "--db", store]) == 0
+    capsys.readouterr()
+    assert cli.main(["history", "compare", "latest~", "latest", "--db", store]) == 2     # no such ref
+    capsys.readouterr()
+    assert cli.main(["history", "compare", "a", "b", "--db", store, "--format", "json"]) == 2  # names are not refs
+    capsys.readouterr()
+    from vnetbench.history import db, query
+    with db.open_db(store).connect() as conn:
+        ids = [r["id"] for r in query.runs_where(conn, {})]
+    assert cli.main(["history", "compare", ids[1][:8], ids[0][:8], "--db", store, "--format", "json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["cells"] == [] and doc["software_metadata_diff"] == {"kernel": {"a": "6.1.0-28-amd64", "b": "6.12.0"}}
+    assert doc["provenance_differs"][0]["differs"] == {"kernel": {"a": "6.1.0-28-amd64", "b": "6.12.0"}}
+    assert cli.main(["history", "compare", ids[1][:8], ids[0][:8], "--db", store, "--ignore", "kernel"]) == 0
+    out = capsys.readouterr().out
+    assert "kernel: 6.1.0-28-amd64 -> 6.12.0" not in out and "worse" in out
+
+
+@pytest.mark.parametrize("argv, words", [
+    (["--alpha", "2"], "--alpha: '2': give a probability between 0 and 1"),
+    (["--format", "xml"], "--format: invalid choice: 'xml'"),
+    (["--thresholds", "NOFILE"], "--thresholds NOFILE: cannot read file"),
+])
+def test_compare_flags_refused(tmp_path, capsys, argv, words):
+    assert cli.main(["history", "compare", "x", "y", "--db", str(tmp_path / "h.sqlite"), *argv]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and words in err, err
