@@ -273,6 +273,8 @@ def test_seed000_testbeds_route_between_vlans(netns_up, routing, kind, ntype):
     assert out[0].samples["loss_pct"] == [0.0] and out[1].samples["gbps"][0] > 0.01
 
 
+@pytest.mark.whole_machine     # loss at 150 % of a ceiling measured earlier in the run: a
+# neighbour busy then and idle later makes that step no overload at all
 def test_seed002_router_beside_the_bridge_on_a_short_profile(netns_up):
     """Seed 002's section 5 on a short profile: a Linux router (a namespace between two
     vnets of the host's bridges) beside the Linux bridge (one vnet), 64 B frames: echo
