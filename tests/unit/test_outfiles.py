@@ -309,6 +309,21 @@ def _check_after(code, out, err, base, before, flag="--out"):
             assert after[name][:3] == (mode, rdev, ino), name
 
 
+def _cli_in(base: Path, argv) -> tuple:
+    """(exit code, stdout, stderr) of ``vnetbench ARGV`` run from the directory BASE."""
+    import contextlib
+    import io
+    cwd = os.getcwd()
+    os.chdir(base)
+    try:
+        out, err = io.StringIO(), io.StringIO()
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            code = cli.main(argv)
+    finally:
+        os.chdir(cwd)
+    return code, out.getvalue(), err.getvalue()
+
+
 @settings(max_examples=60, **SETTINGS)
 @given(paths)
 def test_hostile_profile_paths(spec):
@@ -316,17 +331,8 @@ def test_hostile_profile_paths(spec):
         base = Path(tmp)
         furnish(base)
         before = tree(base)
-        cwd = os.getcwd()
-        os.chdir(base)
-        try:
-            import contextlib
-            import io
-            out, err = io.StringIO(), io.StringIO()
-            with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-                code = cli.main(["capacity", str(DATA / "capacity"), f"--out={_path(base, spec)}"])
-        finally:
-            os.chdir(cwd)
-        _check_after(code, out.getvalue(), err.getvalue(), base, before)
+        _check_after(*_cli_in(base, ["capacity", str(DATA / "capacity"), f"--out={_path(base, spec)}"]),
+                     base, before)
 
 
 @settings(max_examples=40, **SETTINGS)
@@ -336,15 +342,5 @@ def test_hostile_report_directories(spec):
         base = Path(tmp)
         furnish(base)
         before = tree(base)
-        cwd = os.getcwd()
-        os.chdir(base)
-        try:
-            import contextlib
-            import io
-            out, err = io.StringIO(), io.StringIO()
-            with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-                code = cli.main(["report", str(DATA / "report"), "--format", "csv,md",
-                                 f"--out={_path(base, spec)}"])
-        finally:
-            os.chdir(cwd)
-        _check_after(code, out.getvalue(), err.getvalue(), base, before)
+        _check_after(*_cli_in(base, ["report", str(DATA / "report"), "--format", "csv,md",
+                                     f"--out={_path(base, spec)}"]), base, before)
