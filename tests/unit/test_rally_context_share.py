@@ -102,3 +102,22 @@ def test_sigterm_unwinds_a_rally_task_as_ctrl_c_does(monkeypatch):
     finally:
         for s, h in old.items():
             signal.signal(s, h)
+
+
+def test_a_second_interrupt_cannot_cut_the_unwinding_short(monkeypatch):
+    """SIGKILL of ``vnetbench compare`` delivers Rally's parent-death SIGINT once per thread
+    of compare that exits after the one that started Rally: the first unwinds, the next
+    ones land in the unwinding (the shared testbed's teardown at exit) and must not raise."""
+    monkeypatch.setattr(ctx, "_INTERRUPTED", [])
+    old = signal.getsignal(signal.SIGINT)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        ctx._unwind_on_interrupts()
+        with pytest.raises(KeyboardInterrupt):
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(5)
+        os.kill(os.getpid(), signal.SIGINT)         # the unwinding goes on
+        time.sleep(0.05)
+        assert ctx._INTERRUPTED == [signal.SIGINT, signal.SIGINT]
+    finally:
+        signal.signal(signal.SIGINT, old)

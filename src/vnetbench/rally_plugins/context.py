@@ -312,9 +312,14 @@ def _unwind_on_interrupts() -> None:
 
 
 def _interrupt(signum, frame):
+    """The first interrupt unwinds; a later one is only noted, so it cannot cut the
+    unwinding (the shared testbed's teardown at exit) short. It comes unasked, too: a
+    parent killed outright delivers the parent-death signal once per thread of it that
+    exits after the one that started Rally (the kernel reparents Rally to each in turn)."""
     from vnetbench import signals
     _INTERRUPTED.append(signum)
-    signals.handler(signum, frame)
+    if len(_INTERRUPTED) == 1:
+        signals.handler(signum, frame)
 
 
 #: share key -> (configuration fingerprint, context info) of a testbed left up
