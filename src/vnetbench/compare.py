@@ -28,7 +28,7 @@ from vnetbench import outfiles, signals
 from vnetbench.errors import VnetbenchError
 from vnetbench.report import table as model
 from vnetbench.report import text, write
-from vnetbench.report.load import Run
+from vnetbench.results.load import Run
 from vnetbench.results.store import ResultStore
 
 REPO = Path(__file__).resolve().parents[2]

@@ -67,7 +67,7 @@ def test_replies_are_answers_to_our_requests_only():
 
 def test_both_definitions_are_rows_of_the_table():
     from vnetbench.report import table, text
-    from vnetbench.report.load import Run
+    from vnetbench.results.load import Run
     from vnetbench.results.record import Result
     r = Result(test="broadcast", labels={"vswitch": "vrouter", "network": "gre", "placement": "same-host",
                                          "point": "arp", "params": {"kind": "arp"}},

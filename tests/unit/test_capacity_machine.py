@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from vnetbench.capacity import machine, planner, profile
-from vnetbench.report.load import load
+from vnetbench.results.load import load
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 SCALE = [r for run in load([DATA / "capacity" / "records.jsonl"]) for r in run.records]

@@ -13,7 +13,7 @@ import yaml
 
 from vnetbench import cli
 from vnetbench.capacity import files, profile
-from vnetbench.report.load import load
+from vnetbench.results.load import load
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 SCALE = [r for run in load([DATA / "capacity" / "records.jsonl"]) for r in run.records]

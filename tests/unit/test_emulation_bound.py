@@ -4,7 +4,7 @@ measurement's split by component and thread class; which components emulate is t
 
 from vnetbench.report import table, text
 from vnetbench.report.html import page
-from vnetbench.report.load import Run
+from vnetbench.results.load import Run
 from vnetbench.results import bound
 from vnetbench.results.record import Result
 

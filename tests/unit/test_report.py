@@ -11,7 +11,8 @@ import pytest
 
 from vnetbench import cli, compare
 from vnetbench.errors import VnetbenchError
-from vnetbench.report import charts, html, load, table, text, write
+from vnetbench.report import charts, html, table, text, write
+from vnetbench.results import load
 from vnetbench.results.record import Result
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "report"

@@ -6,7 +6,7 @@ import json
 import pytest
 
 from vnetbench.report import table
-from vnetbench.report.load import Run
+from vnetbench.results.load import Run
 from vnetbench.reproduce import judge, render, seed
 from vnetbench.results.record import Result
 

@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from vnetbench.report import charts, html, load, table, text
+from vnetbench.report import charts, html, table, text
+from vnetbench.results import load
 from vnetbench.results import spread
 from vnetbench.results.record import Result, from_dict
 from vnetbench.results.stats import percentiles, t95

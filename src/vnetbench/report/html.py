@@ -8,7 +8,7 @@ from html import escape
 
 from vnetbench.report.charts import Chart, left_out
 from vnetbench.report.cpu import router_na, routed
-from vnetbench.report.load import Run
+from vnetbench.results.load import Run
 from vnetbench.report.provenance import summary
 from vnetbench.report.table import NOTES, Row, Table
 

@@ -12,7 +12,7 @@ from vnetbench.errors import VnetbenchError
 from vnetbench.report.cpu import NOTE as CPU_NOTE
 from vnetbench.report.cpu import ROUTER_NOTE
 from vnetbench.report.cpu import cpu_text
-from vnetbench.report.load import Run
+from vnetbench.results.load import Run
 from vnetbench.results.load import show
 from vnetbench.results import bound as emulation
 from vnetbench.results import spread

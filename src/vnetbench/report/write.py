@@ -9,7 +9,8 @@ import time
 from pathlib import Path
 
 from vnetbench import outfiles
-from vnetbench.report import charts, html, load, table, text
+from vnetbench.report import charts, html, table, text
+from vnetbench.results import load
 
 FORMATS = {"html": "report.html", "md": "report.md", "csv": "report.csv"}
 

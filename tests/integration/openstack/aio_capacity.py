@@ -13,7 +13,7 @@ def handed_off_kpps() -> int:
     vnetbench.capacity.openstack, for this host (the cloud's one compute node)."""
     from vnetbench.capacity import openstack, profile
     from vnetbench.capacity.files import HostSpec, Hosts
-    from vnetbench.report.load import load
+    from vnetbench.results.load import load
     records = [r for run in load([DATA]) for r in run.records]
     hosts = Hosts("vxlan", (HostSpec(socket.gethostname(), 2, 4096, "ovs"),))
     return openstack.handoff(profile.build(records), hosts)["hosts"][0]["kpps"]
