@@ -270,6 +270,17 @@ def _migrate_under_probes(lay, pair, conn, name, a, source, target) -> None:
     assert res["downtime_ms"] < 20_000, res
 
 
+def _settled(conn, server, deadline: float):
+    """SERVER once Nova has no task on it (an earlier move ends first: a cold migration of a
+    guest still MIGRATING is refused with 409)."""
+    while True:
+        s = conn.compute.get_server(server.id)
+        if not s.task_state or time.monotonic() > deadline:
+            assert s.status == "ACTIVE" and not s.task_state, (s.compute_host, s.status, s.task_state)
+            return s
+        time.sleep(1)
+
+
 def _console(conn, server, lines: int = 40) -> str:
     """The guest's serial console as Nova keeps it: why a guest is unreachable."""
     try:
@@ -296,7 +307,7 @@ def test_cold_migration_to_the_other_node(lay, pair, conn):
         conn.compute.delete_server(s.id)
         conn.compute.wait_for_delete(s, wait=120)
     name, a = left[0]
-    a = conn.compute.get_server(a.id)
+    a = _settled(conn, a, time.monotonic() + COLD_S)    # a live migration may still be running
     source = a.compute_host
     target = next(n.host for n in lay.nodes if n.host != source)
     mgmt = pair["ips"][name]["mgmt"]
