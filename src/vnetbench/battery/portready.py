@@ -8,9 +8,10 @@ the moment it is requested (t0):
 
 * ``requested_ms``: the plug returned (the model's API call: Neutron's port create on
   OVN, the vSwitch port, the namespace);
-* ``programmed_ms``: the kind's own readiness signal first seen
-  (vnetbench.testbed.readiness), polled per host, one query for all its pending ports;
-  its resolution is the measured poll period (``poll_period_ms``);
+* ``programmed_ms``: the kind's own readiness signal (vnetbench.testbed.readiness),
+  polled per host, one query for all its pending ports: at the time the system says
+  (OVN's ``ovn-installed-ts``, ms), else when the poll saw it (resolution: the measured
+  poll period, ``poll_period_ms``; each timeline says which, ``programmed_by``);
 * ``first_packet_ms``: the first echo reply from a peer VM on another host: ping probes
   every PROBE_INTERVAL_MS from the port (resolution: one interval), with permanent
   neighbour entries on both sides, so ARP's one-second retries are not measured.
@@ -116,7 +117,7 @@ class Poller:
     """One thread per host asks the kind's readiness of all its pending ports at once."""
 
     def __init__(self, dep):
-        self.dep, self.pending, self.seen = dep, {}, {}
+        self.dep, self.pending, self.seen, self.said = dep, {}, {}, {}
         self.lock, self.stop, self.periods = threading.Lock(), threading.Event(), []
         self.threads = [threading.Thread(target=self._loop, args=(h.name,), daemon=True)
                         for h in dep.testbed.hosts]
@@ -154,8 +155,9 @@ class Poller:
                     found = set()
                 at = time.time()
                 with self.lock:
-                    for n in found:
-                        self.seen.setdefault(n, at)
+                    for n, said in found.items():   # the system's own time, else ours
+                        self.seen.setdefault(n, said if said is not None else at)
+                        self.said[n] = said is not None
                         self.pending[host].discard(n)
                 if last is not None:
                     self.periods.append(at - last)
@@ -189,7 +191,8 @@ def _one(dep, poller, host, vnet, peer, deadline_ms, probe_ms, peers_set) -> dic
     seen = poller.seen.get(name)
     ms = lambda t: None if t is None else (t - t0) * 1000.0        # noqa: E731
     return {"name": name, "host": host, "peer": peer, "requested_ms": ms(t_req),
-            "programmed_ms": ms(seen), "first_packet_ms": ms(first)}
+            "programmed_ms": ms(seen), "first_packet_ms": ms(first),
+            "programmed_by": "signal" if poller.said.get(name) else "poll"}
 
 
 def step(dep, plan, ports, concurrency, deadline_ms, probe_ms, peers_set) -> tuple[list, dict, list]:

@@ -111,7 +111,7 @@ class RunDeployment:
     def remove_port(self, name: str) -> None:
         self.add_port("", "")                                # refuses
 
-    def ports_ready(self, host: str, names) -> set:
+    def ports_ready(self, host: str, names) -> dict:
         return self.add_port(host, "")                       # refuses
 
     def port_popen(self, name: str, argv, **kwargs):

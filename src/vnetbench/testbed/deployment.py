@@ -150,9 +150,10 @@ class Deployment(Protocol):
     def remove_port(self, name: str) -> None:
         """Unplug and remove an added port."""
 
-    def ports_ready(self, host: str, names) -> set:
+    def ports_ready(self, host: str, names) -> dict:
         """Of HOST's added ports NAMES, those the kind's own readiness signal calls
-        programmed (vnetbench.testbed.readiness); one query per call."""
+        programmed: name -> the wall-clock time the system says it was (None where it
+        does not say; vnetbench.testbed.readiness); one query per call."""
 
     def port_popen(self, name: str, argv, **kwargs) -> subprocess.Popen:
         """Start ARGV behind added port NAME (its namespace), journaled like ``popen``."""

@@ -1,5 +1,7 @@
 """Each kind's own "this port is programmed" signal, read from what its real system
 exposes (pure parsers; the netns backend runs the commands: ``testbed/netns/ports``).
+Each returns {port: the time the system says it became ready, or None where it does not
+say}: the caller then takes the time it saw it.
 
 * ovn: ``external_ids:ovn-installed="true"`` on the OVS Interface. ovn-controller sets
   it once the port's flows are in ovs-vswitchd (what Neutron and ovn-heater wait for).
@@ -45,25 +47,30 @@ def _atom(value):
     return None if isinstance(value, list) and value[:1] == ["set"] and not value[1] else value
 
 
-def ovn_installed(vsctl_json: str, names) -> set[str]:
+def ovn_installed(vsctl_json: str, names) -> dict:
     """Of interface NAMES, those ovn-controller marked installed, from
-    ``ovs-vsctl --format=json --columns=name,external_ids list Interface``."""
-    want = set(names)
-    return {r["name"] for t in _tables(vsctl_json) for r in t
-            if r.get("name") in want and _map(r.get("external_ids")).get("ovn-installed") == "true"}
+    ``ovs-vsctl --format=json --columns=name,external_ids list Interface``: name -> the
+    wall-clock time it says it did (``ovn-installed-ts``, ms; OVN 22.09+), else None."""
+    want, out = set(names), {}
+    for r in (r for t in _tables(vsctl_json) for r in t if r.get("name") in want):
+        ids = _map(r.get("external_ids"))
+        if ids.get("ovn-installed") == "true":
+            ts = ids.get("ovn-installed-ts", "")
+            out[r["name"]] = int(ts) / 1000.0 if ts.isdigit() else None
+    return out
 
 
-def ovs_bound(vsctl_json: str, names) -> set[str]:
+def ovs_bound(vsctl_json: str, names) -> dict:
     """Of port NAMES, those with a VLAN tag and an OpenFlow port, from ``ovs-vsctl
     --format=json -- --columns=name,tag list Port -- --columns=name,ofport list Interface``."""
     ports, ifaces = _tables(vsctl_json)
     tagged = {r["name"] for r in ports if isinstance(_atom(r.get("tag")), int)}
     attached = {r["name"] for r in ifaces if isinstance(_atom(r.get("ofport")), int) and r["ofport"] > 0}
-    return set(names) & tagged & attached
+    return dict.fromkeys(set(names) & tagged & attached)
 
 
-def bridge_forwarding(bridge_json: str, names) -> set[str]:
+def bridge_forwarding(bridge_json: str, names) -> dict:
     """Of bridge ports NAMES, those forwarding, from ``bridge -j link show``."""
     want = set(names)
-    return {r["ifname"] for r in json.loads(bridge_json or "[]")
-            if r.get("ifname") in want and r.get("state") == "forwarding"}
+    return dict.fromkeys(r["ifname"] for r in json.loads(bridge_json or "[]")
+                         if r.get("ifname") in want and r.get("state") == "forwarding")

@@ -199,7 +199,7 @@ class Deployment(RunDeployment):
         from vnetbench.testbed.netns import ports
         ports.remove(self, name)
 
-    def ports_ready(self, host: str, names) -> set:
+    def ports_ready(self, host: str, names) -> dict:
         from vnetbench.testbed.netns import ports
         return ports.ready(self, host, names)
 

@@ -147,9 +147,9 @@ def remove(dep, name: str) -> None:
         dep.run.write_meta(ports=rest)
 
 
-def ready(dep, host: str, names) -> set[str]:
-    """Of HOST's added ports NAMES, those its kind says are programmed: one query of the
-    host's vSwitch per call (vnetbench.testbed.readiness)."""
+def ready(dep, host: str, names) -> dict:
+    """Of HOST's added ports NAMES, those its kind says are programmed, with the time it
+    says so (or None): one query of the host's vSwitch per call (vnetbench.testbed.readiness)."""
     from vnetbench.testbed import readiness
     ports = dep.run.meta().get("ports", {})
     ends = {ports[n]["host_end"]: n for n in names}
@@ -169,7 +169,7 @@ def ready(dep, host: str, names) -> set[str]:
         else:
             found = readiness.ovs_bound(vsctl("--format=json", "--", "--columns=name,tag", "list", "Port",
                                               "--", "--columns=name,ofport", "list", "Interface"), ends)
-    return {ends[e] for e in found}
+    return {ends[e]: at for e, at in found.items()}
 
 
 def ns_argv(dep, name: str, argv) -> list[str]:
