@@ -103,8 +103,20 @@ def test_ovn_controller_stopped_on_one_host_leaves_its_new_ports_never_ready(net
     assert not check.success and "not_ready" in check.details()
 
 
-def test_cleanup_after_sigkill_mid_step_leaves_nothing(netns_up, state_dir):
-    dep = netns_up(_testbed("ovs", "vxlan"))
+def test_cleanup_after_sigkill_mid_step_leaves_nothing(caps, state_dir):
+    from vnetbench.testbed.netns import builder
+    tb = _testbed("ovs", "vxlan")
+    if caps.why_not(tb.vswitch.kind, tb.network.type):
+        pytest.skip(caps.why_not(tb.vswitch.kind, tb.network.type))
+    dep = builder.up(tb, caps=caps)         # cleanup removes it: not the fixture's to tear down
+    try:
+        _sigkill_mid_step_then_cleanup(dep, state_dir)
+    finally:
+        if dep.run.dir.exists():
+            dep.down()
+
+
+def _sigkill_mid_step_then_cleanup(dep, state_dir):
     env = {**os.environ, "VNETBENCH_STATE_DIR": str(state_dir), "PYTHONPATH": str(REPO / "src")}
     code = ("import sys\nfrom vnetbench.testbed import deployment\nfrom vnetbench.battery import portready\n"
             f"portready.run(deployment.attach({dep.run_id!r}), ports=40, steps=1, concurrency=3)\n")
