@@ -6,7 +6,8 @@ MAC and address, up), the other end in the host's namespace plugged into the hos
 vSwitch exactly as the kind plugs a VM's NIC (``Kind.netns_plug``: ovs, an access port
 with the vnet's local VLAN; ovn, an OVS port with ``external_ids:iface-id`` after the
 logical switch port is created in the NB database, as Neutron does first; linuxbridge,
-a port of the vnet's bridge). Nothing runs inside: the kernel answers the probe.
+a port of the vnet's bridge). Nothing runs inside: the kernel answers the probe. On
+OVS's userspace datapath the port is an AF_PACKET one, where the VMs' may be AF_XDP.
 
 Each namespace is journaled before it exists (teardown and ``cleanup`` remove it, and
 with it the veth pair); the vSwitch's port and the logical port live in the run's own
@@ -91,7 +92,12 @@ def add(dep, host: str, vnet: str) -> dict:
     _namespace(dep, port, v.cidr.prefixlen)
     if tb.vswitch.kind.value == "ovn":
         _logical_port(dep, port)
-    kinds.of(tb).netns_plug(dep, h, end, stand_in(port), 0, stand_in(port).nics[0])
+    vm = stand_in(port)
+    # an OVS kind's port is an AF_PACKET one even where the VMs' are AF_XDP: an AF_XDP
+    # port holds tens of MiB of ovs-vswitchd's memory (docs/ovs-ports.md), hundreds would
+    # exhaust the machine
+    own = {} if tb.vswitch.kind.value == "linuxbridge" else {"afxdp": False}
+    kinds.of(tb).netns_plug(dep, h, end, vm, 0, vm.nics[0], **own)
     return port
 
 
