@@ -143,27 +143,25 @@ class Poller:
                 names.discard(name)
 
     def _loop(self, host: str) -> None:
-        last = None
+        """A port seen ready at the end of a query became ready at most one query and one
+        pause earlier: ``periods`` holds that bound per query."""
         while not self.stop.is_set():
             with self.lock:
                 names = sorted(self.pending.get(host, ()))
             if names:
+                asked = time.time()
                 try:
                     found = self.dep.ports_ready(host, names)
                 except Exception as exc:    # recorded; the ports then miss their deadline
                     self.errors.append(f"{host}: {exc}")
-                    found = set()
+                    found = {}
                 at = time.time()
                 with self.lock:
                     for n, said in found.items():   # the system's own time, else ours
                         self.seen.setdefault(n, said if said is not None else at)
                         self.said[n] = said is not None
                         self.pending[host].discard(n)
-                if last is not None:
-                    self.periods.append(at - last)
-                last = at
-            else:
-                last = None
+                self.periods.append(at - asked + POLL_S)
             self.stop.wait(POLL_S)
 
 
