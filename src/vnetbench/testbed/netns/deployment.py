@@ -229,6 +229,8 @@ class Deployment(RunDeployment):
                      "nics": [{"vnet": n.vnet, "ip": str(n.ip), "mac": n.mac} for n in v.nics]}
                     for v in tb.vms],
             "removed_vnets": meta.get("removed_vnets", []),
+            "ports": [{k: p[k] for k in ("name", "host", "vnet", "ip", "netns")}
+                      for p in meta.get("ports", {}).values()],
             "controller": self._controller_status(present),
             "errors": meta.get("errors", []),
         }
