@@ -29,14 +29,20 @@ class PortReady(_Base):
         :param probe_interval_ms: the first-packet probe's interval (its resolution)
         :param hosts: hosts the new ports go to, round-robin (default: every host)
         """
-        from vnetbench.battery import portready
+        from types import SimpleNamespace
 
-        def run_all(dep, pair):
-            return portready.run(dep, ports, steps, concurrency, deadline_ms, probe_interval_ms, hosts)
+        from vnetbench.battery import portready
+        from vnetbench.monitor import publish, server
         dep = self._deployment()
         if dep is None:
             return self._not_applicable(self.TEST)
-        results = run_all(dep, None)
+        monitor = self.context["vnetbench"].get("monitor")
+        mon = server.attach(monitor) if monitor else None
+        # one test window for every step: the new ports are no pair of the testbed
+        every = SimpleNamespace(name="new-ports", placement="cross-host")
+        with publish.window(mon, dep, self.TEST, every) as pushed:
+            pushed += portready.run(dep, ports, steps, concurrency, deadline_ms, probe_interval_ms, hosts)
+        results = pushed
         self._record(results)
         self.add_output(additive=charts.metrics_table(results, PORT_KEYS),
                         complete=charts.results_table("Port readiness per step (ms from the request)",
