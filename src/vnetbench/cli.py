@@ -24,7 +24,8 @@ from vnetbench.cli_testbed import (
 VSWITCH_CHOICES = [k.value for k in VSwitchKind]
 NETWORK_CHOICES = [t.value for t in NetType]
 #: the battery's families, as the comparison task names them (rally-tasks/overlay-comparison.yaml)
-COMPARE_FAMILIES = ["icmp_rtt", "tcp_stream", "udp_stream", "broadcast", "flow_setup", "rfc2544", "fairness"]
+COMPARE_FAMILIES = ["icmp_rtt", "tcp_stream", "udp_stream", "broadcast", "flow_setup", "rfc2544", "fairness",
+                    "port_ready"]
 
 
 def main(argv=None) -> int:
@@ -97,6 +98,15 @@ def cmd_demo(args):
     return 1 if bad else 0
 
 
+def _port_ready_args(args) -> dict:
+    """The port_ready family's task arguments, checked before anything is built."""
+    from vnetbench.battery import portready
+    portready.check(args.ports, args.steps, args.concurrency, args.deadline_ms, args.probe_interval_ms)
+    return {"port_ready_ports": args.ports, "port_ready_steps": args.steps,
+            "port_ready_concurrency": args.concurrency, "port_ready_deadline_ms": args.deadline_ms,
+            "port_ready_probe_interval_ms": args.probe_interval_ms}
+
+
 def cmd_compare(args):
     from vnetbench import compare, outfiles
     from vnetbench.history import commands as history
@@ -107,6 +117,7 @@ def cmd_compare(args):
         from vnetbench.image.build import boot_files     # fail now, not once per testbed
         boot_files(Path(image))
     vswitches, networks = args.vswitch, args.network
+    port_ready = _port_ready_args(args)
     if args.run:                # the one column the running testbed is
         from vnetbench.testbed import deployment
         dep = deployment.attach(args.run)
@@ -118,7 +129,8 @@ def cmd_compare(args):
                                "run": args.run, "security_groups": args.security_groups,
                                "path": args.path if args.path != "l2" else None},
                       name=("comparison-sg" if args.security_groups else "comparison")
-                      + ("-routed" if args.path != "l2" else ""), tests=args.tests)
+                      + ("-routed" if args.path != "l2" else ""), tests=args.tests,
+                      task_args=port_ready)
     print(res["table"])
     print(f"wall time: {res['seconds']:.0f} s   Rally task: {res['uuid']}")
     print(f"Rally HTML report:  {res['dir'] / 'rally-report.html'}")
@@ -254,6 +266,15 @@ def _parser():
                         "DNAT (docs/routers.md); broadcast is N/A across a router (default: %(default)s)")
     s.add_argument("--test", action="append", dest="tests", choices=COMPARE_FAMILIES,
                    help="only this family of the battery (repeat for several; default: all)")
+    s.add_argument("--ports", type=int, default=20,
+                   help="port_ready: new ports per step (default: %(default)s)")
+    s.add_argument("--steps", type=int, default=2, help="port_ready: steps (default: %(default)s)")
+    s.add_argument("--concurrency", type=int, default=8,
+                   help="port_ready: ports in flight at once (default: %(default)s)")
+    s.add_argument("--deadline-ms", type=float, default=10000.0,
+                   help="port_ready: a port not ready within this is never ready (default: %(default)s)")
+    s.add_argument("--probe-interval-ms", type=float, default=1.0,
+                   help="port_ready: the first-packet probe's interval (default: %(default)s)")
     s.add_argument("--security-groups", action="store_true",
                    help="every port filtered by Neutron's default group, the kind's firewall in "
                         "every figure (docs/security-groups.md); a kind that cannot enforce "

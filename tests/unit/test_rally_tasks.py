@@ -53,7 +53,8 @@ def test_task_renders_and_validates(path, args):
     config = validate(render(path, **args))
     names = {w["name"] for s in config.subtasks for w in s["workloads"]}
     assert names and all(n.startswith("VnetBench.") for n in names)
-    if "outside" in args and path.name not in ("scale.yaml", "overlay-comparison.yaml"):
+    # port-ready.yaml: the netns backend alone (ports without a VM; the cloud's are not built)
+    if "outside" in args and path.name not in ("scale.yaml", "overlay-comparison.yaml", "port-ready.yaml"):
         # a routed path on a cloud: the context gets what the backend needs for it
         ctx = [w["contexts"]["vnetbench_testbed"] for s in config.subtasks for w in s["workloads"]]
         assert all({k: c.get(k) for k in ("mgmt_network", "external_network", "outside")}
@@ -244,3 +245,13 @@ def test_the_progress_line_tells_seed000s_columns_and_pairs_apart():
               "path": "l3-east-west", "point": "100 B"}
     line = _summary(Result(test="icmp_rtt", labels=labels, samples={"rtt_mean_ms": [0.5]}))
     assert line == "ovs/vlan stick icmp_rtt same-host l3-east-west 100 B: rtt_mean_ms 0.5"
+
+
+def test_compare_selects_port_ready_with_its_arguments_and_sla():
+    overlay = next(p for p in TASKS if p.name == "overlay-comparison.yaml")
+    config = validate(render(overlay, tests=["port_ready"], port_ready_ports=12, port_ready_steps=3))
+    works = [w for s in config.subtasks for w in s["workloads"]]
+    assert {w["name"] for w in works} == {"VnetBench.port_ready"}
+    assert all(w["args"]["ports"] == 12 and w["args"]["steps"] == 3 for w in works)
+    assert all(w["sla"] == {"vnetbench": {"max_not_ready": 0}} for w in works)
+    assert all(not w["contexts"]["vnetbench_testbed"].get("keep") for w in works)   # the last tears down

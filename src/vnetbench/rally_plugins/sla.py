@@ -20,6 +20,8 @@ CRITERIA = {
     "max_cpu_pct": ("cpu_pct", max),
     "min_jain": ("jain_index", min),
     "max_failed_pairs": ("pairs_failed", max),      # scale: pairs of a step that failed
+    "max_not_ready": ("not_ready", max),            # port_ready: ports of a step never ready
+    "p95_ms": ("first_packet_p95_ms", max),         # port_ready: a step's p95 to first packet
 }
 
 

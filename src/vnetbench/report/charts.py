@@ -71,6 +71,11 @@ def charts(table: Table) -> list[Chart]:
         _bars("fig-rfc2544", "RFC 2544 throughput (NDR, zero loss) per frame size and "
               f"configuration; {SEARCH_BARS}", "frames/s",
               _by_row(table, "rfc2544_throughput", "ndr_fps")),
+        _lines("fig-port-ready", "New ports: ms from the request to programmed (the kind's own "
+               "signal, top) and to the first packet both ways (bottom), p50 / p95 / max of a step, "
+               "vs the ports that already exist (docs/control-plane.md)", "programmed (ms)",
+               "existing ports", colors, _port_ready(table, "programmed"),
+               ("first packet (ms)", _port_ready(table, "first_packet"))),
         _bars("fig-cpu", "Host-side vSwitch CPU% per test (mean over the test's points; "
               f"100% = one CPU); {CPU_BARS}", "CPU %", _cpu(table), colors=colors),
     ]
@@ -113,6 +118,16 @@ def _series(table, test, param, metric) -> dict:
                 out.setdefault(row.placement, {}).setdefault(c.label, []).append((x, _point(s)))
     return {p: {c: sorted(xy, key=lambda t: t[0]) for c, xy in cols.items()}
             for p, cols in out.items()}
+
+
+def _port_ready(table, stage) -> dict:
+    """{quantile: {column: [(existing ports, Point)]}} of one port_ready stage."""
+    out = {}
+    for q in ("p50", "p95", "max"):
+        for cols in _series(table, "port_ready", "existing", f"{stage}_{q}_ms").values():
+            for col, xy in cols.items():
+                out.setdefault(q, {}).setdefault(col, []).extend(xy)
+    return out
 
 
 def _cpu(table) -> dict:

@@ -28,7 +28,8 @@ HEADLINE = {"icmp_rtt": ("rtt_mean_ms",), "tcp_stream": ("gbps",), "udp_stream":
             "broadcast": ("answered_loss_pct", "loss_pct"), "flow_setup": ("loss_pct",),
             "rfc2544_throughput": ("ndr_fps",), "rfc2544_latency": ("rtt_avg_ms",),
             "rfc2544_frame_loss": ("frame_loss_pct",), "rfc2544_back_to_back": ("burst_frames",),
-            "udp_fairness": ("jain_index",), "scale": ("aggregate_gbps", "aggregate_cps")}
+            "udp_fairness": ("jain_index",), "scale": ("aggregate_gbps", "aggregate_cps"),
+            "port_ready": ("first_packet_p95_ms",)}
 
 
 @dataclass
@@ -42,7 +43,10 @@ class Column:
 # a row of its own beside the headline. Broadcast: the headline is loss as the sender sees
 # it (requests not answered), which reproduces seed 003's three columns (OpenContrail's 0%
 # ARP loss is its proxy ARP answering); requests not delivered to the peer beside it
-BESIDE = {"broadcast": (("loss_pct", "delivered"),)}
+BESIDE = {"broadcast": (("loss_pct", "delivered"),),
+          # port_ready: the headline is a step's p95 to first packet; the other stages beside
+          "port_ready": (("programmed_p50_ms", "programmed p50"), ("programmed_p95_ms", "programmed p95"),
+                         ("first_packet_p50_ms", "first packet p50"), ("not_ready", "never ready"))}
 
 
 @dataclass(frozen=True)
@@ -190,9 +194,9 @@ def build(runs: list[Run]) -> Table:
                     f"{show(run.path or run.name)}: more than {MAX_ROWS} rows (test x point x placement); "
                     f"a report shows at most {MAX_ROWS}: split the records by test")
             cells[(rows[-1], col.label)] = Cell(r)
+            head = rows[-1]                 # each beside-row hangs off the headline's
             for metric, suffix in BESIDE.get(r.test, ()):
-                if metric in r.samples and metric != rows[-1].metric:
-                    head = rows[-1]
+                if metric in r.samples and metric != head.metric:
                     rows.append(Row(head.test, f"{head.variable} {suffix}".strip(), head.placement, metric))
                     cells[(rows[-1], col.label)] = Cell(r)
     rows += [Row(r.test, "", "-", "") for r, _ in na if not any(covers(r.test, x.test) for x in rows)]

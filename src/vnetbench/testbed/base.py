@@ -100,6 +100,23 @@ class RunDeployment:
         raise UnsupportedError(f"{self.run.meta().get('backend', 'this backend')} cannot change "
                                f"security-group rules on a running testbed (run {self.run_id})")
 
+    no_ports = "not implemented"            # why a backend does not add ports
+
+    def add_port(self, host: str, vnet: str) -> dict:
+        """A backend that does not add ports to a running testbed says so, and why."""
+        from vnetbench.errors import UnsupportedError
+        raise UnsupportedError(f"{self.run.meta().get('backend', 'this backend')}: no ports without "
+                               f"a VM: {self.no_ports}")
+
+    def remove_port(self, name: str) -> None:
+        self.add_port("", "")                                # refuses
+
+    def ports_ready(self, host: str, names) -> dict:
+        return self.add_port(host, "")                       # refuses
+
+    def port_popen(self, name: str, argv, **kwargs):
+        return self.add_port("", "")                         # refuses
+
     no_migration = "not implemented"        # why a backend does not migrate VMs
 
     def migration_target(self, vm: str, to_host: str) -> str:

@@ -141,6 +141,23 @@ class Deployment(Protocol):
         Refuses as ``migration_target`` does, before anything changes. The fault API
         (vnetbench.faults) measures the downtime around it."""
 
+    def add_port(self, host: str, vnet: str) -> dict:
+        """Plug a new port (no VM) on HOST's vSwitch on VNET, as the kind's agent or os-vif
+        plugs a VM's NIC, with just enough behind it to answer a probe; its record (name,
+        host, vnet, ip, mac). Owned and journaled. UnsupportedError (before anything
+        changes) where the backend or kind cannot."""
+
+    def remove_port(self, name: str) -> None:
+        """Unplug and remove an added port."""
+
+    def ports_ready(self, host: str, names) -> dict:
+        """Of HOST's added ports NAMES, those the kind's own readiness signal calls
+        programmed: name -> the wall-clock time the system says it was (None where it
+        does not say; vnetbench.testbed.readiness); one query per call."""
+
+    def port_popen(self, name: str, argv, **kwargs) -> subprocess.Popen:
+        """Start ARGV behind added port NAME (its namespace), journaled like ``popen``."""
+
     def status(self) -> dict: ...
 
     def down(self) -> list[str]:

@@ -140,7 +140,9 @@ class Ovs(Kind):
         its own realisation of security groups says no)."""
         return dep.testbed.port_security
 
-    def netns_plug(self, dep, host, port, vm, k, nic):
+    def netns_plug(self, dep, host, port, vm, k, nic, afxdp: bool | None = None):
+        """``afxdp``: None, as the build made the VM ports; False, an AF_PACKET port
+        whatever they are (a port without a VM: each AF_XDP port holds tens of MiB)."""
         from vnetbench.kinds.ovs import firewall, netns
         from vnetbench.testbed.netns import links, nsops
         with nsops.rtnl(dep.names.host_ns(host.name)) as ns:
@@ -151,7 +153,9 @@ class Ovs(Kind):
                 *self._port_columns(dep, nic), own, *self._port_extra(dep, port, vm, k),
                 *(firewall.plugged_columns(dep, host, port, vm, k, nic, self._tag(dep, nic))
                   if filtered else ())]
-        if dep.run.meta().get("ovs_ports") == "afxdp" and not (nic.qos and not nic.qos.egress):
+        if afxdp is None:
+            afxdp = dep.run.meta().get("ovs_ports") == "afxdp"
+        if afxdp and not (nic.qos and not nic.qos.egress):
             args += ["--", "set", "Interface", port, "type=afxdp"]   # as the build made it
         netns.host_of(dep, host).vsctl(*args)
         if filtered:                        # Neutron's OVS agent on a new port

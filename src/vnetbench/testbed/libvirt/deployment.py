@@ -53,6 +53,14 @@ class LibvirtDeployment(SshGuests, NetnsDeployment):
     # not the namespaces' re-plug: a guest is a QEMU process
     migration_target = RunDeployment.migration_target
     migrate_vm = RunDeployment.migrate_vm
+    # a port's readiness is the kind's, but its probe would be a guest's: ports here would
+    # be a namespace's, not what the backend measures (QEMU guests)
+    no_ports = ("a libvirt testbed's ports are its guests' NICs; measure port readiness on the "
+                "netns backend (backend: netns)")
+    add_port = RunDeployment.add_port
+    remove_port = RunDeployment.remove_port
+    ports_ready = RunDeployment.ports_ready
+    port_popen = RunDeployment.port_popen
 
     @classmethod
     def of(cls, run):

@@ -191,6 +191,22 @@ class Deployment(RunDeployment):
         from vnetbench.testbed.netns import migrate
         return migrate.migrate(self, vm, to_host, live)
 
+    def add_port(self, host: str, vnet: str) -> dict:
+        from vnetbench.testbed.netns import ports
+        return ports.add(self, host, vnet)
+
+    def remove_port(self, name: str) -> None:
+        from vnetbench.testbed.netns import ports
+        ports.remove(self, name)
+
+    def ports_ready(self, host: str, names) -> dict:
+        from vnetbench.testbed.netns import ports
+        return ports.ready(self, host, names)
+
+    def port_popen(self, name: str, argv, **kwargs) -> subprocess.Popen:
+        from vnetbench.testbed.netns import ports
+        return self._spawn(ports.ns_argv(self, name, argv), argv, kwargs, port=name)
+
     @property
     def removed_vnets(self) -> list[str]:
         return self.run.meta().get("removed_vnets", [])
@@ -213,6 +229,8 @@ class Deployment(RunDeployment):
                      "nics": [{"vnet": n.vnet, "ip": str(n.ip), "mac": n.mac} for n in v.nics]}
                     for v in tb.vms],
             "removed_vnets": meta.get("removed_vnets", []),
+            "ports": [{k: p[k] for k in ("name", "host", "vnet", "ip", "netns")}
+                      for p in meta.get("ports", {}).values()],
             "controller": self._controller_status(present),
             "errors": meta.get("errors", []),
         }
