@@ -285,8 +285,9 @@ def _booted_again(conn, server, target: str, before: str, now: str) -> None:
     panicked (a skip that says so), the test's failure otherwise. QEMU 7.2's TCG (Debian
     12; no usable KVM here) loses guest writes in a live migration now and then -- the
     class of bug kvm-unit-tests' "TCG migration lost dirty bit" reproducer catches: the
-    guest arrives with a stale page (seen here: a slab freelist, 'Fatal exception in
-    interrupt' in kmem_cache_alloc_bulk right after the move, in 2 of 6 runs) and reboots.
+    guest arrives with a stale page and reboots (seen here: a corrupt slab freelist, 'Fatal
+    exception in interrupt' in kmem_cache_alloc_bulk right after the move; in 2 of 6 runs a
+    guest came back without the file it had written before the move).
     Nova, Neutron and the network did their part: the move completed and the probes crossed
     to the new node; the guest's memory is the hypervisor's."""
     console = _console(conn, server, lines=80)
