@@ -67,6 +67,25 @@ def cmd_compare(args) -> int:
     return 0
 
 
+def _save(eng, series, shown: str) -> None:
+    """The verdicts' change points into the database for the dashboard; a database this
+    user may only read (a CI job's role) still gets its verdict, with one line saying so."""
+    import sys
+    import time
+
+    import sqlalchemy as sa
+
+    from vnetbench.history import regress
+    from vnetbench.inputs import one_line
+    try:
+        with eng.begin() as conn:
+            regress.save(conn, series, time.time())
+    except sa.exc.SQLAlchemyError as exc:
+        print(f"history regressions: change points not stored in {shown} for the dashboard "
+              f"({one_line(str(getattr(exc, 'orig', None) or exc), 120)}); the verdict below stands",
+              file=sys.stderr)
+
+
 def add_regressions(hs, db_option) -> None:
     s = hs.add_parser("regressions", help="change points of every cell's series (Apache Otava); "
                                           "exit 1 on an unacknowledged regression")
@@ -100,8 +119,10 @@ def cmd_regressions(args) -> int:
     if args.metric and any(not m or not m.isprintable() for m in args.metric):
         raise VnetbenchError("--metric: give a metric name or shell pattern such as gbps or rtt_*_ms")
     dbname = args.db or commands._db_default()
-    with commands.engine(args).connect() as conn:
+    eng = commands.engine(args)
+    with eng.connect() as conn:
         series = regress.find(conn, rules, acks, since, args.metric, where, jobs=args.jobs, last=args.last)
+    _save(eng, series, db.shown(dbname))
     if args.junit:
         outfiles.write_file(args.junit, regress.junit(series), "--junit")
     if args.format == "json":

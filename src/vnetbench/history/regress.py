@@ -202,6 +202,24 @@ def _what_changed(conn, cell: str, before: str, after: str) -> dict:
     return {k: {"before": a, "after": b} for k, (a, b) in d.items()}
 
 
+def save(conn, series, now: float) -> None:
+    """The change points of the judged series into ``change_points``, replacing what an
+    earlier ``regressions`` stored for those series (one transaction: the caller's), so
+    the dashboard marks what the last verdict said. A series judged "not enough runs"
+    has none."""
+    t = db.change_points
+    keys = [{"c": s.cell, "m": s.metric} for s in series]
+    if not keys:
+        return
+    conn.execute(t.delete().where(t.c.cell == sa.bindparam("c"), t.c.metric == sa.bindparam("m")), keys)
+    rows = [{"cell": s.cell, "metric": s.metric, "run_id": c.run, "position": c.index, "runs": s.runs,
+             "before": c.before, "after": c.after, "change_pct": c.change_pct, "pvalue": c.pvalue,
+             "kind": c.kind, "acknowledged": c.acknowledged, "judged": now}
+            for s in series for c in s.changes]
+    if rows:
+        conn.execute(t.insert(), rows)
+
+
 def failed(series) -> bool:
     return any(s.verdict == "regression" for s in series)
 
