@@ -6,7 +6,6 @@ queries are what it would send.) The change points are stored by both stores."""
 
 from __future__ import annotations
 
-import random
 import re
 
 import pytest
@@ -16,28 +15,7 @@ from vnetbench import cli
 from vnetbench.dashboards import generate, history, schema
 from vnetbench.history import db
 
-from history_runs import postgres, record, store, write_run  # noqa: F401  (fixtures)
-
-T0 = 1.7e9
-STEP = 3600.0
-MEANS = {"1448": [100.0] * 30, "8948": [100.0] * 19 + [85.0] * 11}   # the second drops 15 % at run 20
-
-
-def build_history(tmp_path, target: str) -> dict:
-    """30 runs of two cells (3 repetitions, 5 % noise); returns {point: [run means]}."""
-    rng = random.Random(49)
-    means = {p: [] for p in MEANS}
-    dirs = []
-    for i in range(30):
-        recs = []
-        for point, series in MEANS.items():
-            values = [series[i] * (1 + rng.gauss(0, 0.05)) for _ in range(3)]
-            means[point].append(sum(values) / 3)
-            recs.append(record(values=values, started=T0 + STEP * i, run_id=f"r{i}", point=point))
-        dirs.append(str(write_run(tmp_path / f"run{i:02d}", recs)))
-    assert cli.main(["history", "add", *dirs, "--db", target]) == 0
-    return means
-
+from history_runs import STEP, T0, build_history, postgres, store  # noqa: F401  (fixtures)
 
 def grafana_sql(sql: str, values: dict, start: float, end: float) -> str:
     """SQL as Grafana's SQL datasources send it: ``$__unixEpochFilter(col)`` -> the range in

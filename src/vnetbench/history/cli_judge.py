@@ -27,6 +27,8 @@ def add_parsers(hs, db_option) -> None:
     s.add_argument("--alpha", type=_probability, default=0.05, help="significance level (default: %(default)s)")
     s.add_argument("--thresholds", metavar="FILE", help="metric directions (default: the shipped thresholds.yaml)")
     s.add_argument("--format", choices=["table", "json"], default="table")
+    s.add_argument("--html", metavar="FILE", help="also write the comparison as an HTML page with each judged "
+                   "cell's series and its change points (as the history's Grafana dashboard draws it)")
     db_option(s)
     s.set_defaults(func=cmd_compare)
     add_regressions(hs, db_option)
@@ -56,13 +58,19 @@ def _probability(text: str) -> float:
 
 @database_errors
 def cmd_compare(args) -> int:
-    from vnetbench.history import commands, compare, thresholds
+    from vnetbench import outfiles
+    from vnetbench.history import commands, compare, html, thresholds
     rules = thresholds.load_rules(args.thresholds)
     for f in args.ignore:
         if not f or not f.isprintable():
             raise VnetbenchError(f"--ignore {f!r}: give a provenance field such as kernel or tools.ovs-vswitchd")
+    if args.html:
+        outfiles.check_file(args.html, "--html")        # before the database is read
     with commands.engine(args).connect() as conn:
         doc = compare.compare(conn, args.a, args.b, rules, args.ignore, args.metric, args.alpha)
+        page = html.page(conn, doc, rules) if args.html else None
+    if page is not None:
+        outfiles.write_file(args.html, page, "--html")
     print(render.to_json(doc) if args.format == "json" else compare.text(doc), end="" if args.format == "json" else "\n")
     return 0
 
