@@ -9,9 +9,10 @@ transaction: a run is in the store whole or not at all. A bad argument (a trunca
 before it stay imported, which is harmless because adding them again changes nothing.
 Arguments are read one at a time, so memory holds a few runs, not a thousand.
 
-What it imports is what the loader reads: a ``records.jsonl`` or a directory holding
-one (compare, reproduce, a scale task's results). A functional matrix's ``matrix.json``
-holds verdicts, not measurements, and is not imported yet.
+What it imports: a ``records.jsonl`` or a directory holding one (compare, reproduce,
+capacity's and a scale task's results), read by the loader, and a functional matrix
+(``matrix.json``, or a run directory's ``functional/matrix.json``) as records of test
+``functional`` (``history.functional``).
 
 Records from an older vnetbench carry fewer provenance fields: a field it did not write
 is stored as NULL, never refused.
@@ -153,8 +154,22 @@ def check_tag(tag: str) -> str:
 def prepare(arg, now: float) -> dict:
     """One argument -> everything its import writes: the run's id and rows (no database here,
     so a worker process can do it: loading is the slow half of an import)."""
-    (run,) = records_load.load([arg])
-    return rows_of(run, now)
+    return rows_of(load_run(arg), now)
+
+
+def load_run(arg):
+    """One RESULTS argument -> a ``results.load.Run``: its records.jsonl (through the one
+    records loader) and its functional matrices (``history.functional``), either or both."""
+    from pathlib import Path
+
+    from vnetbench.history import functional
+    path = Path(arg)
+    try:
+        has_records = not functional.matrices(path) or (path.is_dir() and (path / records_load.RECORDS).is_file())
+    except (OSError, ValueError):
+        has_records = True          # the loader names what is wrong with the path
+    run = records_load.load([arg])[0] if has_records else None
+    return functional.with_matrices(run, path)
 
 
 def rows_of(run, now: float) -> dict:
