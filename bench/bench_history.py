@@ -1,7 +1,8 @@
 """The results history at scale (issue 49): ``vnetbench history add`` of 1,000 runs of
 200 records each (200,000 records, 1.2 million per-metric rows), then ``history
 regressions`` over every cell's series (1,200 series of 1,000 runs), each command in a
-fresh process: wall time, peak resident memory, exit status, the store's size. No root,
+fresh process: wall time, CPU seconds (with its workers'), peak resident memory, exit
+status, the store's size. No root,
 no testbed.
 
 The runs are synthetic and the same every time (seeded): 200 cells (tcp_stream over 50
@@ -9,7 +10,7 @@ points x 2 placements x 2 vswitches), 6 metrics a record, 3 repetitions each wit
 noise, the provenance of a real record; one cell's gbps drops 15 % from run 700 on, which
 ``regressions`` must find (exit 1) -- and nothing else.
 
-    .venv/bin/python bench/bench_history.py                       # ~5 min (SQLite)
+    .venv/bin/python bench/bench_history.py                       # ~2 min idle, 5 shared (SQLite)
     .venv/bin/python bench/bench_history.py --runs 100            # a quick look
     .venv/bin/python bench/bench_history.py --db postgresql://USER@/DB?host=/SOCKET/DIR
 """
