@@ -2,8 +2,7 @@
 200 records each (200,000 records, 1.2 million per-metric rows), then ``history
 regressions`` over every cell's series (1,200 series of 1,000 runs), each command in a
 fresh process: wall time, CPU seconds (with its workers'), peak resident memory, exit
-status, the store's size. No root,
-no testbed.
+status, the store's size. No root, no testbed.
 
 The runs are synthetic and the same every time (seeded): 200 cells (tcp_stream over 50
 points x 2 placements x 2 vswitches), 6 metrics a record, 3 repetitions each with 5 %
