@@ -113,3 +113,17 @@ def test_html_report_refused_before_reading(store, tmp_path, capsys):
     assert err.count("\n") == 1 and "--html" in err and list(out.iterdir()) == []
     assert cli.main(["history", "compare", "a", "b", "--db", store, "--html", str(tmp_path / "no" / "x.html")]) == 2
     assert "--html" in capsys.readouterr().err
+
+
+def test_html_chart_of_labels_with_dollars(tmp_path, capsys):
+    """A label or metric with "$...$" is text on the chart, never matplotlib's math (a
+    malformed formula would stop the page)."""
+    target = str(tmp_path / "h.sqlite")
+    for i in range(8):
+        rec = record(metric="x$^{$y", values=(1.0 + (i > 3), 1.01, 0.99), started=1.7e9 + i, run_id=f"r{i}",
+                     point="$\\frac{$")
+        assert cli.main(["history", "add", str(write_run(tmp_path / f"r{i}", [rec])), "--db", target]) == 0
+    capsys.readouterr()
+    page = tmp_path / "p.html"
+    assert cli.main(["history", "compare", "latest", "latest", "--db", target, "--html", str(page)]) == 0
+    assert page.read_text().count("<svg") == 1

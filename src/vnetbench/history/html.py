@@ -78,7 +78,7 @@ def chart(conn, row: dict, run_a: str, run_b: str, rule, n: int) -> Chart | None
     xs = range(1, len(values) + 1)
     fig = Figure(figsize=(8, 2.8), layout="constrained")
     ax = fig.add_subplot()
-    ax.plot(xs, values, marker=".", linewidth=1, color="#1f77b4", label=row["metric"])
+    ax.plot(xs, values, marker=".", linewidth=1, color="#1f77b4")
     bounds = [0, *(c.index for c in changes), len(values)]
     for lo, hi in zip(bounds, bounds[1:]):
         segment = values[lo:hi]
@@ -93,8 +93,9 @@ def chart(conn, row: dict, run_a: str, run_b: str, rule, n: int) -> Chart | None
             ax.plot([i + 1], [values[i]], marker="o", markersize=8, fillstyle="none", color="black")
             ax.annotate(name, (i + 1, values[i]), textcoords="offset points", xytext=(4, 6), fontsize=9)
     ax.set_xlabel("run (in the order measured)")
-    ax.set_ylabel(row["metric"])
-    ax.set_title(f"{row['test']} {query.label_text(row['labels'])}"[:110], fontsize=9)
+    # names and labels are data: a "$" in them is text, never matplotlib's math
+    ax.set_ylabel(row["metric"], parse_math=False)
+    ax.set_title(f"{row['test']} {query.label_text(row['labels'])}"[:110], fontsize=9, parse_math=False)
     kinds = ", ".join(f"{c.kind} at run {c.index + 1} ({c.change_pct:+.1f}%)" for c in changes) or "none"
     caption = (f"{row['metric']} of cell {row['cell'][:8]} over {len(values)} runs, each point a run's mean; "
                f"horizontal lines: the segments' means; change points (Apache Otava, {rule.min_change_pct:g} % "
