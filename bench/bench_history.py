@@ -1,15 +1,15 @@
 """The results history at scale (issue 49): ``vnetbench history add`` of 1,000 runs of
 200 records each (200,000 records, 1.2 million per-metric rows), then ``history
 regressions`` over every cell's series (1,200 series of 1,000 runs), each command in a
-fresh process: wall time, peak resident memory, exit status, the store's size. No root,
-no testbed.
+fresh process: wall time, CPU seconds (with its workers'), peak resident memory, exit
+status, the store's size. No root, no testbed.
 
 The runs are synthetic and the same every time (seeded): 200 cells (tcp_stream over 50
 points x 2 placements x 2 vswitches), 6 metrics a record, 3 repetitions each with 5 %
 noise, the provenance of a real record; one cell's gbps drops 15 % from run 700 on, which
 ``regressions`` must find (exit 1) -- and nothing else.
 
-    .venv/bin/python bench/bench_history.py                       # ~5 min (SQLite)
+    .venv/bin/python bench/bench_history.py                       # ~2 min idle, 5 shared (SQLite)
     .venv/bin/python bench/bench_history.py --runs 100            # a quick look
     .venv/bin/python bench/bench_history.py --db postgresql://USER@/DB?host=/SOCKET/DIR
 """
@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import random
 import subprocess
 import sys
@@ -35,8 +36,9 @@ t0 = time.perf_counter()
 rc = cli.main(sys.argv[2:])
 sys.stderr.flush()
 with open(sys.argv[1], "w") as f:
-    json.dump({"rc": rc, "seconds": time.perf_counter() - t0,
-               "rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}, f)
+    me, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    json.dump({"rc": rc, "seconds": time.perf_counter() - t0, "rss_mib": me.ru_maxrss / 1024,
+               "cpu_s": me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime}, f)
 """
 PROVENANCE = {"vnetbench": "0.1.0", "backend": "netns", "kernel": "6.1.0-28-amd64", "machine": "x86_64",
               "cpu_model": "Intel(R) Xeon(R) Gold 6230", "vswitch": "ovs", "ovs_datapath": "system",
@@ -78,11 +80,11 @@ def generate(root: Path, runs: int, records: int) -> list[Path]:
     return dirs
 
 
-def step(tmp: Path, argv: list[str]) -> dict:
+def step(tmp: Path, argv: list[str], src: Path = REPO / "src") -> dict:
     out = tmp / "child.json"
     t0 = time.perf_counter()
     done = subprocess.run([sys.executable, "-c", CHILD, str(out), *argv], capture_output=True, text=True,
-                          env={"PYTHONPATH": str(REPO / "src"), "PATH": "/usr/bin:/bin", "HOME": str(tmp)})
+                          env={"PYTHONPATH": str(src), "PATH": "/usr/bin:/bin", "HOME": str(tmp)})
     res = json.loads(out.read_text()) if out.exists() else {"rc": done.returncode, "seconds": None, "rss_mib": None}
     res["process_seconds"] = time.perf_counter() - t0
     res["stdout"] = done.stdout if "--format" in argv else None
@@ -96,29 +98,34 @@ def main() -> int:
     ap.add_argument("--runs", type=int, default=1000)
     ap.add_argument("--records", type=int, default=200)
     ap.add_argument("--db", help="a PostgreSQL URL (default: an SQLite file in the temporary directory)")
+    ap.add_argument("--src", type=Path, default=REPO / "src",
+                    help="the vnetbench source tree measured (default: this checkout's); e.g. an older "
+                         "commit's (git archive REV src | tar -x -C DIR) for a before/after on the same load")
     args = ap.parse_args()
+    src = args.src.resolve()
     with tempfile.TemporaryDirectory(prefix="vnb-bench-history-") as name:
         tmp = Path(name)
         t0 = time.perf_counter()
         dirs = generate(tmp, args.runs, args.records)
         gen = time.perf_counter() - t0
         db = args.db or str(tmp / "history.sqlite")
-        added = step(tmp, ["history", "add", *map(str, dirs), "--db", db])
-        again = step(tmp, ["history", "add", str(dirs[-1]), "--db", db])
+        added = step(tmp, ["history", "add", *map(str, dirs), "--db", db], src)
+        again = step(tmp, ["history", "add", str(dirs[-1]), "--db", db], src)
         junit = tmp / "regressions.xml"
-        reg = step(tmp, ["history", "regressions", "--db", db, "--junit", str(junit), "--format", "json"])
+        reg = step(tmp, ["history", "regressions", "--db", db, "--junit", str(junit), "--format", "json"], src)
         doc = json.loads(reg.pop("stdout")) if reg.get("stdout") else {"results": [], "verdicts": {}}
         reg.pop("stdout_tail")
-        recent = step(tmp, ["history", "regressions", "--db", db, "--last", "100"])
+        recent = step(tmp, ["history", "regressions", "--db", db, "--last", "100"], src)
         size = Path(db).stat().st_size / 1024 / 1024 if not args.db else None
-        rows = [["add (all runs)", added["rc"], f"{added['seconds']:.1f}", f"{added['rss_mib']:.0f}"],
-                ["add (one again)", again["rc"], f"{again['seconds']:.2f}", f"{again['rss_mib']:.0f}"],
-                ["regressions (all cells)", reg["rc"], f"{reg['seconds']:.1f}", f"{reg['rss_mib']:.0f}"],
-                ["regressions --last 100", recent["rc"], f"{recent['seconds']:.1f}", f"{recent['rss_mib']:.0f}"]]
-        show(["command", "exit", "seconds", "peak RSS MiB"], rows,
+        rows = [[name, r["rc"], f"{r['seconds']:.1f}", f"{r.get('cpu_s', 0):.1f}", f"{r['rss_mib']:.0f}"]
+                for name, r in (("add (all runs)", added), ("add (one again)", again),
+                                ("regressions (all cells)", reg), ("regressions --last 100", recent))]
+        load = os.getloadavg()[0]
+        show(["command", "exit", "seconds", "CPU seconds", "peak RSS MiB"], rows,
              title=f"{args.runs} runs x {args.records} records ({args.runs * args.records:,} records, "
                    f"{args.runs * args.records * len(METRICS):,} metric rows); store "
-                   f"{'%.0f MiB SQLite' % size if size else 'PostgreSQL'}; generated in {gen:.0f} s")
+                   f"{'%.0f MiB SQLite' % size if size else 'PostgreSQL'}; generated in {gen:.0f} s; "
+                   f"source {src}; load average {load:.1f} at the end")
         point = cells(args.records)[0][0]
         flagged = [(r["test"], r["labels"], r["metric"], [(c["index"] + 1, round(c["change_pct"], 1), c["kind"])
                                                          for c in r["changes"]])
@@ -136,6 +143,7 @@ def main() -> int:
             print(f"no drop injected: it starts at run {DROP_RUN} (give --runs {DROP_RUN + 6} or more)")
         path = write_json("bench_history", {"runs": args.runs, "records": args.records, "metrics": len(METRICS),
                                             "db": "postgresql" if args.db else "sqlite", "sqlite_mib": size,
+                                            "src": str(src), "load_average_end": load,
                                             "generate_s": gen, "add": added, "add_again": again,
                                             "regressions": reg, "regressions_last_100": recent,
                                             "verdicts": doc.get("verdicts"),

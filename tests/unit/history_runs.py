@@ -54,6 +54,28 @@ def series_runs(tmp: Path, means, noise=0.05, seed=7, metric="gbps", test="tcp_s
     return dirs
 
 
+T0 = 1.7e9
+STEP = 3600.0
+MEANS = {"1448": [100.0] * 30, "8948": [100.0] * 19 + [85.0] * 11}   # the second drops 15 % at run 20
+
+
+def build_history(tmp_path, target: str) -> dict:
+    """30 runs of two cells (3 repetitions, 5 % noise); returns {point: [run means]}."""
+    rng = random.Random(49)
+    means = {p: [] for p in MEANS}
+    dirs = []
+    for i in range(30):
+        recs = []
+        for point, series in MEANS.items():
+            values = [series[i] * (1 + rng.gauss(0, 0.05)) for _ in range(3)]
+            means[point].append(sum(values) / 3)
+            recs.append(record(values=values, started=T0 + STEP * i, run_id=f"r{i}", point=point))
+        dirs.append(str(write_run(tmp_path / f"run{i:02d}", recs)))
+    from vnetbench import cli
+    assert cli.main(["history", "add", *dirs, "--db", target]) == 0
+    return means
+
+
 class Postgres:
     """A PostgreSQL server of its own in a temporary directory, on a unix socket there."""
 

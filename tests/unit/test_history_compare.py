@@ -5,13 +5,14 @@ verdict across a provenance difference -- which it lists instead."""
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
 from vnetbench import cli
 from vnetbench.history import compare
 
-from history_runs import PROVENANCE, postgres, record, store, write_run  # noqa: F401  (fixtures)
+from history_runs import PROVENANCE, build_history, postgres, record, store, write_run  # noqa: F401  (fixtures)
 
 
 def test_judge_small_samples():
@@ -78,3 +79,51 @@ def test_compare_flags_refused(tmp_path, capsys, argv, words):
     assert cli.main(["history", "compare", "x", "y", "--db", str(tmp_path / "h.sqlite"), *argv]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and words in err, err
+
+
+def test_html_report_draws_the_series_with_its_change_points(store, tmp_path, capsys):
+    """--html: the page holds the comparison's table and, per judged cell, the series over
+    the whole history with Otava's change point at run 20 and runs A and B marked; a
+    self-contained page (no script, nothing fetched), written through vnetbench.outfiles."""
+    build_history(tmp_path, store)
+    capsys.readouterr()
+    assert cli.main(["history", "list", "--db", store, "--limit", "30", "--format", "json"]) == 0
+    runs = json.loads(capsys.readouterr().out)
+    first = runs[-1]["id"]
+    page = tmp_path / "compare.html"
+    assert cli.main(["history", "compare", first[:12], "latest", "--db", store, "--html", str(page)]) == 0
+    text = capsys.readouterr().out
+    assert "-1" in text and "worse" in text               # the dropped cell, run 1 against run 30
+    html = page.read_text()
+    assert html.count("<svg") == 2 and "<script" not in html and not re.search(r"(src|href)=.https?:", html)
+    captions = re.findall(r"<figcaption>(.*?)</figcaption>", html)
+    (dropped,) = [c for c in captions if "regression at run" in c]
+    at = int(re.search(r"regression at run (\d+) \(-1\d\.\d%\)", dropped)[1])
+    assert abs(at - 20) <= 1 and "over 30 runs" in dropped
+    (stable,) = [c for c in captions if c is not dropped]
+    assert "change points (Apache Otava, 10 % minimum change): none" in stable
+    assert html.index("worse") < html.index("<svg")        # the table, then the charts (significant first)
+
+
+def test_html_report_refused_before_reading(store, tmp_path, capsys):
+    out = tmp_path / "adir"
+    out.mkdir()
+    assert cli.main(["history", "compare", "a", "b", "--db", store, "--html", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--html" in err and list(out.iterdir()) == []
+    assert cli.main(["history", "compare", "a", "b", "--db", store, "--html", str(tmp_path / "no" / "x.html")]) == 2
+    assert "--html" in capsys.readouterr().err
+
+
+def test_html_chart_of_labels_with_dollars(tmp_path, capsys):
+    """A label or metric with "$...$" is text on the chart, never matplotlib's math (a
+    malformed formula would stop the page)."""
+    target = str(tmp_path / "h.sqlite")
+    for i in range(8):
+        rec = record(metric="x$^{$y", values=(1.0 + (i > 3), 1.01, 0.99), started=1.7e9 + i, run_id=f"r{i}",
+                     point="$\\frac{$")
+        assert cli.main(["history", "add", str(write_run(tmp_path / f"r{i}", [rec])), "--db", target]) == 0
+    capsys.readouterr()
+    page = tmp_path / "p.html"
+    assert cli.main(["history", "compare", "latest", "latest", "--db", target, "--html", str(page)]) == 0
+    assert page.read_text().count("<svg") == 1

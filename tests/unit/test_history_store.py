@@ -198,3 +198,26 @@ def test_a_database_failing_mid_command_is_one_line(tmp_path, capsys, monkeypatc
     assert cli.main(["history", "list", "--db", str(tmp_path / "h.sqlite")]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "the database failed (server closed the connection unexpectedly)" in err
+
+
+def test_a_run_is_the_hash_of_its_records_content(tmp_path):
+    """The id (and so idempotence against a history written before) is the sha256 of each
+    record's canonical JSON [test, labels, samples, provenance, started, finished, extra]
+    and a newline, whatever the import builds it from; means and sds as the records' own
+    summaries give them."""
+    import hashlib
+    from vnetbench.results import load
+    recs = [record(values=(10, 10.5, None), extra_metrics={"rtt_ms": [1e-05, 2.5e17, 3], "é": [0.1]}),
+            record("icmp_rtt", "rtt_mean_ms", (0.1, 0.12, 0.11), started=1.7e9 + 0.25,
+                   provenance={"vnetbench": "0.0.9", "tools": {"ovs-vswitchd": "3.3.1 \u2028"}})]
+    (run,) = load.load([write_run(tmp_path / "a", recs)])
+    h = hashlib.sha256()
+    for r in run.records:
+        h.update(ingest.canonical([r.test, r.labels, r.samples, r.provenance, r.started, r.finished, r.extra]).encode())
+        h.update(b"\n")
+    rows = ingest.rows_of(run, 1.0)
+    assert rows["run"]["id"] == h.hexdigest()
+    for m in rows["metrics"]:
+        s = run.records[m["seq"]].metrics[m["metric"]]
+        assert (m["n"], m["mean"], m["sd"]) == (s["n"], s["mean"], s["sd"])
+        assert json.loads(m["samples"]) == run.records[m["seq"]].samples[m["metric"]]

@@ -8,15 +8,18 @@ from pathlib import Path
 
 from grafana_foundation_sdk.cog.encoder import JSONEncoder
 
-from . import efficiency, overlay_comparison, scale_steps, vswitch_cpu
+from . import efficiency, history, overlay_comparison, scale_steps, vswitch_cpu
 
 MODULES = (overlay_comparison, vswitch_cpu, efficiency, scale_steps)
+#: dashboards over another datasource than Prometheus (the history's PostgreSQL), written beside them
+OTHER_MODULES = (history,)
 JSON_DIR = Path(__file__).resolve().parents[3] / "dashboards" / "json"
 
 
-def dashboards() -> dict[str, dict]:
-    """uid -> dashboard JSON (plain dicts, as Grafana reads them)."""
-    built = (module.build().build() for module in MODULES)
+def dashboards(modules=MODULES) -> dict[str, dict]:
+    """uid -> dashboard JSON (plain dicts, as Grafana reads them); the Prometheus ones
+    unless ``modules`` says otherwise."""
+    built = (module.build().build() for module in modules)
     return {board.uid: json.loads(json.dumps(board, cls=JSONEncoder)) for board in built}
 
 
@@ -27,7 +30,7 @@ def render(board: dict) -> str:
 def stale(out: Path) -> list[str]:
     """Files of `out` that differ from, are missing from, or are not in the
     freshly generated set."""
-    fresh = {f"{uid}.json": render(board) for uid, board in dashboards().items()}
+    fresh = {f"{uid}.json": render(board) for uid, board in dashboards(MODULES + OTHER_MODULES).items()}
     present = {p.name for p in out.glob("*.json")}
     return sorted(name for name in fresh.keys() | present
                   if name not in fresh or name not in present
@@ -36,7 +39,7 @@ def stale(out: Path) -> list[str]:
 
 def write(out: Path) -> None:
     out.mkdir(parents=True, exist_ok=True)
-    for uid, board in dashboards().items():
+    for uid, board in dashboards(MODULES + OTHER_MODULES).items():
         (out / f"{uid}.json").write_text(render(board))
 
 

@@ -27,6 +27,8 @@ def add_parsers(hs, db_option) -> None:
     s.add_argument("--alpha", type=_probability, default=0.05, help="significance level (default: %(default)s)")
     s.add_argument("--thresholds", metavar="FILE", help="metric directions (default: the shipped thresholds.yaml)")
     s.add_argument("--format", choices=["table", "json"], default="table")
+    s.add_argument("--html", metavar="FILE", help="also write the comparison as an HTML page with each judged "
+                   "cell's series and its change points (as the history's Grafana dashboard draws it)")
     db_option(s)
     s.set_defaults(func=cmd_compare)
     add_regressions(hs, db_option)
@@ -56,15 +58,40 @@ def _probability(text: str) -> float:
 
 @database_errors
 def cmd_compare(args) -> int:
-    from vnetbench.history import commands, compare, thresholds
+    from vnetbench import outfiles
+    from vnetbench.history import commands, compare, html, thresholds
     rules = thresholds.load_rules(args.thresholds)
     for f in args.ignore:
         if not f or not f.isprintable():
             raise VnetbenchError(f"--ignore {f!r}: give a provenance field such as kernel or tools.ovs-vswitchd")
+    if args.html:
+        outfiles.check_file(args.html, "--html")        # before the database is read
     with commands.engine(args).connect() as conn:
         doc = compare.compare(conn, args.a, args.b, rules, args.ignore, args.metric, args.alpha)
+        page = html.page(conn, doc, rules) if args.html else None
+    if page is not None:
+        outfiles.write_file(args.html, page, "--html")
     print(render.to_json(doc) if args.format == "json" else compare.text(doc), end="" if args.format == "json" else "\n")
     return 0
+
+
+def _save(eng, series, shown: str) -> None:
+    """The verdicts' change points into the database for the dashboard; a database this
+    user may only read (a CI job's role) still gets its verdict, with one line saying so."""
+    import sys
+    import time
+
+    import sqlalchemy as sa
+
+    from vnetbench.history import regress
+    from vnetbench.inputs import one_line
+    try:
+        with eng.begin() as conn:
+            regress.save(conn, series, time.time())
+    except sa.exc.SQLAlchemyError as exc:
+        print(f"history regressions: change points not stored in {shown} for the dashboard "
+              f"({one_line(str(getattr(exc, 'orig', None) or exc), 120)}); the verdict below stands",
+              file=sys.stderr)
 
 
 def add_regressions(hs, db_option) -> None:
@@ -100,8 +127,10 @@ def cmd_regressions(args) -> int:
     if args.metric and any(not m or not m.isprintable() for m in args.metric):
         raise VnetbenchError("--metric: give a metric name or shell pattern such as gbps or rtt_*_ms")
     dbname = args.db or commands._db_default()
-    with commands.engine(args).connect() as conn:
+    eng = commands.engine(args)
+    with eng.connect() as conn:
         series = regress.find(conn, rules, acks, since, args.metric, where, jobs=args.jobs, last=args.last)
+    _save(eng, series, db.shown(dbname))
     if args.junit:
         outfiles.write_file(args.junit, regress.junit(series), "--junit")
     if args.format == "json":

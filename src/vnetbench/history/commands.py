@@ -25,7 +25,8 @@ def add_parsers(sub) -> None:
                                        "regressions (change points with Apache Otava)")
     hs = h.add_subparsers(required=True, metavar="ACTION")
 
-    s = hs.add_parser("add", help="import run directories or records.jsonl files (idempotent)")
+    s = hs.add_parser("add", help="import run directories (compare, scale, reproduce, capacity, functional), "
+                                  "records.jsonl or matrix.json files (idempotent)")
     s.add_argument("results", nargs="+", metavar="RESULTS")
     s.add_argument("--tag", action="append", default=[], help="a free tag, e.g. the tested build (repeatable)")
     s.add_argument("--jobs", type=_positive, default=min(2, os.cpu_count() or 1),

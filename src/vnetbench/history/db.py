@@ -13,7 +13,10 @@ The tables, from the run down:
 * ``records`` -- one result record: its cell (test + labels without the run id, hashed),
   labels and provenance as JSON, and the provenance fields people query by as columns;
 * ``metrics`` -- per record and metric: n, mean, sd and the per-repetition samples (JSON).
-  The mean is what a series is drawn from; the samples are what ``compare`` tests.
+  The mean is what a series is drawn from; the samples are what ``compare`` tests;
+* ``change_points`` (version 2) -- the change points the last ``history regressions``
+  found in each series it judged, so a dashboard (``vnetbench.dashboards.history``) can
+  mark them on the series without running Otava itself.
 """
 
 from __future__ import annotations
@@ -28,7 +31,7 @@ import sqlalchemy as sa
 
 from vnetbench.history.fields import DEFAULT_DB, PROVENANCE_COLUMNS  # noqa: F401  (DEFAULT_DB: API)
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 DB_FIX = "give --db a file path (SQLite) or postgresql://USER@HOST/DBNAME"
 
 meta = sa.MetaData()
@@ -79,12 +82,33 @@ metrics = sa.Table(
 )
 
 
+change_points = sa.Table(
+    "change_points", meta,
+    sa.Column("cell", sa.String(64), primary_key=True),
+    sa.Column("metric", sa.String(64), primary_key=True),
+    sa.Column("run_id", sa.String(64), sa.ForeignKey("runs.id", ondelete="CASCADE"), primary_key=True),
+    sa.Column("position", sa.Integer, nullable=False),     # 0-based index of that run in the series
+    sa.Column("runs", sa.Integer, nullable=False),         # the series' length when judged
+    sa.Column("before", sa.Float, nullable=False),
+    sa.Column("after", sa.Float, nullable=False),
+    sa.Column("change_pct", sa.Float, nullable=False),
+    sa.Column("pvalue", sa.Float, nullable=False),
+    sa.Column("kind", sa.String(16), nullable=False),      # regression | improvement | change
+    sa.Column("acknowledged", sa.Text),                    # the acknowledgement's reason
+    sa.Column("judged", sa.Float, nullable=False),         # when regressions found it (Unix time)
+)
+
+
 def _v1(conn) -> None:
     meta.create_all(conn, tables=[runs, run_tags, records, metrics])
 
 
+def _v2(conn) -> None:
+    meta.create_all(conn, tables=[change_points])
+
+
 #: version -> what brings a database from version - 1 to it (append, never edit)
-MIGRATIONS = {1: _v1}
+MIGRATIONS = {1: _v1, 2: _v2}
 
 
 def url_of(db: str) -> str:

@@ -9,9 +9,10 @@ transaction: a run is in the store whole or not at all. A bad argument (a trunca
 before it stay imported, which is harmless because adding them again changes nothing.
 Arguments are read one at a time, so memory holds a few runs, not a thousand.
 
-What it imports is what the loader reads: a ``records.jsonl`` or a directory holding
-one (compare, reproduce, a scale task's results). A functional matrix's ``matrix.json``
-holds verdicts, not measurements, and is not imported yet.
+What it imports: a ``records.jsonl`` or a directory holding one (compare, reproduce,
+capacity's and a scale task's results), read by the loader, and a functional matrix
+(``matrix.json``, or a run directory's ``functional/matrix.json``) as records of test
+``functional`` (``history.functional``).
 
 Records from an older vnetbench carry fewer provenance fields: a field it did not write
 is stored as NULL, never refused.
@@ -21,6 +22,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
+import operator
 import re
 import time
 from dataclasses import dataclass
@@ -31,7 +34,6 @@ from vnetbench.errors import VnetbenchError
 from vnetbench.history import db
 from vnetbench.inputs import one_line
 from vnetbench.results import load as records_load
-from vnetbench.results.stats import summarize
 
 #: labels that name a run, not a configuration: left out of a cell's identity
 RUN_LABELS = ("run_id",)
@@ -62,13 +64,39 @@ def cell_of(test: str, labels: dict) -> str:
     return hashlib.sha256(canonical([test, cell_labels(labels)]).encode()).hexdigest()[:32]
 
 
-def run_hash(records) -> str:
-    """A run's identity: the hash of its records' content (key order and spacing aside)."""
-    h = hashlib.sha256()
-    for r in records:
-        h.update(canonical([r.test, r.labels, r.samples, r.provenance, r.started, r.finished, r.extra]).encode())
-        h.update(b"\n")
-    return h.hexdigest()
+def _parts(r) -> dict:
+    """A record's fields as canonical JSON, each encoded once: the run's identity (the hash
+    of its records' content, key order and spacing aside) and the rows are both built from
+    them (an import's JSON encoding was a third of its time)."""
+    samples = {m: _numbers(v) for m, v in r.samples.items()}
+    return {"labels": canonical(r.labels), "provenance": canonical(r.provenance), "samples": samples,
+            "all_samples": "{" + ",".join(f"{json.dumps(m)}:{samples[m]}" for m in sorted(samples)) + "}"}
+
+
+def _line(r, parts: dict) -> str:
+    """``canonical([test, labels, samples, provenance, started, finished, extra])`` + newline,
+    from the parts (a JSON list is its items' JSON joined by commas)."""
+    return (f"[{canonical(r.test)},{parts['labels']},{parts['all_samples']},{parts['provenance']},"
+            f"{canonical(r.started)},{canonical(r.finished)},{canonical(r.extra)}]\n")
+
+
+def _numbers(values) -> str:
+    """A list of samples (numbers or null, as the record schema allows) as canonical JSON:
+    Python's repr of an int or a finite float is JSON's spelling of it."""
+    if all(type(v) in (int, float) for v in values):
+        return "[" + ",".join(map(repr, values)) + "]"
+    return canonical(list(values))
+
+
+def _moments(values) -> tuple:
+    """n, mean, sd of the non-null samples (as vnetbench.results.stats.summarize computes them)."""
+    xs = [float(x) for x in values if x is not None]
+    n = len(xs)
+    if not n:
+        return 0, None, None
+    mean = math.fsum(xs) / n
+    sd = math.sqrt(math.fsum((x - mean) * (x - mean) for x in xs) / (n - 1)) if n > 1 else None
+    return n, mean, sd
 
 
 _VERSION = re.compile(r"\d+(?:\.\d+)+[\w.+~-]*")
@@ -126,27 +154,50 @@ def check_tag(tag: str) -> str:
 def prepare(arg, now: float) -> dict:
     """One argument -> everything its import writes: the run's id and rows (no database here,
     so a worker process can do it: loading is the slow half of an import)."""
-    (run,) = records_load.load([arg])
-    return rows_of(run, now)
+    return rows_of(load_run(arg), now)
+
+
+def load_run(arg):
+    """One RESULTS argument -> a ``results.load.Run``: its records.jsonl (through the one
+    records loader) and its functional matrices (``history.functional``), either or both."""
+    from pathlib import Path
+
+    from vnetbench.history import functional
+    path = Path(arg)
+    try:
+        has_records = not functional.matrices(path) or (path.is_dir() and (path / records_load.RECORDS).is_file())
+    except (OSError, ValueError):
+        has_records = True          # the loader names what is wrong with the path
+    run = records_load.load([arg])[0] if has_records else None
+    return functional.with_matrices(run, path)
 
 
 def rows_of(run, now: float) -> dict:
     """A loaded run (``results.load.Run``) -> its rows: runs, records, metrics."""
     records = run.records
-    rid = run_hash(records)
+    h = hashlib.sha256()
+    rows, metric_rows, known = [], [], {}
+    for seq, r in enumerate(records):
+        parts = _parts(r)
+        h.update(_line(r, parts).encode())
+        # records of a run mostly share their provenance: its fields are read once
+        key = (parts["provenance"], r.labels.get("vswitch"), r.labels.get("network"))
+        queried = known.get(key) or known.setdefault(key, fields(r))
+        rows.append({"seq": seq, "test": r.test, "cell": cell_of(r.test, r.labels), "labels": parts["labels"],
+                     "provenance": parts["provenance"], "started": r.started, "finished": r.finished, **queried})
+        for metric, values in r.samples.items():
+            n, mean, sd = _moments(values)
+            metric_rows.append({"seq": seq, "metric": metric, "n": n, "mean": mean, "sd": sd,
+                                "samples": parts["samples"][metric]})
+    rid = h.hexdigest()
+    for row in rows:
+        row["run_id"] = rid
+    for row in metric_rows:
+        row["run_id"] = rid
     starts = [r.started for r in records if r.started] or [0.0]
     run_row = {"id": rid, "name": run.name, "source": one_line(str(run.path), 1000) if run.path else "(memory)",
                "added": now, "started": min(starts), "finished": max([r.finished for r in records] or [0.0]),
                "records": len(records)}
-    rows, metric_rows = [], []
-    for seq, r in enumerate(records):
-        rows.append({"run_id": rid, "seq": seq, "test": r.test, "cell": cell_of(r.test, r.labels),
-                     "labels": canonical(r.labels), "provenance": canonical(r.provenance),
-                     "started": r.started, "finished": r.finished, **fields(r)})
-        for metric, values in r.samples.items():
-            s = summarize(values)
-            metric_rows.append({"run_id": rid, "seq": seq, "metric": metric, "n": s["n"], "mean": s["mean"],
-                                "sd": s["sd"], "samples": canonical(list(values))})
     return {"run": run_row, "records": rows, "metrics": metric_rows}
 
 
@@ -247,8 +298,7 @@ def bulk(conn, table, rows: list[dict]) -> None:
         return
     compiled = table.insert().compile(dialect=conn.dialect)
     if compiled.positional:
-        names = compiled.positiontup
-        params = [tuple(r[k] for k in names) for r in rows]
+        params = list(map(operator.itemgetter(*compiled.positiontup), rows))
     else:
         params = rows
     conn.exec_driver_sql(str(compiled), params)

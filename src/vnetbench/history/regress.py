@@ -178,18 +178,37 @@ def find(conn, rules, acks=(), since=None, metrics=None, where=None, jobs: int =
             todo.append((s, runs, values[skip:], rule, skip))
     found = _detections([(values, rule) for _, _, values, rule, _ in todo], jobs)
     for (s, runs, values, rule, skip), points in zip(todo, found):
-        for index, before, after, pct, p in points:
-            index += skip
-            ch = Change(index, runs[index], before, after, pct, p, kind_of(rule.better, pct))
-            ack = next((a for a in acks if a.covers(s.cell, s.metric, ch.run)), None)
-            ch.acknowledged = ack.reason if ack else None
+        s.changes = changes(points, runs, rule, skip, s.cell, s.metric, acks)
+        for ch in s.changes:
             if ch.kind == "regression":
-                ch.metadata_diff = _what_changed(conn, s.cell, runs[index - 1], ch.run)
-            s.changes.append(ch)
+                ch.metadata_diff = _what_changed(conn, s.cell, runs[ch.index - 1], ch.run)
         open_ = [c for c in s.changes if c.kind == "regression" and not c.acknowledged]
         acked = [c for c in s.changes if c.kind == "regression" and c.acknowledged]
         s.verdict = "regression" if open_ else "acknowledged" if acked else "ok"
     return out
+
+
+def changes(points, runs, rule, skip: int, cell: str, metric: str, acks=()) -> list[Change]:
+    """detect()'s points of a series (judged from position ``skip``) -> Changes, each with
+    its kind and the acknowledgement covering it."""
+    out = []
+    for index, before, after, pct, p in points:
+        index += skip
+        ch = Change(index, runs[index], before, after, pct, p, kind_of(rule.better, pct))
+        ack = next((a for a in acks if a.covers(cell, metric, ch.run)), None)
+        ch.acknowledged = ack.reason if ack else None
+        out.append(ch)
+    return out
+
+
+def series_of(conn, cell: str, metric: str):
+    """One cell's series of one metric: (test, labels, [run id], [value]) in run order, or
+    None if the history holds none."""
+    for _, test, labels, name, points in _series(_rows(conn, None, {"cell": cell}, [metric])):
+        if name != metric:          # a name with [ * ? is not filtered by the query
+            continue
+        return test, cell_labels(json.loads(labels)), [r for r, _, _ in points], [m / c for _, m, c in points]
+    return None
 
 
 def _what_changed(conn, cell: str, before: str, after: str) -> dict:
@@ -200,6 +219,24 @@ def _what_changed(conn, cell: str, before: str, after: str) -> dict:
         return {}
     d = diff(metadata(json.loads(rows[before])), metadata(json.loads(rows[after])))
     return {k: {"before": a, "after": b} for k, (a, b) in d.items()}
+
+
+def save(conn, series, now: float) -> None:
+    """The change points of the judged series into ``change_points``, replacing what an
+    earlier ``regressions`` stored for those series (one transaction: the caller's), so
+    the dashboard marks what the last verdict said. A series judged "not enough runs"
+    has none."""
+    t = db.change_points
+    keys = [{"c": s.cell, "m": s.metric} for s in series]
+    if not keys:
+        return
+    conn.execute(t.delete().where(t.c.cell == sa.bindparam("c"), t.c.metric == sa.bindparam("m")), keys)
+    rows = [{"cell": s.cell, "metric": s.metric, "run_id": c.run, "position": c.index, "runs": s.runs,
+             "before": c.before, "after": c.after, "change_pct": c.change_pct, "pvalue": c.pvalue,
+             "kind": c.kind, "acknowledged": c.acknowledged, "judged": now}
+            for s in series for c in s.changes]
+    if rows:
+        conn.execute(t.insert(), rows)
 
 
 def failed(series) -> bool:
