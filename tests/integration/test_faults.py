@@ -123,7 +123,7 @@ def test_ovs_egress_meter_comes_back_only_through_the_agent(netns_up):
     from vnetbench.functional import measure, verdict
     from vnetbench.functional.verdict import Status
     from vnetbench.kinds.ovs import netns as ovs
-    from vnetbench.testbed.netns import proc
+    from vnetbench.linux import proc
     dep = netns_up(loads(EGRESS, source="<egress restart>", online_cpus=[0, 1]))
     f, agent = Faults(dep), dep.run.dir / "h1" / ovs.AGENT
 

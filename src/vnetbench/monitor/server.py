@@ -21,7 +21,7 @@ from vnetbench.errors import BuildError, PrerequisiteError
 from vnetbench import signals
 from vnetbench.monitor import nshttp
 from vnetbench.state import MONITOR, Run, find_run, new_run_id, state_root
-from vnetbench.testbed.netns import links, nsops, proc
+from vnetbench.linux import links, nsops, proc
 from vnetbench.testbed.netns.teardown import teardown, unwind
 
 PROMETHEUS_PORT, PUSHGATEWAY_PORT = 9090, 9091

@@ -74,7 +74,7 @@ class RunDeployment:
     def _spawn(self, full, argv, kwargs, **where) -> subprocess.Popen:
         """FULL (ARGV as run where it runs, on this machine) in the background, in a session
         of its own, journaled with WHERE so teardown stops it."""
-        from vnetbench.testbed.netns import proc
+        from vnetbench.linux import proc
         p = subprocess.Popen(full, start_new_session=True, **kwargs)
         self.run.record("process", pid=p.pid, starttime=proc.starttime(p.pid), **where,
                         argv=list(map(str, argv)))

@@ -142,7 +142,7 @@ class Ovs(Kind):
 
     def netns_plug(self, dep, host, port, vm, k, nic):
         from vnetbench.kinds.ovs import firewall, netns
-        from vnetbench.testbed.netns import links, nsops
+        from vnetbench.linux import links, nsops
         with nsops.rtnl(dep.names.host_ns(host.name)) as ns:
             links.up(ns, port)
         own = f"external_ids:vnetbench-run={dep.run_id}"

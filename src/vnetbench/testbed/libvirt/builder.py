@@ -26,8 +26,8 @@ from vnetbench.state import Run
 from vnetbench.testbed.libvirt import domain as dom
 from vnetbench.testbed.libvirt.deployment import URI, LibvirtDeployment, connect
 from vnetbench.testbed.libvirt.remote import is_remote
+from vnetbench.linux import links, proc
 from vnetbench.testbed.netns import builder as netns_builder
-from vnetbench.testbed.netns import links, proc
 from vnetbench.testbed.netns.names import Names as NetnsNames
 from vnetbench.testbed.netns.teardown import teardown
 

@@ -25,7 +25,7 @@ from vnetbench.testbed.libvirt import domain as dom
 from vnetbench.testbed.libvirt.deployment import connect
 from vnetbench.testbed.libvirt.remote import REMOTE_ROOT, Hypervisor
 from vnetbench.testbed.libvirt.remote_deployment import RemoteLibvirtDeployment, bridge_names
-from vnetbench.testbed.netns import proc
+from vnetbench.linux import proc
 from vnetbench.testbed.netns.teardown import unwind
 
 

@@ -26,7 +26,7 @@ from pathlib import Path
 
 from vnetbench.errors import BuildError
 from vnetbench.testbed.libvirt.remote import REMOTE_ROOT
-from vnetbench.testbed.netns import proc
+from vnetbench.linux import proc
 
 # where a hypervisor's own Open vSwitch keeps its pidfiles (Debian's openvswitch-switch)
 OVS_PIDFILES = ("/run/openvswitch/ovs-vswitchd.pid", "/run/openvswitch/ovsdb-server.pid")

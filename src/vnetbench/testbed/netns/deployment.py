@@ -12,7 +12,8 @@ from vnetbench.state import Run
 from vnetbench.testbed.base import RunDeployment
 from vnetbench.testbed.deployment import CONTROLLER_DIR
 from vnetbench.testbed.model import ROUTER, SVI, Testbed
-from vnetbench.testbed.netns import proc, veths
+from vnetbench.linux import proc
+from vnetbench.testbed.netns import veths
 from vnetbench.testbed.netns.names import Names
 
 

@@ -17,7 +17,7 @@ from vnetbench import signals
 from vnetbench.errors import BuildError, Interrupted, VnetbenchError
 from vnetbench.inputs import excerpt
 from vnetbench.state import Run
-from vnetbench.testbed.netns import proc
+from vnetbench.linux import proc
 
 
 def teardown(run: Run, budget_s: float = 20.0) -> list[str]:
