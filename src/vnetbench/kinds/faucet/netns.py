@@ -27,8 +27,8 @@ import yaml
 from vnetbench.errors import BuildError
 from vnetbench.kinds.faucet import config
 from vnetbench.kinds.ovs.netns import OvsHost, _bridge, _port, qos_columns, start_host
-from vnetbench.testbed.deployment import CONTROLLER_DIR
 from vnetbench.linux import proc
+from vnetbench.testbed.deployment import CONTROLLER_DIR
 from vnetbench.testbed.netns import mgmt
 
 OF_PORT = 6653

@@ -22,8 +22,8 @@ import time
 
 from vnetbench.kinds.ovs import agent as ovs_agent
 from vnetbench.kinds.ovs import firewall, pipeline
-from vnetbench.testbed.model import STICK, SVI, NetType
 from vnetbench.linux import links, nsops, offloads, proc
+from vnetbench.testbed.model import STICK, SVI, NetType
 from vnetbench.testbed.netns import veths
 
 AGENT = "neutron-openvswitch-agent"

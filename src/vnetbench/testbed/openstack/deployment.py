@@ -9,8 +9,8 @@ from pathlib import Path
 
 from vnetbench.errors import UnsupportedError
 from vnetbench.image.channel import Ssh
-from vnetbench.testbed.base import RunDeployment
 from vnetbench.linux import proc
+from vnetbench.testbed.base import RunDeployment
 from vnetbench.testbed.sshguests import SshGuests
 
 NOT_OURS = "the cloud's compute nodes are not vnetbench's"
