@@ -64,7 +64,7 @@ def start(dep, component: str | None = None) -> list[str]:
 def partition(dep, host: str | None = None, heal: bool = False) -> list[str]:
     """Cut (or heal) the management link of ``host`` (every host when None) at the
     controller's bridge; the tenant underlay is untouched."""
-    if not kinds.of(dep.testbed).controlled:        # its control plane is not behind one
+    if not kinds.of(dep.testbed).controlled:     # only a controlled kind has a management network
         raise VnetbenchError(f"run {dep.run_id} ({dep.testbed.vswitch.kind}) has no management "
                              "network to partition")
     hosts = [dep.testbed.host(host).name] if host else [h.name for h in dep.testbed.hosts]
