@@ -31,9 +31,10 @@ from pyroute2 import netns
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import load_testbed, online_cpus, run_namespaces, show, stats, timed, write_json  # noqa: E402
 
+from vnetbench.linux import nlbatch, nsops  # noqa: E402
 from vnetbench.scale import plan  # noqa: E402
 from vnetbench.testbed import capabilities  # noqa: E402
-from vnetbench.testbed.netns import builder, nlbatch, nsops  # noqa: E402
+from vnetbench.testbed.netns import builder  # noqa: E402
 
 TARGET_UP_S, TARGET_DOWN_S, TARGET_VMS = 6.0, 1.5, 1024   # issue 24, 8 hosts
 

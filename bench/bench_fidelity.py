@@ -26,9 +26,9 @@ from _common import (check_bench_addr, deployed, load_testbed, online_cpus, ping
 
 from pyroute2 import NetNS, netns  # noqa: E402
 
+from vnetbench.linux import proc  # noqa: E402
 from vnetbench.testbed.capabilities import probe  # noqa: E402
 from vnetbench.testbed.model import NetType, VSwitchKind  # noqa: E402
-from vnetbench.testbed.netns import proc  # noqa: E402
 
 KINDS = (VSwitchKind.LINUXBRIDGE, VSwitchKind.OVS)
 RTT_COUNT, RTT_INTERVAL_S = 50, 0.01

@@ -36,7 +36,7 @@ from _common import REPO, check_bench_addr, online_cpus, show, write_json  # noq
 from pyroute2 import NetNS, netns  # noqa: E402
 
 from vnetbench.errors import PrerequisiteError  # noqa: E402
-from vnetbench.testbed.netns.proc import in_netns  # noqa: E402
+from vnetbench.linux.proc import in_netns  # noqa: E402
 from vnetbench.traffic import flowgen  # noqa: E402
 
 TARGET_RATE = 20000

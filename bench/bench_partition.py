@@ -1,5 +1,5 @@
-"""The open defect of DEVELOPERS.md ("Open defects"): how often the first echo after a
-management partition is lost on ovs-openflow.
+"""An open defect: how often the first echo after a management partition is lost on
+ovs-openflow.
 
 Each trial is test_faults.py's sequence on a fresh testbed: a cold ping of 3 echoes
 (the controller sets the flows up), the cut (``Faults.partition``), 10 echoes at 200 ms

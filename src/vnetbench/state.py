@@ -75,6 +75,34 @@ def stale_new_dirs() -> list[Path]:
             and RUN_ID_RE.match(p.name[1:-4])]
 
 
+def journal_append(path: Path, kind: str, /, **data) -> None:
+    """Append one resource to the journal at PATH, durable (fsynced) before returning:
+    the one journal format of the suite (testbeds, monitors, the all-in-one cloud)."""
+    line = json.dumps({"kind": kind, **data}, sort_keys=True) + "\n"
+    with open(path, "a") as f:
+        f.write(line)
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def journal_entries(path: Path) -> list[dict]:
+    """The entries of the journal at PATH in creation order ([] if it does not exist);
+    a torn last line (crash) or any line that is not an entry is ignored."""
+    try:
+        lines = path.read_text(errors="replace").splitlines()
+    except FileNotFoundError:
+        return []
+    out = []
+    for line in lines:
+        try:
+            entry = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(entry, dict) and isinstance(entry.get("kind"), str):
+            out.append(entry)
+    return out
+
+
 @dataclass(frozen=True)
 class Run:
     """Handle on one run's directory."""
@@ -140,30 +168,14 @@ class Run:
         """Delete the run directory (only once nothing it journals can exist)."""
         shutil.rmtree(self.dir, ignore_errors=True)
 
-    def record(self, kind: str, **data) -> None:
+    def record(self, kind: str, /, **data) -> None:
         """Append one resource to the journal and make it durable before returning."""
         signals.checkpoint()         # an interrupt stops the build before the next object
-        line = json.dumps({"kind": kind, **data}, sort_keys=True) + "\n"
-        with open(self.journal_path, "a") as f:
-            f.write(line)
-            f.flush()
-            os.fsync(f.fileno())
+        journal_append(self.journal_path, kind, **data)
 
     def entries(self) -> list[dict]:
         """Journal entries in creation order; a torn last line (crash) is ignored."""
-        try:
-            lines = self.journal_path.read_text(errors="replace").splitlines()
-        except FileNotFoundError:
-            return []
-        out = []
-        for line in lines:
-            try:
-                entry = json.loads(line)
-            except ValueError:
-                continue
-            if isinstance(entry, dict) and isinstance(entry.get("kind"), str):
-                out.append(entry)
-        return out
+        return journal_entries(self.journal_path)
 
     def write_meta(self, **updates) -> dict:
         meta = {**self.meta(), **updates, "updated": time.time()}

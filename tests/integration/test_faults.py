@@ -70,8 +70,8 @@ def test_partition_cuts_only_the_control_plane(testbeds):
     # ~10 ms after the cut, was lost in 10 of 635 runs (the cut as a link down or as a
     # bridge port disabled, with or without a settle before it; captured lost at h1's
     # egress, h2's egress and h1's ingress). Without the cut, 1 run in 95 punted that packet
-    # to the controller (a reply missing h2's installed rule). Not root-caused: DEVELOPERS.md
-    # ("Open defects"); the claim leaves that one echo out.
+    # to the controller (a reply missing h2's installed rule). Not root-caused:
+    # bench/bench_partition.py reproduces it; the claim leaves that one echo out.
     answered = _answered(dep, "cross-a", "cross-b", 10, 0.2)
     assert answered >= set(range(2, 11)), sorted(answered)
     assert _ping(dep, "same-a", "same-b") == 0                  # a new flow needs the controller
@@ -123,7 +123,7 @@ def test_ovs_egress_meter_comes_back_only_through_the_agent(netns_up):
     from vnetbench.functional import measure, verdict
     from vnetbench.functional.verdict import Status
     from vnetbench.kinds.ovs import netns as ovs
-    from vnetbench.testbed.netns import proc
+    from vnetbench.linux import proc
     dep = netns_up(loads(EGRESS, source="<egress restart>", online_cpus=[0, 1]))
     f, agent = Faults(dep), dep.run.dir / "h1" / ovs.AGENT
 

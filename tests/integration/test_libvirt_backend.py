@@ -20,7 +20,7 @@ from vnetbench import cli
 from vnetbench.rally_plugins.context import testbed_yaml as make_testbed
 from vnetbench.testbed import deployment
 from vnetbench.testbed.libvirt import domain as dom
-from vnetbench.testbed.libvirt.deployment import connect
+from vnetbench.linux.libvirtd import connect
 from vnetbench.testbed.loader import loads
 from vnetbench.testbed.model import NetType, VSwitchKind
 from vnetbench.traffic import ping

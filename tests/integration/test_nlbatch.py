@@ -10,7 +10,7 @@ import subprocess
 import pytest
 from pyroute2 import netns
 
-from vnetbench.testbed.netns import nlbatch, nsops, offloads
+from vnetbench.linux import nlbatch, nsops, offloads
 
 
 @pytest.fixture

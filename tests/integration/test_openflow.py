@@ -122,8 +122,8 @@ def test_controller_killed(up, fail_mode):
     assert _ping(dep, "cross-a", "cross-b", 3, 0.2)["received"] == 3
     Faults(dep).controller_kill()
     kept = _ping(dep, "cross-a", "cross-b", 10, 0.2)           # < idle: the flows stay alive
-    # one echo of an installed flow may die right after the control plane goes (DEVELOPERS.md,
-    # open defects: 9 of 10 in clean-clone run ciE, as after a partition)
+    # one echo of an installed flow may die right after the control plane goes (9 of 10 in
+    # a clean-clone run, as after a partition: bench/bench_partition.py)
     assert kept["received"] >= 9, kept
     if fail_mode == "secure":
         assert _ping(dep, "same-a", "same-b", 5, 0.2)["received"] == 0   # needs a packet-in

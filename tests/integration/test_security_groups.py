@@ -168,7 +168,7 @@ def test_ovs_firewall_flows_are_the_real_agents(netns_up):
     import json
 
     from vnetbench.kinds.ovs import flows, netns
-    from vnetbench.testbed.netns import proc
+    from vnetbench.linux import proc
     rec = json.loads((RECORDED / "aio-web-knock-default.json").read_text())
     real = flows.normalise((RECORDED / "aio-web-knock-default.flows").read_text(),
                            flows.names_of(rec["ports"]))

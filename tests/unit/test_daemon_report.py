@@ -5,7 +5,7 @@ import subprocess
 import sys
 import time
 
-from vnetbench.testbed.netns import proc
+from vnetbench.linux import proc
 
 HUNG = """
 import faulthandler, os, signal, sys, time

@@ -25,6 +25,7 @@ from vnetbench.aio.conf import Layout, Node
 from vnetbench.aio.procs import (MARKER, Daemons, Journal, _tail, alive, log_lines, port_free,
                                   stop, wait_port)
 from vnetbench.errors import PrerequisiteError, VnetbenchError
+from vnetbench.linux import libvirtd
 from vnetbench.state import new_run_id
 
 CLOUD, DEMO = "vnetbench-aio", "vnetbench-aio-demo"
@@ -299,8 +300,7 @@ class Aio:
         """Each emulated node's namespaces and links, before RabbitMQ (it listens on this
         machine's end of their management links)."""
         if len(self.lay.nodes) > 1:
-            from vnetbench.testbed.libvirt.deployment import connect
-            connect().close()           # the machine's libvirtd (node 1's): its /run/libvirt
+            libvirtd.connect().close()           # the machine's libvirtd (node 1's): its /run/libvirt
         for node in self.lay.nodes[1:]:
             self._node_namespaces(node)
 
@@ -607,8 +607,7 @@ class Aio:
 
     def _services(self) -> None:
         lay = self.lay
-        from vnetbench.testbed.libvirt.deployment import connect
-        connect().close()               # libvirtd: a system service, started if needed
+        libvirtd.connect().close()               # libvirtd: a system service, started if needed
         self._uwsgi("placement", "/usr/bin/placement-api",
                     {"OS_PLACEMENT_CONFIG_DIR": str(lay.conf_path("placement").parent)})
         nova = ["--config-file", str(lay.conf_path("nova"))]
@@ -877,9 +876,8 @@ class Aio:
 def _remove_domains(prefix: str, uri: str | None = None) -> list[str]:
     """Destroy and undefine this AIO's Nova domains (their names carry its run id), on the
     system libvirtd or the one at URI (an emulated node's)."""
-    from vnetbench.testbed.libvirt.deployment import connect
     try:
-        conn = connect(uri) if uri else connect()
+        conn = libvirtd.connect(uri) if uri else libvirtd.connect()
     except VnetbenchError as exc:
         return [str(exc)]
     problems = []

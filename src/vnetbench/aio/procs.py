@@ -4,7 +4,6 @@ the AIO's marker in its environment, so teardown finds its children too — neve
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import signal
@@ -13,45 +12,33 @@ import subprocess
 import time
 from pathlib import Path
 
+from vnetbench import state
 from vnetbench.errors import VnetbenchError
+from vnetbench.linux import proc
 
 MARKER = "VNETBENCH_AIO"
 
 
 class Journal:
-    """Append-only, fsynced: one owned resource per line, written before it exists."""
+    """The AIO's handle on its run journal: the suite's one journal format
+    (``vnetbench.state``), without a testbed run's lock and interrupt checkpoint."""
 
     def __init__(self, path: Path):
         self.path = path
 
-    def record(self, kind: str, **data) -> None:
-        with open(self.path, "a") as f:
-            f.write(json.dumps({"kind": kind, **data}, sort_keys=True) + "\n")
-            f.flush()
-            os.fsync(f.fileno())
+    def record(self, kind: str, /, **data) -> None:
+        state.journal_append(self.path, kind, **data)
 
     def entries(self) -> list[dict]:
-        try:
-            lines = self.path.read_text().splitlines()
-        except FileNotFoundError:
-            return []
-        out = []
-        for line in lines:
-            try:
-                out.append(json.loads(line))
-            except json.JSONDecodeError:          # a torn last line after a crash
-                pass
-        return out
+        return state.journal_entries(self.path)
 
 
 def start_time(pid: int) -> int | None:
     """Clock ticks since boot at which PID started (None if it is gone)."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
+    fields = proc.stat_fields(pid)
+    if fields is None or fields[0] in ("Z", "X"):        # a zombie is gone
         return None
-    fields = stat.rsplit(")", 1)[1].split()
-    return None if fields[0] in ("Z", "X") else int(fields[19])    # a zombie is gone
+    return int(fields[19])
 
 
 def alive(entry: dict) -> bool:
@@ -132,23 +119,18 @@ def port_free(port: int) -> bool:
 
 def marked(marker: str) -> list[int]:
     """Pids whose environment carries MARKER=marker (children that left the group)."""
-    want = f"{MARKER}={marker}".encode()
-    pids = []
-    for d in Path("/proc").iterdir():
-        if not d.name.isdigit() or int(d.name) == os.getpid():
-            continue
-        try:
-            env = (d / "environ").read_bytes()
-        except OSError:
-            continue
-        if want in env.split(b"\0"):
-            pids.append(int(d.name))
-    return pids
+    return proc.pids_with_env(MARKER, marker)
 
 
 def stop(entries: list[dict], marker: str | None, timeout_s: float = 15) -> list[str]:
     """SIGTERM the journaled process groups (newest first), SIGKILL what remains, then
-    every process still carrying the marker. Returns what could not be stopped."""
+    every process still carrying the marker. Returns what could not be stopped.
+
+    Not ``linux.proc.stop``: an OpenStack service forks workers that share its group and
+    its environment but not its argv, and the whole cloud is stopped at once, so this
+    signals groups together and sweeps by the marker instead of one pidfile'd daemon at
+    a time; and a zombie counts as stopped here (``start_time``), where the testbed's
+    teardown, which reaps its own children, waits for it."""
     live = [e for e in reversed(entries) if alive(e)]
     for e in live:
         _signal_group(e, signal.SIGTERM)

@@ -4,7 +4,7 @@ Why: the AIO runs OVS's userspace (netdev) datapath with plain taps (there is no
 kernel module here; a production netdev datapath uses vhost-user instead). os-vif adds
 the VM's port to the bridge before libvirt creates the tap; libvirt then creates it and
 sets it up while ovs-vswitchd, opening the new device, turns on IFF_PROMISC. Seen once in
-a clean-clone test run (session 31): a new server's tap with PROMISC and without UP,
+a clean-clone test run: a new server's tap with PROMISC and without UP,
 the guest's 12 frames dropped (libvirt's tx drops; its link 'up'), the server never
 answering; setting the tap up was all it took. The likely cause is a read-modify-write
 of the interface flags from a copy that predates libvirt's IFF_UP (ovs-vswitchd's

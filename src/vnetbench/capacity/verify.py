@@ -210,13 +210,13 @@ def run(workload: Workload, hosts: Hosts, predicted: list[dict], where: dict[str
 
     from vnetbench.capacity import machine
 
+    from vnetbench.testbed import deployment
     from vnetbench.testbed.loader import loads
-    from vnetbench.testbed.netns import builder
     doc = testbed_doc(workload, hosts, where, list(online_cpus), name=name)
     tb = loads(yaml.safe_dump(doc), source=f"<{name}>", online_cpus=online_cpus)
     progress(f"plan --verify: building {len(doc['hosts'])} host(s), {len(doc['vms'])} VM(s) ({doc['vswitch']}/"
              f"{hosts.network})")
-    dep = builder.up(tb, progress=progress)
+    dep = deployment.build("netns", tb, progress=progress)
     try:
         this = here(dep)
         measured = measure(dep, workload, where, seconds, progress)

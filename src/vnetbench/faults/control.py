@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from vnetbench import kinds
 from vnetbench.errors import VnetbenchError
-from vnetbench.testbed.netns import mgmt
 
 
 def _ops(dep) -> dict:
@@ -65,10 +64,10 @@ def start(dep, component: str | None = None) -> list[str]:
 def partition(dep, host: str | None = None, heal: bool = False) -> list[str]:
     """Cut (or heal) the management link of ``host`` (every host when None) at the
     controller's bridge; the tenant underlay is untouched."""
-    if not mgmt.needed(dep.testbed):
+    if not kinds.of(dep.testbed).controlled:     # only a controlled kind has a management network
         raise VnetbenchError(f"run {dep.run_id} ({dep.testbed.vswitch.kind}) has no management "
                              "network to partition")
     hosts = [dep.testbed.host(host).name] if host else [h.name for h in dep.testbed.hosts]
     for h in hosts:
-        mgmt.set_link(dep, h, up=heal)
+        dep.set_mgmt_link(h, up=heal)
     return hosts

@@ -27,8 +27,8 @@ from pathlib import Path
 
 from vnetbench.errors import BuildError
 from vnetbench.kinds import neutron_sg
+from vnetbench.linux import links, nsops, proc
 from vnetbench.testbed.model import SVI
-from vnetbench.testbed.netns import links, nsops, proc
 from vnetbench.testbed.netns.l3 import EXTERNAL_MTU, gateway_hosts
 
 NAT_SCRIPT = Path(__file__).with_name("neutron_l3_nat.py")

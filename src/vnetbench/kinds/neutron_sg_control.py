@@ -18,7 +18,7 @@ from typing import Callable
 from vnetbench import unixsock
 from vnetbench.errors import BuildError
 from vnetbench.kinds import neutron_sg
-from vnetbench.testbed.netns import proc
+from vnetbench.linux import proc
 
 AGENT = "neutron-sg-agent"
 SCRIPT = Path(neutron_sg.__file__).with_name("neutron_sg_agent.py")

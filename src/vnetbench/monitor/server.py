@@ -19,10 +19,10 @@ import yaml
 
 from vnetbench.errors import BuildError, PrerequisiteError
 from vnetbench import signals
+from vnetbench.linux import links, nsops, proc
 from vnetbench.monitor import nshttp
 from vnetbench.state import MONITOR, Run, find_run, new_run_id, state_root
-from vnetbench.testbed.netns import links, nsops, proc
-from vnetbench.testbed.netns.teardown import teardown, unwind
+from vnetbench.testbed import deployment
 
 PROMETHEUS_PORT, PUSHGATEWAY_PORT = 9090, 9091
 SCRAPE_INTERVAL = "1s"
@@ -78,7 +78,7 @@ class Monitor:
         return proc.in_netns(self.ns, argv)
 
     def down(self) -> list[str]:
-        return teardown(self.run, budget_s=30.0)
+        return deployment.teardown(self.run, budget_s=30.0)
 
 
 def attach(ref: str | None = None) -> Monitor:
@@ -102,7 +102,7 @@ def up(data_dir: Path | None = None, progress=lambda msg: None) -> Monitor:
             try:
                 _build(mon, data, progress)
             except BaseException as exc:
-                unwind(run, exc, f"monitor {rid}")
+                deployment.unwind(run, exc, f"monitor {rid}")
     finally:
         run.unlock()
     return mon

@@ -7,7 +7,7 @@ import contextlib
 
 import subprocess
 
-from vnetbench.errors import VnetbenchError
+from vnetbench.errors import UnsupportedError, VnetbenchError
 from vnetbench.inputs import excerpt
 from vnetbench.state import Run, find_run
 from vnetbench.testbed import deployment
@@ -74,7 +74,7 @@ class RunDeployment:
     def _spawn(self, full, argv, kwargs, **where) -> subprocess.Popen:
         """FULL (ARGV as run where it runs, on this machine) in the background, in a session
         of its own, journaled with WHERE so teardown stops it."""
-        from vnetbench.testbed.netns import proc
+        from vnetbench.linux import proc
         p = subprocess.Popen(full, start_new_session=True, **kwargs)
         self.run.record("process", pid=p.pid, starttime=proc.starttime(p.pid), **where,
                         argv=list(map(str, argv)))
@@ -88,15 +88,23 @@ class RunDeployment:
         """Nothing the backend can see queues (a cloud's or a remote hypervisor's agents)."""
         return 0.0
 
+    def restart_vswitch(self, host: str) -> None:
+        """A backend whose hosts are not its own (a cloud's, a remote hypervisor's) says so."""
+        raise UnsupportedError(f"{self.run.meta().get('backend', 'this backend')}: no vSwitch "
+                               f"restart of {host} (run {self.run_id})")
+
+    def set_mgmt_link(self, host: str, up: bool) -> None:
+        """A backend without the embedded management network says so."""
+        raise UnsupportedError(f"{self.run.meta().get('backend', 'this backend')}: no management "
+                               f"link of {host} to cut or heal (run {self.run_id})")
+
     def remove_router_interface(self, router: str, vnet: str) -> None:
         """A backend without routers says so."""
-        from vnetbench.errors import UnsupportedError
         raise UnsupportedError(f"{self.run.meta().get('backend', 'this backend')} has no routers to "
                                f"change (run {self.run_id})")
 
     def update_security_groups(self, groups) -> float:
         """A backend that does not change security groups on a running testbed says so."""
-        from vnetbench.errors import UnsupportedError
         raise UnsupportedError(f"{self.run.meta().get('backend', 'this backend')} cannot change "
                                f"security-group rules on a running testbed (run {self.run_id})")
 
@@ -121,7 +129,6 @@ class RunDeployment:
 
     def migration_target(self, vm: str, to_host: str) -> str:
         """A backend that does not migrate VMs says so, and why."""
-        from vnetbench.errors import UnsupportedError
         raise UnsupportedError(f"{self.run.meta().get('backend', 'this backend')}: no VM migration: "
                                f"{self.no_migration}")
 

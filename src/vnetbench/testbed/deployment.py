@@ -112,6 +112,15 @@ class Deployment(Protocol):
         or cannot run (the CPU split then uses /proc/stat). ``wait``: until its first
         snapshot."""
 
+    def restart_vswitch(self, host: str) -> None:
+        """Restart HOST's vSwitch the way an operator restarts that kind (OVS kinds:
+        ``ovs-vswitchd`` on the same database; a Linux bridge: down and up); returns once
+        the host forwards again. UnsupportedError where the backend cannot."""
+
+    def set_mgmt_link(self, host: str, up: bool) -> None:
+        """Cut (``up=False``) or heal HOST's management link at the controller's bridge;
+        the tenant underlay is untouched. UnsupportedError where the backend cannot."""
+
     def remove_vnet(self, vnet: str) -> None:
         """Deprovision VNET from the running testbed as the kind's cloud does; journaled.
         UnsupportedError (before anything changes) where the backend cannot."""
@@ -197,6 +206,12 @@ def teardown(run: Run, **options) -> list[str]:
     """Undo everything RUN's journal records, whatever built it (``down`` on a damaged
     run, ``cleanup``); the errors of steps that failed."""
     return importlib.import_module(TEARDOWN).teardown(run, **options)
+
+
+def unwind(run: Run, exc: BaseException, source: str) -> None:
+    """Tear a failed or interrupted bring-up of RUN down, then raise what the caller
+    should see (a BuildError naming SOURCE, or the interrupt)."""
+    importlib.import_module(TEARDOWN).unwind(run, exc, source)
 
 
 def remove_stale(dirs) -> list:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import subprocess
 
-from vnetbench.testbed.netns import proc
+from vnetbench.linux import proc
 
 # the remote command dies with the SSH session: a killed background process must not
 # keep running in the guest (a stale iperf3 server would hold its port)

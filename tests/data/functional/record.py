@@ -26,8 +26,9 @@ from pyroute2 import NetNS
 from vnetbench.functional import measure
 from vnetbench.functional.tests import test_isolation as iso
 from vnetbench.functional.tests import test_rate_limit as rate
+from vnetbench.linux import links
 from vnetbench.testbed.loader import loads
-from vnetbench.testbed.netns import builder, links
+from vnetbench.testbed.netns import builder
 
 OUT = Path(__file__).resolve().parent
 

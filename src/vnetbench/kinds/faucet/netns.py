@@ -27,8 +27,9 @@ import yaml
 from vnetbench.errors import BuildError
 from vnetbench.kinds.faucet import config
 from vnetbench.kinds.ovs.netns import OvsHost, _bridge, _port, qos_columns, start_host
+from vnetbench.linux import proc
 from vnetbench.testbed.deployment import CONTROLLER_DIR
-from vnetbench.testbed.netns import mgmt, proc
+from vnetbench.testbed.netns import mgmt
 
 OF_PORT = 6653
 PROMETHEUS_PORT = 9302
@@ -422,7 +423,7 @@ def _built(dep) -> dict | None:
 
 
 def _carrier(dep, host, port: str) -> bool:
-    from vnetbench.testbed.netns import links, nsops
+    from vnetbench.linux import links, nsops
     with nsops.rtnl(dep.names.host_ns(host.name)) as ns:
         (link,) = ns.get_links(links.index(ns, port))
         return link.get_attr("IFLA_CARRIER") == 1

@@ -79,12 +79,12 @@ class LinuxBridge(Kind):
         netns.bridges_down_up(dep, host)
 
     def netns_unplug(self, dep, host, port):
-        from vnetbench.testbed.netns import links, nsops
+        from vnetbench.linux import links, nsops
         with nsops.rtnl(dep.names.host_ns(host.name)) as ns:
             ns.link("set", index=links.index(ns, port), master=0)
 
     def netns_plug(self, dep, host, port, vm, k, nic):
-        from vnetbench.testbed.netns import links, nsops
+        from vnetbench.linux import links, nsops
         vi = [v.name for v in dep.testbed.vnets].index(nic.vnet)
         with nsops.rtnl(dep.names.host_ns(host.name)) as ns:
             links.up(ns, port, master=dep.names.lb_bridge(vi))

@@ -15,7 +15,7 @@ import shutil
 from pathlib import Path
 
 from vnetbench.kinds import neutron_sg, neutron_sg_control
-from vnetbench.testbed.netns import proc
+from vnetbench.linux import proc
 
 AGENT = neutron_sg_control.Agent(
     driver="iptables",

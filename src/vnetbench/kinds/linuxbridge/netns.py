@@ -5,8 +5,8 @@ A VM port's bandwidth limit is a TBF qdisc on the port, as neutron's agent sets 
 from __future__ import annotations
 
 
+from vnetbench.linux import links, nlbatch, nsops
 from vnetbench.testbed.model import NetType
-from vnetbench.testbed.netns import links, nlbatch, nsops
 
 VXLAN_PORT = 4789
 #: ifindex of vnet i's bridge in a host's namespace (BRIDGE_INDEX + 2i; its segment device

@@ -24,8 +24,9 @@ import time
 from pathlib import Path
 
 from vnetbench.errors import BuildError
+from vnetbench.linux import proc
 from vnetbench.testbed.model import NetType
-from vnetbench.testbed.netns import mgmt, proc
+from vnetbench.testbed.netns import mgmt
 from vnetbench.testbed.netns.l3 import gateway_hosts
 from vnetbench.testbed.deployment import CONTROLLER_DIR
 from vnetbench.kinds.ovs.netns import (  # noqa: F401  (tunnel_neighbours: the kind uses it here)

@@ -144,7 +144,7 @@ class Ovs(Kind):
         """``afxdp``: None, as the build made the VM ports; False, an AF_PACKET port
         whatever they are (a port without a VM: each AF_XDP port holds tens of MiB)."""
         from vnetbench.kinds.ovs import firewall, netns
-        from vnetbench.testbed.netns import links, nsops
+        from vnetbench.linux import links, nsops
         with nsops.rtnl(dep.names.host_ns(host.name)) as ns:
             links.up(ns, port)
         own = f"external_ids:vnetbench-run={dep.run_id}"

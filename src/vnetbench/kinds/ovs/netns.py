@@ -22,8 +22,9 @@ import time
 
 from vnetbench.kinds.ovs import agent as ovs_agent
 from vnetbench.kinds.ovs import firewall, pipeline
+from vnetbench.linux import links, nsops, offloads, proc
 from vnetbench.testbed.model import STICK, SVI, NetType
-from vnetbench.testbed.netns import links, nsops, offloads, proc, veths
+from vnetbench.testbed.netns import veths
 
 AGENT = "neutron-openvswitch-agent"
 #: the longest an idle PMD thread sleeps (OVS 3.1 ``other_config:pmd-maxsleep``, µs): measured

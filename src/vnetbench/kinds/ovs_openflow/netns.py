@@ -20,8 +20,9 @@ import time
 from pathlib import Path
 
 from vnetbench.errors import BuildError
+from vnetbench.linux import proc
 from vnetbench.testbed.model import NetType
-from vnetbench.testbed.netns import mgmt, proc
+from vnetbench.testbed.netns import mgmt
 from vnetbench.testbed.deployment import CONTROLLER_DIR
 from vnetbench.kinds.ovs.netns import OvsHost, _bridge, _port, qos_columns, tunnel_ports, start_host
 

@@ -17,7 +17,8 @@ import time
 from pathlib import Path
 
 from vnetbench.errors import BuildError
-from vnetbench.testbed.netns import mgmt, nsops, proc
+from vnetbench.linux import nsops, proc
+from vnetbench.testbed.netns import mgmt
 from vnetbench.testbed.deployment import CONTROLLER_DIR
 from vnetbench.kinds.ovs.netns import OvsHost, _bridge, _port, qos_columns, start_host, tunnel_neighbours
 from vnetbench.kinds.vrouter import northsouth
@@ -417,7 +418,7 @@ def snat_instances(ctx) -> None:
     right NIC, the default route out of it, and what comes back in by the right NIC routed
     out of the left one (its own table). The left NIC has no address: the vRouter answers
     every ARP on it and routes by its VRF (the router's VNs' routes leaked there)."""
-    from vnetbench.testbed.netns import links, nlbatch, offloads
+    from vnetbench.linux import links, nlbatch, offloads
     tb, n = ctx.testbed, ctx.names
     ext = tb.external
     for ri, r in northsouth.snat_routers(tb):

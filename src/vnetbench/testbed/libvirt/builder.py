@@ -22,12 +22,13 @@ from pyroute2 import IPRoute, NetNS, netns
 from vnetbench.errors import BuildError, VnetbenchError
 from vnetbench.image import qemu, recipe
 from vnetbench.image.build import boot_files
+from vnetbench.linux import links, proc
+from vnetbench.linux.libvirtd import URI, connect
 from vnetbench.state import Run
 from vnetbench.testbed.libvirt import domain as dom
-from vnetbench.testbed.libvirt.deployment import URI, LibvirtDeployment, connect
+from vnetbench.testbed.libvirt.deployment import LibvirtDeployment
 from vnetbench.testbed.libvirt.remote import is_remote
 from vnetbench.testbed.netns import builder as netns_builder
-from vnetbench.testbed.netns import links, proc
 from vnetbench.testbed.netns.names import Names as NetnsNames
 from vnetbench.testbed.netns.teardown import teardown
 

@@ -3,44 +3,16 @@ reached over SSH (vnetbench.image.channel). Implements vnetbench.testbed.deploym
 
 from __future__ import annotations
 
-import os
-import subprocess
-import time
 from pathlib import Path
 
-from vnetbench.errors import PrerequisiteError
 from vnetbench.image.channel import Ssh
+from vnetbench.linux.libvirtd import URI, connect
 from vnetbench.testbed.base import RunDeployment
 from vnetbench.testbed.libvirt import domain as dom
 from vnetbench.testbed.netns.deployment import Deployment as NetnsDeployment
 from vnetbench.testbed.sshguests import SshGuests
 
-URI = "qemu:///system"
 PIDFILES = Path("/run/libvirt/qemu")      # the system libvirtd's <domain>.pid per guest
-
-
-def connect(uri: str = URI):
-    """A libvirt connection. Where no systemd starts libvirtd (this machine class), root
-    starts virtlogd and libvirtd once: system services, not objects of a run."""
-    try:
-        import libvirt
-    except ImportError:
-        raise PrerequisiteError("libvirt-python is not installed; run 'make install'") from None
-    libvirt.registerErrorHandler(lambda ctx, err: None, None)   # errors arrive as exceptions
-    try:
-        return libvirt.open(uri)
-    except libvirt.libvirtError as exc:
-        first = str(exc).splitlines()[0]
-    if uri == URI and os.geteuid() == 0 and not os.path.isdir("/run/systemd/system"):
-        for daemon in ("virtlogd", "libvirtd"):
-            subprocess.run([daemon, "-d"], capture_output=True, timeout=30)
-        for _ in range(50):
-            try:
-                return libvirt.open(uri)
-            except libvirt.libvirtError:
-                time.sleep(0.1)
-    raise PrerequisiteError(f"libvirt at {uri}: {first}; start the daemons (without systemd: "
-                            "'virtlogd -d; libvirtd -d')")
 
 
 NO_MIGRATION = ("the libvirt backend does not migrate domains (virDomainMigrate between two "

@@ -19,14 +19,14 @@ from pathlib import Path
 from vnetbench import kinds, signals
 from vnetbench.errors import VnetbenchError
 from vnetbench.image import qemu, recipe
+from vnetbench.linux import proc
+from vnetbench.linux.libvirtd import connect
 from vnetbench.state import Run, new_run_id, state_root
 from vnetbench.testbed.codec import to_dict
 from vnetbench.testbed.libvirt import domain as dom
-from vnetbench.testbed.libvirt.deployment import connect
 from vnetbench.testbed.libvirt.remote import REMOTE_ROOT, Hypervisor
 from vnetbench.testbed.libvirt.remote_deployment import RemoteLibvirtDeployment, bridge_names
-from vnetbench.testbed.netns import proc
-from vnetbench.testbed.netns.teardown import unwind
+from vnetbench.testbed.deployment import unwind
 
 
 

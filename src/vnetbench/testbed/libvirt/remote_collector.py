@@ -25,8 +25,8 @@ import zipapp
 from pathlib import Path
 
 from vnetbench.errors import BuildError
+from vnetbench.linux import proc
 from vnetbench.testbed.libvirt.remote import REMOTE_ROOT
-from vnetbench.testbed.netns import proc
 
 # where a hypervisor's own Open vSwitch keeps its pidfiles (Debian's openvswitch-switch)
 OVS_PIDFILES = ("/run/openvswitch/ovs-vswitchd.pid", "/run/openvswitch/ovsdb-server.pid")

@@ -106,7 +106,7 @@ class RemoteLibvirtDeployment(SshGuests, RunDeployment):
         raise UnsupportedError("remove_vnet on a remote hypervisor is not built")
 
     def status(self) -> dict:
-        from vnetbench.testbed.libvirt.deployment import connect
+        from vnetbench.linux.libvirtd import connect
         meta, tb = self.run.meta(), self.testbed
         names = {}
         for uri in dict.fromkeys(meta["libvirt_uris"].values()):

@@ -13,7 +13,7 @@ from vnetbench.testbed.libvirt import domain as dom
 
 
 def undo_domain(run, entry) -> None:
-    from vnetbench.testbed.libvirt.deployment import URI, connect
+    from vnetbench.linux.libvirtd import URI, connect
     import libvirt
     conn = connect(entry.get("uri", URI))          # the hypervisor the domain was made on
     try:

@@ -12,11 +12,12 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 from vnetbench import signals
+from vnetbench.linux import links, nlbatch, nsops, proc
 from vnetbench.state import Run, new_run_id, state_root
 from vnetbench.testbed import capabilities
 from vnetbench.testbed.codec import to_dict
 from vnetbench.testbed.model import NetType, Testbed
-from vnetbench.testbed.netns import l3, links, mgmt, nlbatch, nsops, proc
+from vnetbench.testbed.netns import l3, mgmt
 from vnetbench.testbed.netns.context import Context
 from vnetbench.testbed.netns.deployment import Deployment
 from vnetbench.testbed.netns.teardown import unwind

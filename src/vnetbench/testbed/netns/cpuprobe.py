@@ -19,7 +19,7 @@ import sys
 import time
 from pathlib import Path
 
-from vnetbench.testbed.netns import proc
+from vnetbench.linux import proc
 from vnetbench_collector import probe, procfs
 
 SNAPSHOT = "cpuprobe.json"

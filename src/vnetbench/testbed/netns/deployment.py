@@ -8,11 +8,12 @@ from pathlib import Path
 from pyroute2 import netns
 
 from vnetbench import kinds
+from vnetbench.linux import proc
 from vnetbench.state import Run
 from vnetbench.testbed.base import RunDeployment
 from vnetbench.testbed.deployment import CONTROLLER_DIR
 from vnetbench.testbed.model import ROUTER, SVI, Testbed
-from vnetbench.testbed.netns import proc, veths
+from vnetbench.testbed.netns import mgmt, veths
 from vnetbench.testbed.netns.names import Names
 
 
@@ -131,6 +132,13 @@ class Deployment(RunDeployment):
     def cpu_probe(self, wait: bool = True) -> Path | None:
         from vnetbench.testbed.netns import cpuprobe
         return cpuprobe.ensure(self, wait=wait)
+
+    def restart_vswitch(self, host: str) -> None:
+        """The kind's restart of HOST's vSwitch (``Kind.netns_restart``)."""
+        kinds.of(self.testbed).netns_restart(self, self.testbed.host(host))
+
+    def set_mgmt_link(self, host: str, up: bool) -> None:
+        mgmt.set_link(self, host, up=up)
 
     def remove_vnet(self, vnet: str) -> None:
         """Deprovision ``vnet`` from the running testbed (``deprovision``): it stops being

@@ -12,8 +12,8 @@ Everything lives in the run's namespaces (journaled at creation): deleting them 
 
 from __future__ import annotations
 
+from vnetbench.linux import links, nsops, offloads
 from vnetbench.testbed.model import NAMESPACE_ROUTERS, STICK
-from vnetbench.testbed.netns import links, nsops, offloads
 
 EXTERNAL_DEV = "eth0"         # an external host's NIC
 EXTERNAL_MTU = 1500

@@ -14,8 +14,8 @@ import ipaddress
 
 from vnetbench.errors import BuildError
 from vnetbench import kinds
+from vnetbench.linux import links, nsops
 from vnetbench.testbed.model import Testbed
-from vnetbench.testbed.netns import links, nsops
 
 # Candidate management networks (RFC 2544 range); the first that the underlay
 # does not overlap is used. Tenant CIDRs live only in VM namespaces: no clash.

@@ -25,7 +25,7 @@ import time
 
 from vnetbench import kinds
 from vnetbench.errors import VnetbenchError
-from vnetbench.testbed.netns import links, nsops
+from vnetbench.linux import links, nsops
 
 RARP = 0x8035
 ANNOUNCE_DELAYS_S = (0.0, 0.05, 0.15)       # QEMU announce-initial 50 ms, step 100 ms

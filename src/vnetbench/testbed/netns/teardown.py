@@ -16,8 +16,8 @@ from pyroute2 import netns
 from vnetbench import signals
 from vnetbench.errors import BuildError, Interrupted, VnetbenchError
 from vnetbench.inputs import excerpt
+from vnetbench.linux import proc
 from vnetbench.state import Run
-from vnetbench.testbed.netns import proc
 
 
 def teardown(run: Run, budget_s: float = 20.0) -> list[str]:

@@ -13,10 +13,10 @@ import time
 
 from vnetbench import signals
 from vnetbench.errors import BuildError, VnetbenchError
+from vnetbench.linux import proc
 from vnetbench.state import Run, new_run_id, state_root
 from vnetbench.testbed.codec import to_dict
-from vnetbench.testbed.netns import proc
-from vnetbench.testbed.netns.teardown import unwind
+from vnetbench.testbed.deployment import unwind
 from vnetbench.testbed.openstack import cloud, secgroups, stack as st, verify
 from vnetbench.testbed.openstack.deployment import OpenstackDeployment, mux_dir
 

@@ -9,8 +9,8 @@ from pathlib import Path
 
 from vnetbench.errors import UnsupportedError
 from vnetbench.image.channel import Ssh
+from vnetbench.linux import proc
 from vnetbench.testbed.base import RunDeployment
-from vnetbench.testbed.netns import proc
 from vnetbench.testbed.sshguests import SshGuests
 
 NOT_OURS = "the cloud's compute nodes are not vnetbench's"
@@ -217,7 +217,7 @@ class OpenstackDeployment(SshGuests, RunDeployment):
         """Once the guest's sshd answers again: a new master connection, journaled."""
         import time
 
-        from vnetbench.testbed.netns import proc
+        from vnetbench.linux import proc
         from vnetbench.testbed.openstack import builder
         timeout = float((self.run.meta().get("options") or {}).get("ready_timeout_s") or 600)
         master = builder._open(self.ssh(vm), time.monotonic() + timeout, conn,

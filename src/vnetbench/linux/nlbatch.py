@@ -24,7 +24,7 @@ from pyroute2.netlink.rtnl import RTM_NEWADDR, RTM_NEWLINK, RTM_SETLINK
 from pyroute2.netlink.rtnl.ifaddrmsg import ifaddrmsg
 from pyroute2.netlink.rtnl.ifinfmsg import IFF_UP, ifinfmsg
 
-from vnetbench.testbed.netns import nsops
+from vnetbench.linux import nsops
 
 NETLINK_ROUTE, SOL_NETLINK, NETLINK_CAP_ACK = 0, 270, 10
 NLMSG_ERROR = 2

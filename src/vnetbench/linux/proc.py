@@ -187,13 +187,35 @@ def cmdline(pid: int) -> str:
         return ""
 
 
-def starttime(pid: int) -> int | None:
-    """Kernel start time of pid (clock ticks since boot): identifies a process across pid reuse."""
+def stat_fields(pid: int) -> list[str] | None:
+    """The fields of ``/proc/PID/stat`` after its command name (None if PID is gone):
+    ``[0]`` the scheduler state, ``[19]`` the start time."""
     try:
         stat = Path(f"/proc/{pid}/stat").read_text()
     except OSError:
         return None
-    return int(stat.rsplit(")", 1)[1].split()[19])
+    return stat.rsplit(")", 1)[1].split()
+
+
+def starttime(pid: int) -> int | None:
+    """Kernel start time of pid (clock ticks since boot): identifies a process across pid reuse."""
+    fields = stat_fields(pid)
+    return None if fields is None else int(fields[19])
+
+
+def pids_with_env(var: str, value: str) -> list[int]:
+    """Processes (not this one) whose environment holds ``VAR=value`` (a run-unique
+    marker its children inherit even when they leave the process group)."""
+    want, found = f"{var}={value}".encode(), []
+    for entry in os.scandir("/proc"):
+        if entry.name.isdigit() and int(entry.name) != os.getpid():
+            try:
+                env = Path(entry.path, "environ").read_bytes()
+            except OSError:
+                continue
+            if want in env.split(b"\0"):
+                found.append(int(entry.name))
+    return found
 
 
 def pids_with_arg(arg: str) -> list[int]:

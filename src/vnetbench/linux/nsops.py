@@ -18,7 +18,7 @@ import threading
 
 from pyroute2 import IPRoute, netns
 
-from vnetbench.testbed.netns import proc
+from vnetbench.linux import proc
 
 CLONE_NEWNET = 0x40000000
 NETLINK_ROUTE = 0

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from pyroute2.ethtool.ioctl import IoctlEthtool, NoSuchDevice, NotSupportedError
 
-from vnetbench.testbed.netns import nsops
+from vnetbench.linux import nsops
 
 FEATURES = {"txvlan": "tx-vlan-hw-insert"}
 
