@@ -38,6 +38,7 @@ from vnetbench.errors import VnetbenchError
 from vnetbench.results import provenance
 from vnetbench.results.record import Result, now
 from vnetbench.testbed.model import L2
+from vnetbench.testbed.readiness import SIGNAL
 
 TEST = "port_ready"
 STAGES = ("requested_ms", "programmed_ms", "first_packet_ms")
@@ -209,7 +210,6 @@ def step(dep, plan, ports, concurrency, deadline_ms, probe_ms, peers_set) -> tup
 def run(dep, ports=20, steps=2, concurrency=8, deadline_ms=10000, probe_interval_ms=1.0,
         hosts=None) -> list[Result]:
     """STEPS steps of PORTS new ports; one Result per step (point: the existing ports)."""
-    from vnetbench.testbed.readiness import SIGNAL
     plan = placement(dep.testbed, hosts)
     free = min(_free(dep, vnet) for _, vnet, _ in plan)
     check(ports, steps, concurrency, deadline_ms, probe_interval_ms, capacity=free)

@@ -16,6 +16,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from vnetbench.functional import matrix_file
+from vnetbench.functional.verdict import FAILURES, Status
 from vnetbench.inputs import one_line
 from vnetbench.results.load import Run
 from vnetbench.results.record import Result
@@ -36,8 +38,6 @@ def matrices(path: Path) -> list[Path]:
 
 def records(path: Path) -> list[Result]:
     """The records of one matrix file (VnetbenchError in one line if it is bad)."""
-    from vnetbench.functional import matrix_file
-    from vnetbench.functional.verdict import FAILURES, Status
     matrix = matrix_file.read(path)
     when = path.stat().st_mtime
     out = []

@@ -13,7 +13,7 @@ from vnetbench.state import Run
 from vnetbench.testbed.base import RunDeployment
 from vnetbench.testbed.deployment import CONTROLLER_DIR
 from vnetbench.testbed.model import ROUTER, SVI, Testbed
-from vnetbench.testbed.netns import mgmt, veths
+from vnetbench.testbed.netns import mgmt, ports, veths
 from vnetbench.testbed.netns.names import Names
 
 
@@ -200,19 +200,15 @@ class Deployment(RunDeployment):
         return migrate.migrate(self, vm, to_host, live)
 
     def add_port(self, host: str, vnet: str) -> dict:
-        from vnetbench.testbed.netns import ports
         return ports.add(self, host, vnet)
 
     def remove_port(self, name: str) -> None:
-        from vnetbench.testbed.netns import ports
         ports.remove(self, name)
 
     def ports_ready(self, host: str, names) -> dict:
-        from vnetbench.testbed.netns import ports
         return ports.ready(self, host, names)
 
     def port_popen(self, name: str, argv, **kwargs) -> subprocess.Popen:
-        from vnetbench.testbed.netns import ports
         return self._spawn(ports.ns_argv(self, name, argv), argv, kwargs, port=name)
 
     @property

@@ -24,8 +24,10 @@ import threading
 
 from vnetbench import kinds
 from vnetbench.errors import UnsupportedError, VnetbenchError
+from vnetbench.linux import nlbatch, nsops
+from vnetbench.testbed import readiness
 from vnetbench.testbed.model import Nic, Vm
-from vnetbench.testbed.netns import nlbatch, nsops
+from vnetbench.testbed.netns.teardown import _undo_netns
 
 #: kinds whose ports are plugged here (their readiness signal: vnetbench.battery.readiness)
 KINDS = ("ovs", "ovn", "linuxbridge")
@@ -145,7 +147,6 @@ def remove(dep, name: str) -> None:
     if tb.vswitch.kind.value == "ovn":
         from vnetbench.kinds.ovn import netns as ovn
         ovn.Central(dep).nbctl("--if-exists", "lsp-del", ovn.port_name(name, 0))
-    from vnetbench.testbed.netns.teardown import _undo_netns
     _undo_netns(dep.run, {"name": port["netns"]})
     with _META:
         rest = dict(dep.run.meta().get("ports", {}))
@@ -156,7 +157,6 @@ def remove(dep, name: str) -> None:
 def ready(dep, host: str, names) -> dict:
     """Of HOST's added ports NAMES, those its kind says are programmed, with the time it
     says so (or None): one query of the host's vSwitch per call (vnetbench.testbed.readiness)."""
-    from vnetbench.testbed import readiness
     ports = dep.run.meta().get("ports", {})
     ends = {ports[n]["host_end"]: n for n in names}
     kind = dep.testbed.vswitch.kind.value
