@@ -101,7 +101,8 @@ def marker_problem(where: Path, release: Release) -> str:
     if not isinstance(marker, dict) or not isinstance(marker.get("installed"), dict):
         return f"{MARKER} lists no installed packages"
     if (marker.get("release"), marker.get("key")) != (release.name, release.key):
-        return f"{MARKER} is of {excerpt(str(marker.get('release')))}-{excerpt(str(marker.get('key')))}"
+        return (f"{MARKER} is of another release file ({excerpt(str(marker.get('release')))}, "
+                f"key {excerpt(str(marker.get('key')))})")
     if not (where / "root" / "usr" / "bin").is_dir():
         return "its root/ is missing"
     missing = pins_missing(release, marker["installed"])
