@@ -131,7 +131,7 @@ def configure(root: Path, release: Release, mirror: str) -> None:
     policy = root / "usr/sbin/policy-rc.d"
     policy.write_text(POLICY_RC)
     policy.chmod(0o755)
-    # dpkg fsyncs every file it unpacks (some 60 000 here): a root that does not finish is
+    # dpkg fsyncs every file it unpacks (some 80 000 here): a root that does not finish is
     # thrown away anyway, and the finished one is synced once before its marker
     (root / UNSAFE_IO).parent.mkdir(parents=True, exist_ok=True)
     (root / UNSAFE_IO).write_text("force-unsafe-io\n")

@@ -1,9 +1,10 @@
-"""``python -m vnetbench.aio root build | list | purge``: the all-in-one cloud's root in
+"""``python -m vnetbench.aio root build | list | purge | smoke``: the all-in-one cloud's root in
 the cache (vnetbench.aio.rootbuild, tools/aio/README.md)."""
 
 from __future__ import annotations
 
 import argparse
+import json
 import signal
 import sys
 import time
@@ -17,9 +18,9 @@ from vnetbench.errors import VnetbenchError
 def parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="aio root", description="the all-in-one cloud's root: "
                                  "Debian packages of one release in a directory of the cache")
-    ap.add_argument("command", choices=("build", "list", "purge"))
-    ap.add_argument("--release", help="the release (a file of src/vnetbench/aio/releases; build: "
-                                      "required; purge: only its roots, default every root)")
+    ap.add_argument("command", choices=("build", "list", "purge", "smoke"))
+    ap.add_argument("--release", help="the release (a file of src/vnetbench/aio/releases; build, "
+                                      "smoke: required; purge: only its roots, default every root)")
     ap.add_argument("--cache", default=str(rootcache.default_cache()),
                     help="the roots' cache directory (default %(default)s)")
     return ap
@@ -31,10 +32,12 @@ def main(argv) -> int:
     try:
         cache = rootcache.check_cache(Path(args.cache))
         rel = release.load(args.release) if args.release is not None else None
-        if args.command == "build":
-            if rel is None:
-                raise VnetbenchError(f"aio root build: --release is required; use one of: "
-                                     f"{', '.join(release.names())}")
+        if args.command in ("build", "smoke") and rel is None:
+            raise VnetbenchError(f"aio root {args.command}: --release is required; use one of: "
+                                 f"{', '.join(release.names())}")
+        if args.command == "smoke":
+            print(json.dumps(smoke(cache, rel)))
+        elif args.command == "build":
             signal.signal(signal.SIGTERM, signals.handler)    # unwinds like Ctrl-C
             final, _ = rootbuild.build(rel, cache, progress=log)
             print(final / "root")
@@ -77,8 +80,16 @@ def listing(cache: Path) -> list[str]:
     return out
 
 
+def smoke(cache: Path, rel) -> dict:
+    """OVS and OVN started from REL's cached root (vnetbench.aio.rootsmoke)."""
+    from vnetbench.aio import rootsmoke
+    if rootcache.cached(cache, rel) is None:
+        raise VnetbenchError(f"aio root smoke: no complete {rel.name} root in {cache}; run "
+                             f"'python -m vnetbench.aio root build --release {rel.name}' first")
+    return rootsmoke.smoke(rootcache.entry(cache, rel) / "root")
+
+
 def _marker(where: Path) -> dict:
-    import json
     try:
         marker = json.loads((where / rootcache.MARKER).read_text())
     except (OSError, ValueError):
