@@ -242,11 +242,38 @@ def test_cli_cache_not_a_directory(tmp_path, state):
 def test_cli_no_room(tmp_path, state, monkeypatch):
     usage = shutil.disk_usage("/")._replace(free=int(1.5e9))
     monkeypatch.setattr(rootcache.shutil, "disk_usage", lambda p: usage)
-    monkeypatch.setattr(rootbuild, "debootstrap_ready", lambda progress: pytest.fail("went on"))
+    monkeypatch.setattr(rootbuild, "debootstrap_ready", lambda progress, suite: pytest.fail("went on"))
     rc, out, err = run_cli("build", "--release", "epoxy", "--cache", str(tmp_path / "c"))
     assert rc == 2 and len(err.strip().splitlines()) == 1
     assert "1.5 GB free" in err and "needs 3.0 GB" in err and "--cache" in err
     _nothing_built(tmp_path / "c", state)
+
+
+@settings(max_examples=100, **SETTINGS)
+@given(st.text(max_size=80))
+def test_cli_any_cache_path_is_used_or_refused_in_one_line(tmp_path, state, monkeypatch, text):
+    monkeypatch.chdir(tmp_path)
+    rc, out, err = run_cli("list", f"--cache={text}")
+    assert rc in (0, 2)
+    if rc == 2:
+        assert len(err.strip().splitlines()) == 1 and "--cache" in err
+    _nothing_built(tmp_path / "none", state)
+
+
+def test_a_suite_debootstrap_does_not_know(monkeypatch, tmp_path):
+    monkeypatch.setattr(rootbuild, "SCRIPTS", tmp_path)
+    monkeypatch.setattr(rootbuild.shutil, "which", lambda *a, **k: "/usr/sbin/debootstrap")
+    with pytest.raises(VnetbenchError, match="does not know trixie"):
+        rootbuild.debootstrap_ready(print, "trixie")
+
+
+def test_a_vanished_pin_names_the_release_file(tmp_path):
+    log = open(tmp_path / "log", "w")
+    steps = rootbuild.Steps("aio-root-test", log, lambda m: None, "epoxy.yaml")
+    argv = ["sh", "-c", "echo \"E: Version '9.9' for 'haproxy' was not found\"; exit 100"]
+    with pytest.raises(VnetbenchError) as err:
+        steps.run("install", argv, {}, rootbuild.Install())
+    assert "haproxy" in str(err.value) and "set the one 'apt-cache policy' shows in epoxy.yaml" in str(err.value)
 
 
 def test_cli_build_needs_a_release(tmp_path, state):
@@ -269,7 +296,7 @@ def test_cli_list_and_purge(tmp_path, state):
 def test_cached_root_is_reused_without_building(tmp_path, state, monkeypatch):
     rel = release.load("epoxy")
     where = _complete(tmp_path, rel)
-    monkeypatch.setattr(rootbuild, "debootstrap_ready", lambda progress: pytest.fail("built again"))
+    monkeypatch.setattr(rootbuild, "debootstrap_ready", lambda progress, suite: pytest.fail("built again"))
     rc, out, err = run_cli("build", "--release", "epoxy", "--cache", str(tmp_path / "cache"))
     assert rc == 0 and out.strip() == str(where / "root") and "cached" in err
 

@@ -38,6 +38,7 @@ PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 # namespace; the root is a mount point of its own first (ip netns exec remounts "/")
 IN_ROOT = ('set -eu; r=$1; shift; mount --bind "$r" "$r"; mount -t proc proc "$r/proc"; '
            'mount -t sysfs sysfs "$r/sys"; mount --rbind /dev "$r/dev"; exec chroot "$r" "$@"')
+SCRIPTS = Path("/usr/share/debootstrap/scripts")
 UNSAFE_IO = Path("etc/dpkg/dpkg.cfg.d/vnetbench-unsafe-io")
 POLICY_RC = "#!/bin/sh\n# vnetbench: no service starts from a package's install\nexit 101\n"
 
@@ -51,7 +52,7 @@ def build(release: Release, cache: Path, progress=print) -> tuple[Path, dict]:
         progress(f"aio root: {release.name}: cached in {final} ({len(marker['installed'])} packages)")
         return final, marker
     rootcache.check_room(cache, release)
-    debootstrap_ready(progress)
+    debootstrap_ready(progress, release.suite)
     run = Run(new_run_id(), state_root())
     run.create(kind=AIO_ROOT, name=f"aio-root-{run.run_id}", status="building",
                builder_pid=os.getpid(), release=release.name, cache=str(cache), created=time.time())
@@ -81,10 +82,16 @@ def mark_of(run: Run) -> str:
     return f"aio-root-{run.run_id}"
 
 
-def debootstrap_ready(progress) -> None:
-    """debootstrap on the host, installed with apt-get when missing."""
-    if shutil.which("debootstrap", path=PATH):
-        return
+def debootstrap_ready(progress, suite: str) -> None:
+    """debootstrap on the host (installed with apt-get when missing), knowing SUITE."""
+    if not shutil.which("debootstrap", path=PATH):
+        _install_debootstrap(progress)
+    if not (SCRIPTS / suite).exists():
+        raise VnetbenchError(f"aio root: this machine's debootstrap does not know {suite} (no "
+                             f"{SCRIPTS / suite}); install a newer debootstrap, then retry")
+
+
+def _install_debootstrap(progress) -> None:
     progress("aio root: installing debootstrap (apt-get install debootstrap)")
     done = subprocess.run(["apt-get", "install", "-y", "-q", "debootstrap"], env=_env(None),
                           stdin=subprocess.DEVNULL, capture_output=True, text=True)
@@ -101,7 +108,7 @@ def _build_into(where: Path, release: Release, mark: str, progress, log: Path) -
     outfiles.check_file(log, "--cache")       # the log of the last build, never through a link
     fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
     with open(fd, "w") as out:
-        steps = Steps(mark, out, progress)
+        steps = Steps(mark, out, progress, f"{RELEASES / release.name}.yaml")
         steps.run("debootstrap", ["unshare", "--mount", "--propagation", "private", "debootstrap",
                                   f"--variant={release.variant}",
                                   f"--components={','.join(release.components)}",
@@ -150,8 +157,8 @@ class Steps:
     """The build's commands: in a session of their own carrying the build's marker, their
     output in the build log, progress lines from it."""
 
-    def __init__(self, mark: str, log, progress):
-        self.mark, self.log, self.progress = mark, log, progress
+    def __init__(self, mark: str, log, progress, release_file: str):
+        self.mark, self.log, self.progress, self.release_file = mark, log, progress, release_file
 
     def run(self, name: str, argv: list[str], timings: dict, watch) -> None:
         t0 = time.monotonic()
@@ -159,7 +166,10 @@ class Steps:
         tail = self._follow(argv, name, watch, t0)
         timings[name] = round(time.monotonic() - t0, 1)
         if tail is not None:
-            raise VnetbenchError(f"aio root: {name} failed: {tail} (log: {self.log.name})")
+            hint = (f"; the mirror no longer has that version: set the one 'apt-cache policy' "
+                    f"shows in {self.release_file}" if re.search(r"Version '.*' .* was not found", tail)
+                    else "")
+            raise VnetbenchError(f"aio root: {name} failed: {tail}{hint} (log: {self.log.name})")
         self.progress(f"aio root: {name} done in {timings[name]:.0f} s")
 
     def _follow(self, argv, name, watch, t0) -> str | None:
