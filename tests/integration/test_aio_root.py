@@ -160,3 +160,22 @@ def test_smoke_ovs_and_ovn_in_the_cached_root(state):
     assert procs.marked("aio-root-smoke") == [] and rootbuild.build_pids("x", where) == []
     assert sorted(p.name for p in (where / "root/var/lib/ovn").iterdir()) == before
     assert _host_mounts_under(where) == []
+
+
+def test_sigterm_unwinds_the_build(tmp_path, state):
+    """SIGTERM (as Ctrl-C) during debootstrap: the build kills its processes and removes
+    its partial root and its run itself, exit 130."""
+    cache = tmp_path / "cache"
+    p = subprocess.Popen(_aio("build", "--release", "epoxy", "--cache", str(cache)), env=_env(state),
+                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    seen: list = []
+    try:
+        run_id = _lines_until(p, r"run ([0-9a-f]{6}) builds", 60, seen).group(1)
+        _lines_until(p, r"debootstrap: ", 120, seen)
+        assert procs.marked(f"aio-root-{run_id}")
+    finally:
+        p.send_signal(signal.SIGTERM)
+        rest = p.communicate(timeout=60)[1]
+    assert p.returncode == 130, "".join(seen) + rest
+    assert rootcache.entries(cache) == [] and _root_builds() == []
+    assert procs.marked(f"aio-root-{run_id}") == [] and _host_mounts_under(cache) == []

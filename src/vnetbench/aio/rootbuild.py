@@ -25,7 +25,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from vnetbench import outfiles
+from vnetbench import outfiles, signals
 from vnetbench.aio import procs, rootcache
 from vnetbench.aio.release import RELEASES, Release, mirror_of
 from vnetbench.errors import VnetbenchError
@@ -64,7 +64,8 @@ def build(release: Release, cache: Path, progress=print) -> tuple[Path, dict]:
         marker = _build_into(where, release, mark_of(run), progress, log=cache / f"{final.name}.log")
         _publish(where, final)
     except BaseException:
-        left = stop_and_remove(where, mark_of(run))
+        with signals.deferred():          # a second Ctrl-C does not cut the unwinding short
+            left = stop_and_remove(where, mark_of(run))
         if left:
             run.write_meta(status="teardown-failed", errors=left)
         else:
@@ -120,7 +121,8 @@ def _build_into(where: Path, release: Release, mark: str, progress, log: Path) -
         steps.run("apt-get clean", _in_root(root, "apt-get", "clean"), timings, None)
         installed = steps.installed(root)
     (root / UNSAFE_IO).unlink()
-    os.sync()                                  # the root on disk before the marker says so    missing = rootcache.pins_missing(release, installed)
+    os.sync()                                  # the root on disk before the marker says so
+    missing = rootcache.pins_missing(release, installed)
     if missing:
         raise VnetbenchError(f"aio root: installed at another version: {', '.join(missing[:3])}; "
                              f"fix {RELEASES / release.name}.yaml")
