@@ -358,3 +358,44 @@ def test_cleanup_backend_aio_owns_a_root_build(state):
     run.unlock()
     assert _cleanup_backend(run) == "aio"
 
+
+
+# -- the build's control flow, its commands replaced --------------------------------------
+
+@pytest.fixture
+def fake_steps(monkeypatch):
+    """Steps that make the tree debootstrap would and report INSTALLED as dpkg's."""
+    rel = release.load("epoxy")
+    box = {"installed": dict(rel.packages), "ran": []}
+
+    def run(self, name, argv, timings, watch):
+        box["ran"].append(name)
+        timings[name] = 0.0
+        if name == "debootstrap":
+            root = Path(argv[argv.index("trixie") + 1])
+            for d in ("usr/bin", "usr/sbin", "etc/apt/apt.conf.d", "etc/dpkg/dpkg.cfg.d"):
+                (root / d).mkdir(parents=True)
+    monkeypatch.setattr(rootbuild.Steps, "run", run)
+    monkeypatch.setattr(rootbuild.Steps, "installed", lambda self, root: box["installed"])
+    monkeypatch.setattr(rootbuild, "debootstrap_ready", lambda progress, suite: None)
+    return box
+
+
+def test_build_publishes_a_complete_root_and_leaves_no_run(tmp_path, state, fake_steps):
+    rel = release.load("epoxy")
+    cache = tmp_path / "cache"
+    final, marker = rootbuild.build(rel, cache, progress=lambda m: None)
+    assert fake_steps["ran"] == ["debootstrap", "apt-get update", "install", "apt-get clean"]
+    assert final == rootcache.entry(cache, rel) and rootcache.cached(cache, rel) == marker
+    assert (final / "root/usr/sbin/policy-rc.d").read_text().endswith("exit 101\n")
+    assert not (final / "root" / rootbuild.UNSAFE_IO).exists()
+    assert [kind for _, kind in rootcache.entries(cache)] == ["complete"]
+    assert list(state.iterdir()) == []
+
+
+def test_build_with_a_pin_not_installed_leaves_nothing(tmp_path, state, fake_steps):
+    rel = release.load("epoxy")
+    fake_steps["installed"] = {**rel.packages, "haproxy": "3.0.10-1"}
+    with pytest.raises(VnetbenchError, match="installed at another version: haproxy"):
+        rootbuild.build(rel, tmp_path / "cache", progress=lambda m: None)
+    assert rootcache.entries(tmp_path / "cache") == [] and list(state.iterdir()) == []
