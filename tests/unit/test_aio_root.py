@@ -273,7 +273,8 @@ def test_a_vanished_pin_names_the_release_file(tmp_path):
     argv = ["sh", "-c", "echo \"E: Version '9.9' for 'haproxy' was not found\"; exit 100"]
     with pytest.raises(VnetbenchError) as err:
         steps.run("install", argv, {}, rootbuild.Install())
-    assert "haproxy" in str(err.value) and "set the one 'apt-cache policy' shows in epoxy.yaml" in str(err.value)
+    msg = str(err.value)
+    assert "haproxy" in msg and "set the one 'apt-cache policy' shows in epoxy.yaml" in msg
 
 
 def test_cli_build_needs_a_release(tmp_path, state):
