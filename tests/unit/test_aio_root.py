@@ -289,9 +289,11 @@ def test_cli_list_and_purge(tmp_path, state):
     (tmp_path / "cache" / f"{where.name}.log").write_text("log")
     rc, out, _ = run_cli("list", "--cache", str(tmp_path / "cache"))
     assert rc == 0 and out.startswith(f"{where.name}  current") and f"{len(rel.packages)} packages" in out
+    (tmp_path / "cache" / "epoxy-0123456789ab.log").write_text("an interrupted build's log")
+    (tmp_path / "cache" / "notes.log").write_text("not ours")
     rc, _, err = run_cli("purge", "--release", "epoxy", "--cache", str(tmp_path / "cache"))
     assert rc == 0 and f"removed {where}" in err
-    assert list((tmp_path / "cache").iterdir()) == []
+    assert [p.name for p in (tmp_path / "cache").iterdir()] == ["notes.log"]
 
 
 def test_cached_root_is_reused_without_building(tmp_path, state, monkeypatch):

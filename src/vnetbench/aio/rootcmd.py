@@ -98,13 +98,15 @@ def _marker(where: Path) -> dict:
 
 
 def purge(cache: Path, rel) -> list[str]:
-    """Remove the cached roots (of REL only, if given) and their build logs; partial roots
+    """Remove the cached roots (of REL only, if given) and the builds' logs; partial roots
     are their builds' (running, or 'vnetbench cleanup''s)."""
     lines = []
     for where, kind in rootcache.entries(cache):
         if kind == "partial" or (rel and not where.name.startswith(f"{rel.name}-")):
             continue
         rootcache.remove_tree(where)
-        (cache / f"{where.name}.log").unlink(missing_ok=True)
         lines.append(f"aio root: removed {where}")
+    for log in sorted(cache.glob(f"{rel.name if rel else '*'}-*.log")) if cache.is_dir() else []:
+        if rootcache.ENTRY_RE.match(log.name[:-4]) and log.is_file() and not log.is_symlink():
+            log.unlink()
     return lines or [f"aio root: no cached root{' of ' + rel.name if rel else ''} in {cache}"]
