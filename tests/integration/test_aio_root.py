@@ -113,14 +113,24 @@ def _lines_until(proc, pattern: str, timeout_s: float, seen: list) -> re.Match:
     pytest.fail(f"no {pattern!r} in the build's output: {''.join(seen[-10:])}")
 
 
+def _start_build(cache: Path, state: Path, seen: list) -> tuple[subprocess.Popen, str]:
+    """A build into CACHE, once its run exists: the process and the run id."""
+    p = subprocess.Popen(_aio("build", "--release", "epoxy", "--cache", str(cache)), env=_env(state),
+                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        return p, _lines_until(p, r"run ([0-9a-f]{6}) builds", 60, seen).group(1)
+    except BaseException:
+        p.kill()
+        p.wait()
+        raise
+
+
 def test_sigkill_mid_install_then_cleanup(tmp_path, state, mirror):
     rel = release.load("epoxy")
     cache = tmp_path / "cache"
-    p = subprocess.Popen(_aio("build", "--release", "epoxy", "--cache", str(cache)), env=_env(state),
-                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     seen: list = []
+    p, run_id = _start_build(cache, state, seen)
     try:
-        run_id = _lines_until(p, r"run ([0-9a-f]{6}) builds", 60, seen).group(1)
         _lines_until(p, r"install: .* [1-9][0-9]*/\d+ unpacked", 900, seen)
         part = rootcache.partial(cache, rel, run_id)
         mark = f"aio-root-{run_id}"
@@ -179,11 +189,9 @@ def test_sigterm_unwinds_the_build(tmp_path, state, mirror):
     """SIGTERM (as Ctrl-C) during debootstrap: the build kills its processes and removes
     its partial root and its run itself, exit 130."""
     cache = tmp_path / "cache"
-    p = subprocess.Popen(_aio("build", "--release", "epoxy", "--cache", str(cache)), env=_env(state),
-                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     seen: list = []
+    p, run_id = _start_build(cache, state, seen)
     try:
-        run_id = _lines_until(p, r"run ([0-9a-f]{6}) builds", 60, seen).group(1)
         _lines_until(p, r"debootstrap: ", 120, seen)
         assert procs.marked(f"aio-root-{run_id}")
     finally:
