@@ -223,7 +223,8 @@ def _parser():
         s.add_argument("--backend", choices=["netns", "libvirt", "openstack", "aio"],
                        help="only runs of this backend (openstack: deletes the stacks they "
                             "journaled, and no other; aio: the all-in-one clouds of "
-                            "tools/aio, each with its own 'aio down')")
+                            "tools/aio, each with its own 'aio down', and the partial "
+                            "roots of interrupted 'aio root build's)")
         s.set_defaults(func=cmd_cleanup)
 
     fault_parsers(sub)

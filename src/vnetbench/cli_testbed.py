@@ -146,11 +146,11 @@ def cmd_cleanup(args):
 
 def _cleanup_backend(run) -> str | None:
     """The ``cleanup --backend`` choice RUN answers to: "aio" for an all-in-one cloud's
-    registration (never any testbed backend's), a testbed's backend (netns for a run from
+    registration or root build (never any testbed backend's), a testbed's backend (netns for a run from
     before the key), none for a monitor."""
     from vnetbench.aio.registry import is_aio
-    from vnetbench.state import TESTBED
-    if is_aio(run):
+    from vnetbench.state import AIO_ROOT, TESTBED
+    if is_aio(run) or run.meta().get("kind") == AIO_ROOT:
         return "aio"
     meta = run.meta()
     return meta.get("backend", "netns") if meta.get("kind", TESTBED) == TESTBED else None

@@ -204,8 +204,9 @@ class Run:
 
 TESTBED, MONITOR = "testbed", "monitor"
 AIO = "aio"        # an all-in-one cloud's registration (vnetbench.aio.registry)
+AIO_ROOT = "aio-root"   # the build of an all-in-one cloud's root (vnetbench.aio.rootbuild)
 HOW_TO_START = {TESTBED: "vnetbench testbed up FILE", MONITOR: "vnetbench monitor up",
-                AIO: "tools/aio/aio up"}
+                AIO: "tools/aio/aio up", AIO_ROOT: "python -m vnetbench.aio root build"}
 
 
 def runs(kind: str | None = None) -> list[Run]:

@@ -1,4 +1,5 @@
-"""tools/aio/aio: up | down | status of the all-in-one OpenStack (tools/aio/README.md)."""
+"""tools/aio/aio: up | down | status of the all-in-one OpenStack, and root build | list |
+purge of its Debian root (tools/aio/README.md)."""
 
 from __future__ import annotations
 
@@ -35,6 +36,10 @@ def guest_image(arg: str | None, progress) -> Path:
 
 
 def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["root"]:           # the cloud's root: build | list | purge
+        from vnetbench.aio import rootcmd
+        return rootcmd.main(argv[1:])
     ap = argparse.ArgumentParser(prog="aio", description="all-in-one OpenStack for vnetbench's tests")
     ap.add_argument("command", choices=("up", "down", "status"))
     ap.add_argument("--state", default=str(default_state()),

@@ -256,7 +256,9 @@ _ELSEWHERE = {"domain": "vnetbench.testbed.libvirt.undo:undo_domain",
               "remote_process": "vnetbench.testbed.libvirt.undo:undo_remote_process",
               "stack": "vnetbench.testbed.openstack.undo:undo_stack",
               # an all-in-one cloud's registration: the AIO's own `down`
-              "aio": "vnetbench.aio.registry:undo_aio"}
+              "aio": "vnetbench.aio.registry:undo_aio",
+              # the partial root of an interrupted root build: its processes, its tree
+              "aio_root": "vnetbench.aio.rootbuild:undo_root_build"}
 
 _UNDO = {
     "netns": _undo_netns,
