@@ -7,10 +7,9 @@ sessions at once, each of them one test at a time:
 
 - ``netns``: the embedded testbed's tests (network namespaces only);
 - ``guests``: everything that boots QEMU guests or talks to the machine's libvirtd (the
-  libvirt backend, the guest image, the all-in-one cloud and its root), and the module
-  guard's own test (its inner suite watches every link and namespace of the machine).
-  The functional matrix (``vnetbench functional --quick``) runs in this lane before its
-  pytest session.
+  libvirt backend, the guest image, the all-in-one cloud), and the module guard's own
+  test (its inner suite watches every link and namespace of the machine). The functional
+  matrix (``vnetbench functional --quick``) runs in this lane before its pytest session.
 
 The lanes share nothing a test changes: each has its pytest ``--basetemp`` and its
 default state root (``VNETBENCH_STATE_DIR``), so a ``cleanup`` of one never sees the
@@ -33,7 +32,7 @@ LANES = ("netns", "guests")
 HERE = Path(__file__).resolve().parent
 GUEST_MODULES = frozenset({"test_libvirt_backend.py", "test_libvirt_remote.py",
                            "test_functional_libvirt.py", "test_guest_image.py",
-                           "test_module_guard.py", "test_aio_root.py"})
+                           "test_module_guard.py"})
 
 
 def selected() -> str | None:

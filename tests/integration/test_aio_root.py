@@ -6,8 +6,8 @@ then ``vnetbench cleanup``: no partial root, no process, no mount, no run left; 
 without room for the root: one line, exit 2, nothing built.
 
 The build goes into the machine's cache (~/.cache/vnetbench/aio-roots), as the cloud's
-will: the first run on a machine builds it (about 3 min idle, up to 10 with a busy disk:
-tools/aio/README.md), later runs check the cached root. The SIGKILL test builds into a
+will; it is built here only when asked (VNETBENCH_AIO_ROOT_BUILD=1: 8-10 min on 2 cores,
+tools/aio/README.md), a cached root is checked. The SIGKILL test builds into a
 temp cache up to the install (1.5-2.5 min). Needs the network to the Debian mirror."""
 
 from __future__ import annotations
@@ -72,6 +72,10 @@ def state(tmp_path, monkeypatch):
 def test_build_then_reuse_the_epoxy_root(state, mirror):
     rel = release.load("epoxy")
     cache = rootcache.default_cache()
+    if rootcache.cached(cache, rel) is None and not os.environ.get("VNETBENCH_AIO_ROOT_BUILD"):
+        pytest.skip("the Epoxy root is not cached here: building it takes 8-10 min on 2 cores, "
+                    "more than the test command's budget; set VNETBENCH_AIO_ROOT_BUILD=1 (or run "
+                    "'python -m vnetbench.aio root build --release epoxy' once)")
     t0 = time.monotonic()
     done = subprocess.run(_aio("build", "--release", "epoxy"), env=_env(state), capture_output=True,
                           text=True, timeout=1800)
