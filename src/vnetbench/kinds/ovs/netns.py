@@ -126,7 +126,7 @@ class OvsHost:
         """The kind's transaction (``_transaction``) with the build's port type, at once: a
         port never changes type under a controller that has seen it."""
         tx = self._transaction(datapath)
-        if self.ctx.ports == "afxdp":
+        if self.ctx.ports == "afxdp" and not self.host.light:    # a light chassis: no PMD thread
             tx += self.afxdp_columns(tx)
         self.vsctl(*tx)
 
@@ -344,7 +344,7 @@ def wire(ctx) -> None:
 def start_host(ctx, ovs: OvsHost) -> None:
     ovs.start()
     if ctx.datapath == "netdev":
-        offloads_off(ctx, ovs.host, afxdp=ctx.ports == "afxdp")
+        offloads_off(ctx, ovs.host, afxdp=ctx.ports == "afxdp" and not ovs.host.light)
     ovs.configure(ctx.datapath)
 
 
