@@ -329,7 +329,7 @@ def wire(ctx) -> None:
     # every chassis first: --wait=hv waits only for the chassis the SB already has
     chassis.wait_registered(central, ctx.testbed.hosts, timeout=30 + len(hosts))
     t0 = time.monotonic()
-    central.wait_ready()
+    central.wait_ready(timeout=30 + len(hosts))
     ctx.run.write_meta(ovn_chassis_seconds=t0 - started, ovn_ready_seconds=time.monotonic() - t0)
 
 

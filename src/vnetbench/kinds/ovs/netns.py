@@ -20,6 +20,7 @@ import json
 import os
 import time
 
+from vnetbench.errors import BuildError
 from vnetbench.kinds.ovs import agent as ovs_agent
 from vnetbench.kinds.ovs import firewall, pipeline
 from vnetbench.testbed.model import STICK, SVI, NetType
@@ -56,15 +57,18 @@ def tunnel_neighbours(owner, on=None) -> None:
     for h in hosts:
         with nsops.rtnl(names.host_ns(h.name)) as ns:
             macs[h.name] = ns.get_links(links.index(ns, names.ovs_phy))[0].get_attr("IFLA_ADDRESS")
-    for h in hosts:
+    from vnetbench_collector.datapath import unixctl
+    for h in hosts:        # N x (N - 1) entries: over the socket, not an ovs-appctl each
         if on is not None and h.name not in on:
             continue
         ctl = owner.run.dir / h.name / "ovs-vswitchd.ctl"
         for peer in hosts:
             if peer is not h:
-                proc.run(["ovs-appctl", "-t", str(ctl), "tnl/neigh/set", names.ovs_phy,
-                          str(peer.underlay_ip), macs[peer.name]],
-                         what=f"ovs-appctl tnl/neigh/set on {h.name}")
+                try:
+                    unixctl(ctl, "tnl/neigh/set", timeout=15,
+                            params=(names.ovs_phy, str(peer.underlay_ip), macs[peer.name]))
+                except OSError as exc:
+                    raise BuildError(f"tnl/neigh/set on {h.name}: {exc}") from None
 
 
 class OvsHost:
