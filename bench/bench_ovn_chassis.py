@@ -109,7 +109,8 @@ def main(argv=None) -> int:
         ap.error("--chassis: counts from 1 to 100 (the testbed schema's bound)")
     portready.check(a.ports, a.steps, a.concurrency, a.deadline_ms, 1.0, capacity=4000)
     caps = capabilities.probe()
-    why = caps.why_not(load_testbed(testbed(1)).vswitch.kind, load_testbed(testbed(1)).network.type)
+    probe = load_testbed(testbed(1))
+    why = caps.why_not(probe.vswitch.kind, probe.network.type)
     if why:
         print(f"ovn: N/A ({why})")
         return 1

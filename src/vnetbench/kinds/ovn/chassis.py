@@ -10,14 +10,6 @@ import json
 
 from vnetbench.errors import BuildError
 from vnetbench.kinds.ovn.routers import chassis as chassis_name
-from vnetbench.testbed.netns import proc
-
-
-def sbctl(central, *args, timeout: float = 15) -> str:
-    """ovn-sbctl on the run's SB database (its unix socket in the controller directory)."""
-    sb = f"unix:{central.rundir / 'sb.sock'}"
-    return proc.run(["ovn-sbctl", f"--db={sb}", f"--timeout={max(1, round(timeout))}", *args],
-                    env=central.env, timeout=timeout + 5, what="ovn-sbctl")
 
 
 def encaps(text: str) -> dict[str, tuple[str, str]]:
@@ -39,8 +31,9 @@ def _atom(value):
 
 
 def registered(central) -> dict[str, tuple[str, str]]:
-    """The SB's chassis with an encapsulation: name -> (type, IP)."""
-    return encaps(sbctl(central, "--format=json", "--columns=chassis_name,type,ip", "list", "Encap"))
+    """The SB's chassis with an encapsulation: name -> (type, IP). CENTRAL: the run's
+    ``kinds.ovn.netns.Central``."""
+    return encaps(central.sbctl("--format=json", "--columns=chassis_name,type,ip", "list", "Encap"))
 
 
 def wait_registered(central, hosts, timeout: float = 60) -> None:
@@ -52,7 +45,7 @@ def wait_registered(central, hosts, timeout: float = 60) -> None:
     for h in hosts:
         tx += ["--", "wait-until", "Chassis", chassis_name(rid, h.name)]
     try:
-        sbctl(central, *tx[1:], timeout=timeout)
+        central.sbctl(*tx[1:], timeout=timeout)
     except BuildError:
         known = registered(central)
         missing = [h.name for h in hosts if chassis_name(rid, h.name) not in known]

@@ -121,8 +121,14 @@ class Central:
             raise BuildError(f"{component} (pid {pid}) of run {self.run.run_id} did not exit")
 
     def nbctl(self, *args, timeout=15) -> str:
-        return proc.run(["ovn-nbctl", f"--db={self.nb}", f"--timeout={max(1, round(timeout))}", *args],
-                        env=self.env, timeout=timeout + 5, what="ovn-nbctl")
+        return self._ctl("ovn-nbctl", self.nb, args, timeout)
+
+    def sbctl(self, *args, timeout=15) -> str:
+        return self._ctl("ovn-sbctl", f"unix:{self.rundir / 'sb.sock'}", args, timeout)
+
+    def _ctl(self, prog: str, db: str, args, timeout) -> str:
+        return proc.run([prog, f"--db={db}", f"--timeout={max(1, round(timeout))}", *args],
+                        env=self.env, timeout=timeout + 5, what=prog)
 
     def configure(self) -> None:
         """Every logical switch and port in one NB transaction; then, with security
