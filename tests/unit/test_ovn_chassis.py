@@ -74,7 +74,7 @@ def test_the_underlay_must_have_room_for_the_chassis():
 
 def test_only_ovn_takes_chassis():
     assert error("chassis: {count: 2}\n", "vswitch: ovs\nnetwork: {type: vxlan}\n").startswith(
-        "t.yaml: chassis: light chassis are OVN's (vswitch is ovs)")
+        "t.yaml: chassis: light chassis are not ovs's (only ovn takes them)")
 
 
 def test_light_chassis_never_count_towards_afxdp():

@@ -335,13 +335,14 @@ class _Builder:
         return tuple(hosts)
 
     def _chassis(self, kind) -> list[dict]:
-        """The ``chassis:`` block as host entries ch1 ... chN (ovn only: a chassis is
-        what ovn-controller registers; the other kinds have no such thing to scale)."""
+        """The ``chassis:`` block as host entries ch1 ... chN, for a kind that takes them
+        (``Kind.light_chassis``: OVN, whose chassis are what ovn-controller registers)."""
         block = self.doc.get("chassis")
         if block is None:
             return []
-        if kind is not VSwitchKind.OVN:
-            self.fail("chassis", f"light chassis are OVN's (vswitch is {kind.value})",
+        if not kinds.get(kind).light_chassis:
+            takers = ", ".join(k.name for k in kinds.all_kinds() if k.light_chassis)
+            self.fail("chassis", f"light chassis are not {kind.value}'s (only {takers} takes them)",
                       "use vswitch: ovn, or declare hosts instead")
         cpus = block.get("cpus", list(self.online or (0, 1)))
         return [{"name": f"ch{i}", "cpus": cpus} for i in range(1, block["count"] + 1)]
