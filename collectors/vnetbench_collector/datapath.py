@@ -59,12 +59,13 @@ def control_socket(target: str | None) -> Path:
     return path.parent / f"{path.stem}.{pid}.ctl"
 
 
-def unixctl(path: Path, command: str, timeout: float = 2.0) -> str:
-    """One unixctl command over the daemon's socket; its text result."""
+def unixctl(path: Path, command: str, timeout: float = 2.0, params=()) -> str:
+    """One unixctl command (with its PARAMS, strings) over the daemon's socket; its text
+    result. No process per command: thousands of them cost what one ovs-appctl does."""
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
         s.settimeout(timeout)
         s.connect(str(path))
-        s.sendall(json.dumps({"method": command, "params": [], "id": 0}).encode())
+        s.sendall(json.dumps({"method": command, "params": list(params), "id": 0}).encode())
         buf, decoder = "", json.JSONDecoder()
         while True:
             chunk = s.recv(65536)

@@ -100,6 +100,18 @@ def metrics(split: attribution.Split) -> dict:
                if "router" in pct else {})}
 
 
+def daemon_metrics(split: attribution.Split) -> dict:
+    """``cpu_<daemon>_pct`` per daemon over the window (ovn-northd, ovsdb-server-sb,
+    ovn-controller summed over the hosts ...): a breakdown of the window's own parts
+    (a thread's task, softirq and hardirq time are disjoint), not time added to them."""
+    out: dict = {}
+    for (part, component, _), s in split.components.items():
+        if part != "softirq_other" and component != "other":
+            key = f"cpu_{component.replace('-', '_')}_pct"
+            out[key] = out.get(key, 0.0) + 100.0 * s / split.seconds
+    return out
+
+
 def describe(split: attribution.Split) -> dict:
     """How a window was measured: method, whether exact, resolution, CPUs, per component."""
     out = {"method": split.method, "exact": split.exact, "resolution_s": split.resolution_s,

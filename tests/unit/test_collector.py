@@ -486,3 +486,31 @@ def test_tcg_guest_given_by_pidfile_is_qemu_and_not_data_plane(proc):
     assert value(r, "vnetbench_vswitch_processes", host="h1", vswitch="ovs", component="qemu") == 1
     split = [s for f in r.collect() for s in f.samples if s.name.startswith("vnetbench_dataplane")]
     assert split and not [s for s in split if s.labels.get("component") == "qemu"]
+
+
+def test_unixctl_sends_a_commands_arguments(tmp_path):
+    """tnl/neigh/set's three arguments, as ovs-appctl would send them."""
+    import json
+    import socket
+    import threading
+
+    from vnetbench_collector import datapath
+    ctl = tmp_path / "ovs-vswitchd.ctl"
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    server.bind(str(ctl))
+    server.listen(1)
+    got = {}
+
+    def serve():
+        conn, _ = server.accept()
+        got["request"] = json.loads(conn.recv(4096))
+        conn.sendall(json.dumps({"id": 0, "error": None, "result": "OK\n"}).encode())
+        conn.close()
+    t = threading.Thread(target=serve)
+    t.start()
+    out = datapath.unixctl(ctl, "tnl/neigh/set", params=("br-phy", "198.18.0.2", "02:00:00:00:00:02"))
+    t.join()
+    server.close()
+    assert got["request"] == {"method": "tnl/neigh/set", "id": 0,
+                              "params": ["br-phy", "198.18.0.2", "02:00:00:00:00:02"]}
+    assert out == "OK\n"

@@ -20,7 +20,9 @@ A port that has not both within DEADLINE_MS is never ready, named in the record.
 step: min/p50/p95/p99/max of each stage, ``not_ready``, and the control plane's CPU over
 the step (vnetbench.cpu's window: ``cpu_controller_pct`` northd and databases or the
 SDN controller, ``cpu_vswitch_pct`` the hosts' daemons, ovn-controller and agents among
-them; disjoint parts, nothing counted twice). The added ports are removed at the end.
+them; disjoint parts, nothing counted twice; and per daemon, ``cpu_ovn_northd_pct``,
+``cpu_ovsdb_server_sb_pct``, ``cpu_ovn_controller_pct`` (all hosts') ...: a breakdown
+of those parts). The added ports are removed at the end.
 """
 
 from __future__ import annotations
@@ -204,7 +206,7 @@ def step(dep, plan, ports, concurrency, deadline_ms, probe_ms, peers_set) -> tup
             timelines = [f.result() for f in futs]
     if poller.errors:
         raise VnetbenchError(f"port_ready: readiness query failed: {poller.errors[0]}")
-    return timelines, window.metrics(), poller.periods
+    return timelines, {**window.metrics(), **cpu.daemon_metrics(window.split)}, poller.periods
 
 
 def run(dep, ports=20, steps=2, concurrency=8, deadline_ms=10000, probe_interval_ms=1.0,

@@ -73,6 +73,9 @@ class Kind:
     switch_routing: tuple = ()
     #: brought up by ``vnetbench demo`` (no controller to wait for, or a fast one)
     demo: bool = False
+    #: takes the testbed's ``chassis:`` block (light hosts without VMs: what its
+    #: controller registers, e.g. OVN's chassis)
+    light_chassis: bool = False
 
     # -- what it supports ---------------------------------------------------------------
 

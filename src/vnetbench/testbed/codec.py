@@ -49,8 +49,8 @@ def from_dict(d: dict) -> Testbed:
         vswitch=_from_vswitch(d["vswitch"]),
         network=Network(NetType(net["type"]), net["underlay_mtu"], net["tenant_mtu"],
                         ipaddress.IPv4Network(net["underlay_cidr"])),
-        hosts=tuple(Host(h["name"], tuple(h["cpus"]), ipaddress.IPv4Address(h["underlay_ip"]))
-                    for h in d["hosts"]),
+        hosts=tuple(Host(h["name"], tuple(h["cpus"]), ipaddress.IPv4Address(h["underlay_ip"]),
+                         h.get("light", False)) for h in d["hosts"]),
         vnets=tuple(Vnet(v["name"], ipaddress.IPv4Network(v["cidr"]), v["segmentation_id"])
                     for v in d["vnets"]),
         vms=tuple(Vm(m["name"], m["host"], tuple(m["cpus"]),

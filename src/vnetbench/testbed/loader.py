@@ -194,7 +194,7 @@ class _Builder:
     def build(self) -> Testbed:
         vswitch = self._vswitch()
         network = self._network(vswitch.kind)
-        hosts = self._hosts(network)
+        hosts = self._hosts(network, vswitch.kind)
         vnets = self._vnets(network)
         groups = self._security_groups()
         interfaces = self._router_interfaces(hosts, vnets)
@@ -316,20 +316,36 @@ class _Builder:
                           "pick CPUs from the online set")
         return tuple(cpus)
 
-    def _hosts(self, network) -> tuple[Host, ...]:
+    def _hosts(self, network, kind) -> tuple[Host, ...]:
         raw = self.doc.get("hosts") or [{"name": "h1"}, {"name": "h2"}]
+        light = self._chassis(kind)
         spread = self.online or (0, 1)
         cidr = network.underlay_cidr
         room = cidr.num_addresses - 2            # arithmetic: never enumerate a range
-        if len(raw) > room:
-            self.fail("network.underlay_cidr", f"{cidr} has room for "
-                      f"{room} hosts, {len(raw)} are declared", "use a larger underlay_cidr")
+        if len(raw) + len(light) > room:
+            self.fail("network.underlay_cidr", f"{cidr} has room for {room} hosts, "
+                      f"{len(raw) + len(light)} are declared", "use a larger underlay_cidr")
         hosts = []
-        for i, h in enumerate(raw):
-            self._unique("host", h["name"], f"hosts[{i}].name")
-            cpus = self._cpus(h.get("cpus", [spread[i % len(spread)]]), f"hosts[{i}].cpus")
-            hosts.append(Host(name=h["name"], cpus=cpus, underlay_ip=cidr.network_address + 1 + i))
+        for i, h in enumerate(raw + light):
+            where = f"hosts[{i}]" if i < len(raw) else "chassis"
+            self._unique("host", h["name"], f"{where}.name" if i < len(raw) else where)
+            cpus = self._cpus(h.get("cpus", [spread[i % len(spread)]]), f"{where}.cpus")
+            hosts.append(Host(name=h["name"], cpus=cpus, underlay_ip=cidr.network_address + 1 + i,
+                              light=i >= len(raw)))
         return tuple(hosts)
+
+    def _chassis(self, kind) -> list[dict]:
+        """The ``chassis:`` block as host entries ch1 ... chN, for a kind that takes them
+        (``Kind.light_chassis``: OVN, whose chassis are what ovn-controller registers)."""
+        block = self.doc.get("chassis")
+        if block is None:
+            return []
+        if not kinds.get(kind).light_chassis:
+            takers = ", ".join(k.name for k in kinds.all_kinds() if k.light_chassis)
+            self.fail("chassis", f"light chassis are not {kind.value}'s (only {takers} takes them)",
+                      "use vswitch: ovn, or declare hosts instead")
+        cpus = block.get("cpus", list(self.online or (0, 1)))
+        return [{"name": f"ch{i}", "cpus": cpus} for i in range(1, block["count"] + 1)]
 
     def _unique(self, kind, name, where):
         first = self.seen.setdefault((kind, name), where)
@@ -627,6 +643,9 @@ class _Builder:
         host = hosts.get(spec["host"])
         if host is None:
             self.fail(f"{where}.host", f"host {spec['host']!r} is not declared", _one_of(hosts.values()))
+        if host.light:
+            self.fail(f"{where}.host", f"host {host.name!r} is a light chassis: it holds no VM",
+                      "place the VM on a declared host")
         cpus = self._cpus(spec.get("cpus", host.cpus), f"{where}.cpus")
         if not set(cpus) <= set(host.cpus):
             self.fail(f"{where}.cpus", f"CPUs {short(list(cpus))} are not all in the CPU set "

@@ -96,10 +96,13 @@ class Network:
 
 @dataclass(frozen=True)
 class Host:
-    """An emulated hypervisor: it runs one vSwitch instance on its CPU set."""
+    """An emulated hypervisor: it runs one vSwitch instance on its CPU set. A ``light``
+    one (the testbed's ``chassis:`` block) holds no VM and reads its ports through
+    AF_PACKET only (no PMD thread): tens of them cost little while idle."""
     name: str
     cpus: tuple[int, ...]
     underlay_ip: ipaddress.IPv4Address
+    light: bool = False
 
 
 @dataclass(frozen=True)

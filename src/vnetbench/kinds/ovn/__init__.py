@@ -23,6 +23,7 @@ class Ovn(Ovs):
     remote_bridges = None             # its controller is not built on a remote hypervisor
     openstack_environment = "ml2-ovn"
     demo = True
+    light_chassis = True              # the chassis: block (kinds/ovn/chassis.py)
     routers = "ovn"                   # logical routers (kinds/ovn/routers.py)
     switch_routing = ()               # Ovs's svi/stick wiring is in its own transaction
     firewall = ("OVN ACLs on port groups as Neutron's OVN driver writes them (allow-related, "

@@ -122,8 +122,14 @@ class Central:
             raise BuildError(f"{component} (pid {pid}) of run {self.run.run_id} did not exit")
 
     def nbctl(self, *args, timeout=15) -> str:
-        return proc.run(["ovn-nbctl", f"--db={self.nb}", f"--timeout={max(1, round(timeout))}", *args],
-                        env=self.env, timeout=timeout + 5, what="ovn-nbctl")
+        return self._ctl("ovn-nbctl", self.nb, args, timeout)
+
+    def sbctl(self, *args, timeout=15) -> str:
+        return self._ctl("ovn-sbctl", f"unix:{self.rundir / 'sb.sock'}", args, timeout)
+
+    def _ctl(self, prog: str, db: str, args, timeout) -> str:
+        return proc.run([prog, f"--db={db}", f"--timeout={max(1, round(timeout))}", *args],
+                        env=self.env, timeout=timeout + 5, what=prog)
 
     def configure(self) -> None:
         """Every logical switch and port in one NB transaction; then, with security
@@ -311,21 +317,27 @@ class OvnHost(OvsHost):
 
 def wire(ctx) -> None:
     """Central daemons and every host's OVS + ovn-controller in parallel (subprocesses
-    only), then the underlay addresses (netlink, this thread), then wait for the ports."""
+    only), then the underlay addresses (netlink, this thread), then wait for every host
+    to register as a chassis (``ovn_chassis_seconds`` from the daemons' start) and for
+    the ports (``ovn_ready_seconds``)."""
+    from vnetbench.kinds.ovn import chassis
     central = Central(ctx)
     hosts = [OvnHost(ctx, h, central) for h in ctx.testbed.hosts]
 
     def central_up():
         central.start()
         central.configure()
+    started = time.monotonic()
     proc.parallel([central_up] + [lambda o=o: start_host(ctx, o) for o in hosts])
     for o in hosts:
         o.address_underlay()
     if ctx.testbed.network.type.is_tunnel:
         tunnel_neighbours(ctx)
+    # every chassis first: --wait=hv waits only for the chassis the SB already has
+    chassis.wait_registered(central, ctx.testbed.hosts, timeout=30 + len(hosts))
     t0 = time.monotonic()
-    central.wait_ready()
-    ctx.run.write_meta(ovn_ready_seconds=time.monotonic() - t0)
+    central.wait_ready(timeout=30 + len(hosts))
+    ctx.run.write_meta(ovn_chassis_seconds=t0 - started, ovn_ready_seconds=time.monotonic() - t0)
 
 
 # -- faults (called by the functional suite and the fault API) --------------

@@ -59,12 +59,13 @@ class Ovs(Kind):
     def ports(self, testbed, caps):
         """AF_XDP where the kernel has XDP sockets and the testbed has no more veth ports
         than AFXDP_MAX_PORTS: measured here it wins on throughput and latency both
-        (docs/ovs-ports.md, bench/bench_ovs_ports.py); otherwise AF_PACKET."""
+        (docs/ovs-ports.md, bench/bench_ovs_ports.py); otherwise AF_PACKET. Light chassis
+        are AF_PACKET whatever this says (``OvsHost.apply``): not counted."""
         if self.datapath(testbed.vswitch.datapath, caps) != "netdev":
             return None
         if testbed.vswitch.ports != "auto":
             return testbed.vswitch.ports
-        total = sum(veth_ports(testbed, h.name) for h in testbed.hosts)
+        total = sum(veth_ports(testbed, h.name) for h in testbed.hosts if not h.light)
         return "afxdp" if caps.xdp_sockets and total <= AFXDP_MAX_PORTS else "afpacket"
 
     def flow_layers(self, testbed):

@@ -20,6 +20,7 @@ import json
 import os
 import time
 
+from vnetbench.errors import BuildError
 from vnetbench.kinds.ovs import agent as ovs_agent
 from vnetbench.kinds.ovs import firewall, pipeline
 from vnetbench.linux import links, nsops, offloads, proc
@@ -57,15 +58,18 @@ def tunnel_neighbours(owner, on=None) -> None:
     for h in hosts:
         with nsops.rtnl(names.host_ns(h.name)) as ns:
             macs[h.name] = ns.get_links(links.index(ns, names.ovs_phy))[0].get_attr("IFLA_ADDRESS")
-    for h in hosts:
+    from vnetbench_collector.datapath import unixctl
+    for h in hosts:        # N x (N - 1) entries: over the socket, not an ovs-appctl each
         if on is not None and h.name not in on:
             continue
         ctl = owner.run.dir / h.name / "ovs-vswitchd.ctl"
         for peer in hosts:
             if peer is not h:
-                proc.run(["ovs-appctl", "-t", str(ctl), "tnl/neigh/set", names.ovs_phy,
-                          str(peer.underlay_ip), macs[peer.name]],
-                         what=f"ovs-appctl tnl/neigh/set on {h.name}")
+                try:
+                    unixctl(ctl, "tnl/neigh/set", timeout=15,
+                            params=(names.ovs_phy, str(peer.underlay_ip), macs[peer.name]))
+                except OSError as exc:
+                    raise BuildError(f"tnl/neigh/set on {h.name}: {exc}") from None
 
 
 class OvsHost:
@@ -127,7 +131,7 @@ class OvsHost:
         """The kind's transaction (``_transaction``) with the build's port type, at once: a
         port never changes type under a controller that has seen it."""
         tx = self._transaction(datapath)
-        if self.ctx.ports == "afxdp":
+        if self.ctx.ports == "afxdp" and not self.host.light:    # a light chassis: no PMD thread
             tx += self.afxdp_columns(tx)
         self.vsctl(*tx)
 
@@ -345,7 +349,7 @@ def wire(ctx) -> None:
 def start_host(ctx, ovs: OvsHost) -> None:
     ovs.start()
     if ctx.datapath == "netdev":
-        offloads_off(ctx, ovs.host, afxdp=ctx.ports == "afxdp")
+        offloads_off(ctx, ovs.host, afxdp=ctx.ports == "afxdp" and not ovs.host.light)
     ovs.configure(ctx.datapath)
 
 
