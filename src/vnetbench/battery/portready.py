@@ -34,13 +34,12 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from types import SimpleNamespace
 
-from vnetbench import cpu
+from vnetbench import cpu, kinds
 from vnetbench.battery.common import labels
 from vnetbench.errors import VnetbenchError
 from vnetbench.results import provenance
 from vnetbench.results.record import Result, now
 from vnetbench.testbed.model import L2
-from vnetbench.testbed.readiness import SIGNAL
 
 TEST = "port_ready"
 STAGES = ("requested_ms", "programmed_ms", "first_packet_ms")
@@ -235,7 +234,7 @@ def run(dep, ports=20, steps=2, concurrency=8, deadline_ms=10000, probe_interval
             r = Result(test=TEST, labels=labels(dep, pair, TEST, **params),
                        samples={k2: [v] for k2, v in {**stats, **cpu_metrics}.items() if v is not None},
                        provenance=provenance.collect(dep, []), started=started, finished=now(),
-                       extra={"never_ready": never, "timelines": timelines, "signal": SIGNAL.get(kind),
+                       extra={"never_ready": never, "timelines": timelines, "signal": kinds.of(dep.testbed).port_ready_signal,
                               "poll_period_ms": 1000 * sum(periods) / len(periods) if periods else None,
                               "probe_resolution_ms": probe_interval_ms, "existing_ports": existing})
             r.labels["point"] = f"{existing} existing"

@@ -179,6 +179,29 @@ class Kind:
         """Plug a VM's port into HOST's vSwitch (a migration's destination side)."""
         raise NotImplementedError
 
+    #: what tells that a port added without a VM is programmed (the port_ready family:
+    #: the real system's own signal); "" when the kind adds no such ports
+    port_ready_signal: str = ""
+
+    def netns_port_reserved(self, testbed, vnet: str) -> set[str]:
+        """Addresses of VNET the kind's own services hold (beside VMs and routers): a new
+        port gets none of them."""
+        return set()
+
+    def netns_port_plug(self, dep, host, port: str, vm) -> None:
+        """Plug a port without a VM (VM: its stand-in) as the kind's agent or os-vif plugs a
+        VM's NIC, the kind's API call first where it has one (Neutron's port create)."""
+        self.netns_plug(dep, host, port, vm, 0, vm.nics[0])
+
+    def netns_port_unplug(self, dep, host, port: str, name: str) -> None:
+        """The inverse of ``netns_port_plug`` (NAME: the port's name)."""
+        self.netns_unplug(dep, host, port)
+
+    def netns_ports_ready(self, dep, host, ends) -> dict:
+        """Of HOST's port host ends ENDS, those the kind says are programmed: end -> the
+        time it says so (or None), from one query of its vSwitch."""
+        raise NotImplementedError
+
     def netns_kernel_egress(self, dep, host, port: str):
         """Context manager yielding (host name, port): what the vSwitch sends out of PORT
         passes the host kernel's qdiscs for the block (a kernel bridge always does)."""

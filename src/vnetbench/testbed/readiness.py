@@ -17,12 +17,6 @@ from __future__ import annotations
 
 import json
 
-#: kind -> what its signal is, for records and docs
-SIGNAL = {"ovn": "ovn-installed on the OVS Interface (set by ovn-controller)",
-          "ovs": "the Port's local VLAN tag and the Interface's OpenFlow port (ovs-vswitchd)",
-          "linuxbridge": "bridge port state forwarding"}
-
-
 def _tables(text: str) -> list[dict]:
     """``ovs-vsctl --format=json`` output of one or more commands: one table each, as a
     list of {column: value} rows."""

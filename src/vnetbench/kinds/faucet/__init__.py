@@ -16,6 +16,7 @@ SUPPORTED = (NetType.VLAN, NetType.FLAT)
 
 class Faucet(Ovs):
     name = "faucet"
+    port_ready_signal = ""              # ports without a VM: not wired for this kind
     summary = "Faucet 1.10 (production OpenFlow controller, proactive L2) over OVS"
     controlled = True
     preferred_network = NetType.VLAN

@@ -21,6 +21,18 @@ class LinuxBridge(Kind):
     routers = "l3-agent"
     switch_routing = ("svi",)
     firewall = "neutron iptables firewall (IptablesFirewallDriver, python3-neutron, in the host)"
+    port_ready_signal = "bridge port state forwarding"
+
+    def netns_ports_ready(self, dep, host, ends):
+        import subprocess
+
+        from vnetbench.errors import VnetbenchError
+        from vnetbench.testbed import readiness
+        done = subprocess.run(dep.host_argv(host.name, ["bridge", "-j", "link", "show"]),
+                              capture_output=True, text=True, timeout=15)
+        if done.returncode != 0:
+            raise VnetbenchError(f"bridge link show on {host.name} failed: {done.stderr.strip()[-200:]}")
+        return readiness.bridge_forwarding(done.stdout, ends)
 
     def why_not(self, caps, ntype, datapath):
         for link in LINKS[ntype]:

@@ -28,6 +28,35 @@ class Ovn(Ovs):
     switch_routing = ()               # Ovs's svi/stick wiring is in its own transaction
     firewall = ("OVN ACLs on port groups as Neutron's OVN driver writes them (allow-related, "
                 "neutron_pg_drop; conntrack in the userspace datapath)")
+    port_ready_signal = "ovn-installed on the OVS Interface (set by ovn-controller)"
+
+    def netns_port_reserved(self, testbed, vnet):
+        from vnetbench.kinds.ovn.netns import dhcp_servers
+        return {dhcp_servers(testbed).get(vnet, ("",))[0]}       # OVN's DHCP server's
+
+    def netns_port_plug(self, dep, host, port, vm):
+        """Neutron's port create on ML2/OVN first (the logical switch port with its
+        addresses), then the plug with the VM's iface-id, as os-vif does."""
+        from vnetbench.kinds.ovn import netns
+        nic = vm.nics[0]
+        lsp, addr = netns.port_name(vm.name, 0), f"{nic.mac} {nic.ip}"
+        netns.Central(dep).nbctl("--", "lsp-add", nic.vnet, lsp, "--", "lsp-set-addresses", lsp, addr,
+                                 "--", "lsp-set-port-security", lsp, addr,
+                                 "--", "set", "Logical_Switch_Port", lsp,
+                                 f"external_ids:vnetbench-run={dep.run_id}")
+        super().netns_port_plug(dep, host, port, vm)
+
+    def netns_port_unplug(self, dep, host, port, name):
+        from vnetbench.kinds.ovn import netns
+        super().netns_port_unplug(dep, host, port, name)
+        netns.Central(dep).nbctl("--if-exists", "lsp-del", netns.port_name(name, 0))
+
+    def netns_ports_ready(self, dep, host, ends):
+        from vnetbench.kinds.ovs import netns
+        from vnetbench.testbed import readiness
+        vsctl = netns.host_of(dep, host).vsctl
+        return readiness.ovn_installed(vsctl("--format=json", "--columns=name,external_ids",
+                                             "list", "Interface"), ends)
 
     def why_not_security_groups(self, caps):
         from vnetbench.kinds import neutron_sg

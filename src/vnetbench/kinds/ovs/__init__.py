@@ -46,6 +46,7 @@ class Ovs(Kind):
     switch_routing = ("svi", "stick")
     firewall = ("neutron openvswitch firewall (OVSFirewallDriver, python3-neutron, conntrack "
                 "flows on the host's OVS)")
+    port_ready_signal = "the Port's local VLAN tag and the Interface's OpenFlow port (ovs-vswitchd)"
 
     def why_not(self, caps, ntype, datapath):
         if datapath == "system" and not caps.ovs_kernel:
@@ -140,6 +141,18 @@ class Ovs(Kind):
         """Whether Neutron's OVS firewall driver filters this testbed's ports (a kind with
         its own realisation of security groups says no)."""
         return dep.testbed.port_security
+
+    def netns_port_plug(self, dep, host, port, vm):
+        # an AF_PACKET port even where the VMs' are AF_XDP: an AF_XDP port holds tens of MiB
+        # of ovs-vswitchd's memory (docs/ovs-ports.md), hundreds would exhaust the machine
+        self.netns_plug(dep, host, port, vm, 0, vm.nics[0], afxdp=False)
+
+    def netns_ports_ready(self, dep, host, ends):
+        from vnetbench.kinds.ovs import netns
+        from vnetbench.testbed import readiness
+        vsctl = netns.host_of(dep, host).vsctl
+        return readiness.ovs_bound(vsctl("--format=json", "--", "--columns=name,tag", "list", "Port",
+                                         "--", "--columns=name,ofport", "list", "Interface"), ends)
 
     def netns_plug(self, dep, host, port, vm, k, nic, afxdp: bool | None = None):
         """``afxdp``: None, as the build made the VM ports; False, an AF_PACKET port

@@ -14,6 +14,7 @@ from vnetbench.results.bound import Emulated
 
 class OvsOpenFlow(Ovs):
     name = "ovs-openflow"
+    port_ready_signal = ""              # ports without a VM: not wired for this kind
     summary = "reactive OpenFlow controller (Floodlight/IVS model) over OVS"
     controlled = True
     options_key, options, options_schema = options.KEY, options.OpenFlow, options.SCHEMA

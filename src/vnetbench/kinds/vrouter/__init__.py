@@ -16,6 +16,7 @@ from vnetbench.testbed.model import NetType
 
 class VRouter(Ovs):
     name = "vrouter"
+    port_ready_signal = ""              # ports without a VM: not wired for this kind
     summary = "OpenContrail/Tungsten Fabric vRouter model: L3, MPLS over GRE, agent + control node"
     controlled = True
     l3 = True

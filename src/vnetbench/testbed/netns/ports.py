@@ -19,18 +19,14 @@ from __future__ import annotations
 
 import ipaddress
 import os
-import subprocess
 import threading
 
 from vnetbench import kinds
 from vnetbench.errors import UnsupportedError, VnetbenchError
 from vnetbench.linux import nlbatch, nsops
-from vnetbench.testbed import readiness
 from vnetbench.testbed.model import Nic, Vm
 from vnetbench.testbed.netns.teardown import _undo_netns
 
-#: kinds whose ports are plugged here (their readiness signal: vnetbench.battery.readiness)
-KINDS = ("ovs", "ovn", "linuxbridge")
 NIC = "eth0"
 _META = threading.Lock()          # ports are added from several threads: one meta writer
 
@@ -57,17 +53,15 @@ def free_addresses(testbed, vnet: str, taken) -> list:
     net = testbed.vnet(vnet).cidr
     used = {str(n.ip) for v in testbed.vms for n in v.nics} | set(taken)
     used |= {str(p.ip) for r in testbed.routers for p in r.ports if p.vnet == vnet}
-    if testbed.vswitch.kind.value == "ovn":           # OVN's DHCP server holds one
-        from vnetbench.kinds.ovn.netns import dhcp_servers
-        used |= {dhcp_servers(testbed).get(vnet, ("",))[0]}
+    used |= kinds.of(testbed).netns_port_reserved(testbed, vnet)
     return [a for a in list(net.hosts())[1:] if str(a) not in used]
 
 
 def check(dep) -> None:
-    kind = dep.testbed.vswitch.kind.value
-    if kind not in KINDS:
-        raise UnsupportedError(f"adding ports to a running {kind} testbed is not implemented "
-                               f"(kinds: {', '.join(KINDS)})")
+    if not kinds.of(dep.testbed).port_ready_signal:
+        able = ", ".join(k.name for k in kinds.all_kinds() if k.port_ready_signal)
+        raise UnsupportedError(f"adding ports to a running {dep.testbed.vswitch.kind.value} testbed "
+                               f"is not implemented (kinds: {able})")
     if dep.testbed.port_security:
         raise UnsupportedError("adding ports to a testbed with security groups is not implemented "
                                "(the agents' filters are built from the testbed's VMs)")
@@ -92,14 +86,7 @@ def add(dep, host: str, vnet: str) -> dict:
         dep.run.write_meta(ports={**ports, name: port}, ports_next=index + 1)
         dep.run.record("netns", name=ns)          # journaled before it exists
     _namespace(dep, port, v.cidr.prefixlen)
-    if tb.vswitch.kind.value == "ovn":
-        _logical_port(dep, port)
-    vm = stand_in(port)
-    # an OVS kind's port is an AF_PACKET one even where the VMs' are AF_XDP: an AF_XDP
-    # port holds tens of MiB of ovs-vswitchd's memory (docs/ovs-ports.md), hundreds would
-    # exhaust the machine
-    own = {} if tb.vswitch.kind.value == "linuxbridge" else {"afxdp": False}
-    kinds.of(tb).netns_plug(dep, h, end, vm, 0, vm.nics[0], **own)
+    kinds.of(tb).netns_port_plug(dep, h, end, stand_in(port))
     return port
 
 
@@ -125,16 +112,6 @@ def _namespace(dep, port: dict, prefixlen: int) -> None:
         os.close(fd)
 
 
-def _logical_port(dep, port: dict) -> None:
-    """Neutron's port create on ML2/OVN: the logical switch port with its addresses."""
-    from vnetbench.kinds.ovn import netns as ovn
-    lsp, addr = ovn.port_name(port["name"], 0), f"{port['mac']} {port['ip']}"
-    ovn.Central(dep).nbctl("--", "lsp-add", port["vnet"], lsp, "--", "lsp-set-addresses", lsp, addr,
-                           "--", "lsp-set-port-security", lsp, addr,
-                           "--", "set", "Logical_Switch_Port", lsp,
-                           f"external_ids:vnetbench-run={dep.run_id}")
-
-
 def remove(dep, name: str) -> None:
     """Unplug the port as the kind unplugs a VM's, delete its logical port, remove its
     namespace (the veth pair goes with it); the meta forgets it."""
@@ -143,10 +120,7 @@ def remove(dep, name: str) -> None:
         raise VnetbenchError(f"run {dep.run_id} has no added port {name!r}")
     port = ports[name]
     tb = dep.testbed
-    kinds.of(tb).netns_unplug(dep, tb.host(port["host"]), port["host_end"])
-    if tb.vswitch.kind.value == "ovn":
-        from vnetbench.kinds.ovn import netns as ovn
-        ovn.Central(dep).nbctl("--if-exists", "lsp-del", ovn.port_name(name, 0))
+    kinds.of(tb).netns_port_unplug(dep, tb.host(port["host"]), port["host_end"], name)
     _undo_netns(dep.run, {"name": port["netns"]})
     with _META:
         rest = dict(dep.run.meta().get("ports", {}))
@@ -159,22 +133,7 @@ def ready(dep, host: str, names) -> dict:
     says so (or None): one query of the host's vSwitch per call (vnetbench.testbed.readiness)."""
     ports = dep.run.meta().get("ports", {})
     ends = {ports[n]["host_end"]: n for n in names}
-    kind = dep.testbed.vswitch.kind.value
-    if kind == "linuxbridge":
-        done = subprocess.run(dep.host_argv(host, ["bridge", "-j", "link", "show"]),
-                              capture_output=True, text=True, timeout=15)
-        if done.returncode != 0:
-            raise VnetbenchError(f"bridge link show on {host} failed: {done.stderr.strip()[-200:]}")
-        found = readiness.bridge_forwarding(done.stdout, ends)
-    else:
-        from vnetbench.kinds.ovs import netns as ovs
-        vsctl = ovs.host_of(dep, dep.testbed.host(host)).vsctl
-        if kind == "ovn":
-            found = readiness.ovn_installed(vsctl("--format=json", "--columns=name,external_ids",
-                                                  "list", "Interface"), ends)
-        else:
-            found = readiness.ovs_bound(vsctl("--format=json", "--", "--columns=name,tag", "list", "Port",
-                                              "--", "--columns=name,ofport", "list", "Interface"), ends)
+    found = kinds.of(dep.testbed).netns_ports_ready(dep, dep.testbed.host(host), ends)
     return {ends[e]: at for e, at in found.items()}
 
 
