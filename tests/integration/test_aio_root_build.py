@@ -64,9 +64,9 @@ def mirror():
 
 @pytest.fixture
 def state(tmp_path, monkeypatch):
-    s = tmp_path / "state"
-    monkeypatch.setenv("VNETBENCH_STATE_DIR", str(s))
-    return s
+    """A state root of the test's own (the build's run is journaled there)."""
+    monkeypatch.setenv("VNETBENCH_STATE_DIR", str(tmp_path / "state"))
+    return tmp_path / "state"
 
 
 def test_build_then_reuse_the_epoxy_root(state, mirror):

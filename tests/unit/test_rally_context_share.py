@@ -80,44 +80,46 @@ def test_an_interrupted_task_downs_the_kept_testbed_at_once(fake, monkeypatch):
     assert downed == [("r1", False)] and not ctx._SHARED
 
 
-def test_sigterm_unwinds_a_rally_task_as_ctrl_c_does(monkeypatch):
-    """In a Rally process (SIGTERM at its default: the process would end, testbeds up) the
-    context makes SIGTERM a KeyboardInterrupt, so the contexts unwind; an interrupt is
-    remembered, and the next workload refuses to start."""
+@pytest.fixture
+def rally_process(monkeypatch):
+    """This process as a Rally process is: SIGTERM and SIGINT at their defaults, the
+    context's handlers installed, no interrupt seen yet; the test's handlers back after."""
     monkeypatch.setattr(ctx, "_INTERRUPTED", [])
     old = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGINT)}
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         ctx._unwind_on_interrupts()
-        with pytest.raises(KeyboardInterrupt):
-            os.kill(os.getpid(), signal.SIGTERM)
-            time.sleep(5)
-        assert ctx._INTERRUPTED == [signal.SIGTERM]
-        with pytest.raises(KeyboardInterrupt):
-            workload(share="k", keep=True)
-        signal.signal(signal.SIGTERM, signal.SIG_IGN)      # a handler someone chose stays
-        ctx._unwind_on_interrupts()
-        assert signal.getsignal(signal.SIGTERM) is signal.SIG_IGN
+        yield
     finally:
         for s, h in old.items():
             signal.signal(s, h)
 
 
-def test_a_second_interrupt_cannot_cut_the_unwinding_short(monkeypatch):
+def _interrupted_by(sig) -> None:
+    with pytest.raises(KeyboardInterrupt):
+        os.kill(os.getpid(), sig)
+        time.sleep(5)
+
+
+def test_sigterm_unwinds_a_rally_task_as_ctrl_c_does(rally_process):
+    """In a Rally process (SIGTERM at its default: the process would end, testbeds up) the
+    context makes SIGTERM a KeyboardInterrupt, so the contexts unwind; an interrupt is
+    remembered, and the next workload refuses to start."""
+    _interrupted_by(signal.SIGTERM)
+    assert ctx._INTERRUPTED == [signal.SIGTERM]
+    with pytest.raises(KeyboardInterrupt):
+        workload(share="k", keep=True)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)      # a handler someone chose stays
+    ctx._unwind_on_interrupts()
+    assert signal.getsignal(signal.SIGTERM) is signal.SIG_IGN
+
+
+def test_a_second_interrupt_cannot_cut_the_unwinding_short(rally_process):
     """SIGKILL of ``vnetbench compare`` delivers Rally's parent-death SIGINT once per thread
     of compare that exits after the one that started Rally: the first unwinds, the next
     ones land in the unwinding (the shared testbed's teardown at exit) and must not raise."""
-    monkeypatch.setattr(ctx, "_INTERRUPTED", [])
-    old = signal.getsignal(signal.SIGINT)
-    signal.signal(signal.SIGINT, signal.default_int_handler)
-    try:
-        ctx._unwind_on_interrupts()
-        with pytest.raises(KeyboardInterrupt):
-            os.kill(os.getpid(), signal.SIGINT)
-            time.sleep(5)
-        os.kill(os.getpid(), signal.SIGINT)         # the unwinding goes on
-        time.sleep(0.05)
-        assert ctx._INTERRUPTED == [signal.SIGINT, signal.SIGINT]
-    finally:
-        signal.signal(signal.SIGINT, old)
+    _interrupted_by(signal.SIGINT)
+    os.kill(os.getpid(), signal.SIGINT)         # the unwinding goes on
+    time.sleep(0.05)
+    assert ctx._INTERRUPTED == [signal.SIGINT, signal.SIGINT]
