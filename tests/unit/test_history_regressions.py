@@ -170,3 +170,26 @@ def test_worker_processes_find_what_one_process_finds():
     jobs = [(noisy(DROP if i % 3 == 0 else STABLE, i), rule) for i in range(40)]
     assert regress._detections(jobs, 2) == regress._detections(jobs, 1)
     assert sum(1 for d in regress._detections(jobs, 2) if d) >= 13
+
+
+def test_parallel_regressions_give_the_serial_verdicts(tmp_path):
+    """find() over a stored history with two worker processes: the same series, verdicts,
+    change points and order as in one process (40 series: enough for the pool)."""
+    from dataclasses import asdict
+    from history_runs import record, write_run
+    from vnetbench.history import db
+    rng = random.Random(49)
+    dirs = []
+    for i in range(30):
+        recs = [record(values=[(85.0 if (p % 3 == 0 and i >= 19) else 100.0) * (1 + rng.gauss(0, 0.05))
+                               for _ in range(3)], started=1.7e9 + 3600 * i, run_id=f"r{i}", point=str(p))
+                for p in range(40)]
+        dirs.append(write_run(tmp_path / f"run{i:03d}", recs))
+    path = str(tmp_path / "h.sqlite")
+    add_all(path, dirs)
+    rules = thresholds.load_rules()
+    with db.open_db(path).connect() as conn:
+        serial = [asdict(s) for s in regress.find(conn, rules, jobs=1)]
+        parallel = [asdict(s) for s in regress.find(conn, rules, jobs=2)]
+    assert len(serial) == 40 and parallel == serial
+    assert sum(1 for s in serial if s["verdict"] == "regression") >= 10

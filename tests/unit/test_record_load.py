@@ -13,6 +13,7 @@ import jsonschema
 import pytest
 import yaml
 from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from hostile_records import mutated_record
 from vnetbench import cli
@@ -212,3 +213,44 @@ def test_line_numbers_count_newlines_only(tmp_path):
                     + "\n" + json.dumps(with_(samples__gbps="x")) + "\n")
     with pytest.raises(VnetbenchError, match=r"r.jsonl:3: samples.gbps: 'x' is not a list"):
         load.read(path)
+
+
+def _walked(line):
+    """parse_json's verdict with the walk always taken: the data or (field, problem)."""
+    try:
+        doc = json.loads(line, object_pairs_hook=load._no_duplicates)
+        load._walk(doc, "", 0, [load.MAX_VALUES])
+        return doc
+    except load.Problem as bad:
+        return (bad.field, bad.problem)
+    except (ValueError, RecursionError):
+        return "refused"
+
+
+def _parsed(line):
+    try:
+        return load.parse_json(line)
+    except load.Problem as bad:
+        return (bad.field, bad.problem) if "JSON line" not in bad.problem else "refused"
+
+
+@settings(max_examples=100, deadline=None, database=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.large_base_example])
+@given(mutated_record(), st.one_of(st.floats(), st.integers(-10**25, 10**25), st.text(max_size=4)),
+       st.booleans())
+def test_the_walk_skipped_only_where_it_finds_nothing(rec, value, ascii_only):
+    """parse_json skips the walk, and record() the escaping, only where they would change
+    nothing: the same data or the same refusal as with both always taken."""
+    rec = dict(rec) if isinstance(rec, dict) else {"x": rec}
+    rec["odd"] = [1.5, value]
+    try:
+        line = json.dumps(rec, ensure_ascii=ascii_only)
+    except RecursionError:      # nested thousands deep: no line to read
+        return
+    want, got = _walked(line), _parsed(line)
+    if isinstance(want, dict):
+        assert json.dumps(got, sort_keys=True) == json.dumps(want, sort_keys=True)
+        if load._plain(line):
+            assert load._escaped(got) == got
+    else:
+        assert got == want

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import re
 
+MEMO = 4096
 ANNOTATIONS = {"$schema", "$id", "$defs", "title", "description", "x-record-version"}
 
 
@@ -21,7 +22,18 @@ def compile_schema(schema: dict):
     compiled, defs = {}, schema.get("$defs", {})
 
     def ref(name):
+        memo = {}
+
         def check(v):
+            # a string's verdict is the string's alone: names and labels repeat in every
+            # record, so each is judged once (at most MEMO short strings kept a definition)
+            if type(v) is str and len(v) <= 256:
+                verdict = memo.get(v)
+                if verdict is None:
+                    verdict = compiled[name](v)
+                    if len(memo) < MEMO:
+                        memo[v] = verdict
+                return verdict
             return compiled[name](v)
         check.node = defs[name]          # for _numeric: what a list of it may hold
         check.defs = defs
@@ -77,9 +89,15 @@ def _compile(node: dict, ref):
         tests = [_type(k) for k in kinds if k not in ("object", "array", "string", "null")]
         if not tests:
             checks.append(lambda v: isinstance(v, plain))
+        elif not plain and len(tests) == 1:
+            checks.append(tests[0])
         else:
             checks.append(lambda v: isinstance(v, plain) or any(t(v) for t in tests))
     number = _type("number")
+    bounds = _numeric(node, ref) if "$ref" not in node and ("minimum" in node or "maximum" in node) else None
+    if bounds is not None and not bounds[2]:
+        lo, hi = bounds[0], bounds[1]      # {"type": "number", minimum, maximum}: one test (NaN fails)
+        return lambda v: isinstance(v, (int, float)) and not isinstance(v, bool) and lo <= v <= hi
     if "minimum" in node:
         lo = node["minimum"]
         checks.append(lambda v: not number(v) or v >= lo)
@@ -151,6 +169,9 @@ def _array(node: dict, ref):
         if numeric is not None and len(v) > 16 and set(map(type, v)) <= allowed:
             xs = [x for x in v if x is not None] if numeric[2] else v
             return not xs or (numeric[0] <= min(xs) and max(xs) <= numeric[1])
+        if numeric is not None and all(type(x) in allowed for x in v):
+            # a few numbers (a cell's repetitions): each compared to the bounds (NaN fails)
+            return all(x is None or numeric[0] <= x <= numeric[1] for x in v)
         if items is not None:
             for x in v:
                 if not items(x):

@@ -145,6 +145,7 @@ def record(path, no: int, line: str) -> Result:
     """One line -> a Result, or VnetbenchError ``FILE:LINE: FIELD: problem; fix``."""
     try:
         d = parse_json(line)
+        plain = _plain(line)
         _identify(d)
         _version(d)
         _check(d)
@@ -152,17 +153,54 @@ def record(path, no: int, line: str) -> Result:
         where = f"{bad.field}: " if bad.field else ""
         raise VnetbenchError(inputs.one_line(f"{show(path)}:{no}: {where}{bad.problem}; {bad.fix}")) from None
     labels = d["labels"]
+    escape = (lambda node: node) if plain else _escaped
     if isinstance(labels.get("params"), dict):      # free text beside the names mode and test
-        labels = {**labels, "params": _escaped(labels["params"])}
+        labels = {**labels, "params": escape(labels["params"])}
     return Result(test=d["test"], labels=labels, samples=d["samples"],
-                  provenance=_escaped(d.get("provenance", {})), started=d.get("started", 0.0),
-                  finished=d.get("finished", 0.0), extra=_escaped(d.get("extra", {})))
+                  provenance=escape(d.get("provenance", {})), started=d.get("started", 0.0),
+                  finished=d.get("finished", 0.0), extra=escape(d.get("extra", {})))
+
+
+def _plain(line: str) -> bool:
+    """True when no string of the line's data can hold a control character, judged on its
+    text: a JSON string holds one only raw or as an escape (a backslash)."""
+    return "\\" not in line and inputs.CONTROL.search(line) is None
+
+
+class _Numbers:
+    """json.loads' number hooks that note a number the walk must judge: an integer of 19
+    digits or more (1e18 and up), a float beyond ±MAX_ABS or not finite, NaN or Infinity."""
+
+    def __init__(self):
+        self.odd = False
+
+    def int(self, text: str):
+        if len(text) > 18:
+            self.odd = True
+        return int(text)
+
+    def float(self, text: str):
+        x = float(text)
+        if not -MAX_ABS <= x <= MAX_ABS:
+            self.odd = True
+        return x
+
+    def constant(self, text: str):
+        self.odd = True
+        return float(text)
 
 
 def parse_json(text: str):
-    """JSON text -> data: no duplicate key, depth, finite numbers within ±MAX_ABS (Problem)."""
+    """JSON text -> data: no duplicate key, depth, finite numbers within ±MAX_ABS (Problem).
+
+    The walk that names the field at fault is skipped when it provably finds nothing (a
+    record's usual shape): every number passed the hooks (_Numbers), at most MAX_DEPTH
+    brackets in all (so nothing nests deeper), at most MAX_VALUES and MAX_ITEMS characters
+    (so no more numbers and keys, and no longer list)."""
+    numbers = _Numbers()
     try:
-        doc = json.loads(text, object_pairs_hook=_no_duplicates)
+        doc = json.loads(text, object_pairs_hook=_no_duplicates, parse_int=numbers.int,
+                         parse_float=numbers.float, parse_constant=numbers.constant)
     except Problem:
         raise
     except json.JSONDecodeError as exc:
@@ -170,7 +208,9 @@ def parse_json(text: str):
     except (ValueError, RecursionError) as exc:    # integers of 4,300+ digits, deep nesting
         problem = "nested too deeply" if isinstance(exc, RecursionError) else excerpt(str(exc), 80)
         raise Problem("", f"not a usable JSON line ({problem})") from None
-    _walk(doc, "", 0, [MAX_VALUES])
+    if (numbers.odd or len(text) > min(MAX_VALUES, MAX_ITEMS)
+            or text.count("{") + text.count("[") > MAX_DEPTH):
+        _walk(doc, "", 0, [MAX_VALUES])
     return doc
 
 
