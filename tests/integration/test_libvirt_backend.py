@@ -247,7 +247,9 @@ def test_compare_on_guests(guests, rally, tmp_path):
     test_rally_tasks_run_in_guests."""
     env = {**os.environ, "VNETBENCH_STATE_DIR": str(rally.state)}
     t0 = time.monotonic()
-    families = [f for f in cli.COMPARE_FAMILIES if f not in ("icmp_rtt", "tcp_stream")]
+    # port_ready adds ports without a VM, which a libvirt testbed refuses (its ports are its
+    # guests' NICs): the family is measured on the netns backend (test_port_ready)
+    families = [f for f in cli.COMPARE_FAMILIES if f not in ("icmp_rtt", "tcp_stream", "port_ready")]
     done = subprocess.run([VNETBENCH, "compare", "--profile", "smoke", "--run", guests.run_id,
                            *(a for f in families for a in ("--test", f)),
                            "--no-monitor", "--placement", "same-host", "--results", str(tmp_path)], env=env,
