@@ -51,10 +51,8 @@ class Ovn(Ovs):
         super().netns_port_unplug(dep, host, port, name)
         netns.Central(dep).nbctl("--if-exists", "lsp-del", netns.port_name(name, 0))
 
-    def netns_ports_ready(self, dep, host, ends):
-        from vnetbench.kinds.ovs import netns
+    def _ports_ready(self, vsctl, ends):
         from vnetbench.testbed import readiness
-        vsctl = netns.host_of(dep, host).vsctl
         return readiness.ovn_installed(vsctl("--format=json", "--columns=name,external_ids",
                                              "list", "Interface"), ends)
 

@@ -149,8 +149,11 @@ class Ovs(Kind):
 
     def netns_ports_ready(self, dep, host, ends):
         from vnetbench.kinds.ovs import netns
+        return self._ports_ready(netns.host_of(dep, host).vsctl, ends)
+
+    def _ports_ready(self, vsctl, ends) -> dict:
+        """The kind's readiness signal from HOST's database (VSCTL: its ovs-vsctl)."""
         from vnetbench.testbed import readiness
-        vsctl = netns.host_of(dep, host).vsctl
         return readiness.ovs_bound(vsctl("--format=json", "--", "--columns=name,tag", "list", "Port",
                                          "--", "--columns=name,ofport", "list", "Interface"), ends)
 
