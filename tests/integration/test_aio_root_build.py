@@ -204,3 +204,36 @@ def test_sigterm_unwinds_the_build(tmp_path, state, mirror):
     assert p.returncode == 130, "".join(seen) + rest
     assert rootcache.entries(cache) == [] and _root_builds() == []
     assert procs.marked(f"aio-root-{run_id}") == [] and _host_mounts_under(cache) == []
+
+
+def test_the_root_has_a_dev_of_its_own(tmp_path):
+    """A package's maintainer script in the root cannot reach the host's device nodes
+    (trixie's udev once regrouped the host's /dev/kvm through a bind of /dev, and the host's
+    libvirtd re-probed QEMU on every call after): the root's /dev is a tmpfs with fresh
+    nodes, and what is created there stays there. A busybox root stands in for the cloud's."""
+    root = tmp_path / "root"
+    for d in ("bin", "proc", "sys", "dev", "tmp"):
+        (root / d).mkdir(parents=True)
+    busybox = Path("/bin/busybox")
+    if not busybox.exists():
+        pytest.skip("needs /bin/busybox (busybox-static, installed by 'make')")
+    (root / "bin/busybox").write_bytes(busybox.read_bytes())
+    (root / "bin/busybox").chmod(0o755)
+    probe = f"vnb-probe-{os.getpid()}"
+    script = (f"touch /dev/{probe}; echo x > /dev/null; head -c 4 /dev/urandom | wc -c; "
+              "ls /dev /dev/pts | tr '\\n' ' '")
+    try:
+        out = subprocess.run(rootbuild._in_root(root, "/bin/busybox", "sh", "-c", script),
+                             capture_output=True, text=True, timeout=30)
+        on_host = Path("/dev", probe).exists()
+    finally:
+        Path("/dev", probe).unlink(missing_ok=True)
+    assert out.returncode == 0, out.stderr
+    assert not on_host, "a file made in the root's /dev appeared in the host's"
+    lines = out.stdout.split(None, 1)
+    assert lines[0] == "4"                                        # /dev/urandom works
+    names = set(lines[1].split())
+    assert {"null", "zero", "full", "random", "urandom", "tty", "ptmx", "pts", "shm",
+            probe} <= names
+    assert not names & {"kvm", "vhost-net", "kmsg", "mem", "loop-control"}, names
+    assert rootcache.mounts_under(tmp_path) == []                 # nothing on the host's mounts

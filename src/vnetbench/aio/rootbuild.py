@@ -34,10 +34,36 @@ from vnetbench.state import AIO_ROOT, Run, new_run_id, state_root
 JOURNAL_KIND = "aio_root"
 PROGRESS_EVERY_S = 10.0
 PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
-# run a command chrooted into $1 with /proc, /sys and /dev, in the caller's (private) mount
-# namespace; the root is a mount point of its own first (ip netns exec remounts "/")
-IN_ROOT = ('set -eu; r=$1; shift; mount --bind "$r" "$r"; mount -t proc proc "$r/proc"; '
-           'mount -t sysfs sysfs "$r/sys"; mount --rbind /dev "$r/dev"; exec chroot "$r" "$@"')
+# The root's /dev: a tmpfs of its own with fresh nodes (as debootstrap and mmdebstrap make
+# them), never the host's /dev. Maintainer scripts change what they find there: trixie's
+# udev applies static-nodes-permissions.conf (/dev/kvm to group kvm, its own gid 993, mode
+# 0660); through a bind of the host's /dev that left the qemu user without /dev/kvm while
+# QEMU (probed with CAP_DAC_OVERRIDE) still used it, and the host's libvirtd then judged its
+# capability cache stale on every lookup, re-probing QEMU for ~50 s per guest started.
+# $1: the root; $2: extra nodes, "name:major:minor" words.
+PRIVATE_DEV = r"""
+private_dev() {
+  d=$1/dev
+  mount -t tmpfs -o mode=755,size=1m,nosuid vnb-dev "$d"
+  for n in null:1:3 zero:1:5 full:1:7 random:1:8 urandom:1:9 tty:5:0 $2; do
+    name=${n%%:*} num=${n#*:}
+    mkdir -p "$(dirname "$d/$name")"
+    mknod -m 666 "$d/$name" c "${num%%:*}" "${num#*:}"
+  done
+  mkdir "$d/pts" "$d/shm"
+  mount -t devpts -o newinstance,ptmxmode=0666,mode=620 vnb-pts "$d/pts"
+  mount -t tmpfs -o mode=1777,nosuid,nodev vnb-shm "$d/shm"
+  ln -s pts/ptmx "$d/ptmx"
+  ln -s /proc/self/fd "$d/fd"
+  ln -s /proc/self/fd/0 "$d/stdin"; ln -s /proc/self/fd/1 "$d/stdout"; ln -s /proc/self/fd/2 "$d/stderr"
+}
+"""
+# run a command chrooted into $1 with /proc, /sys and a private /dev, in the caller's
+# (private) mount namespace; the root is a mount point of its own first (ip netns exec
+# remounts "/")
+IN_ROOT = ('set -eu;' + PRIVATE_DEV + 'r=$1; shift; mount --bind "$r" "$r"; '
+           'mount -t proc proc "$r/proc"; mount -t sysfs sysfs "$r/sys"; private_dev "$r" ""; '
+           'exec chroot "$r" "$@"')
 SCRIPTS = Path("/usr/share/debootstrap/scripts")
 UNSAFE_IO = Path("etc/dpkg/dpkg.cfg.d/vnetbench-unsafe-io")
 POLICY_RC = "#!/bin/sh\n# vnetbench: no service starts from a package's install\nexit 101\n"

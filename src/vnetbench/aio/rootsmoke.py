@@ -19,12 +19,15 @@ import subprocess
 from pathlib import Path
 
 from vnetbench.aio import procs
+from vnetbench.aio.rootbuild import PRIVATE_DEV
 from vnetbench.errors import VnetbenchError
 
 TIMEOUT_S = 120
 SCRATCH = ("run", "var/lib/openvswitch", "var/lib/ovn", "etc/openvswitch", "var/log", "tmp")
-SETUP = ('set -eu; r=$1; shift; mount --bind "$r" "$r"; mount -t proc proc "$r/proc"; '
-         'mount -t sysfs sysfs "$r/sys"; mount --rbind /dev "$r/dev"; '
+# /dev is the root's own (rootbuild.PRIVATE_DEV), with the tun device OVS's netdev
+# datapath opens for br-int's internal ports
+SETUP = ('set -eu;' + PRIVATE_DEV + 'r=$1; shift; mount --bind "$r" "$r"; mount -t proc proc "$r/proc"; '
+         'mount -t sysfs sysfs "$r/sys"; private_dev "$r" net/tun:10:200; '
          'for d in ' + " ".join(SCRATCH) + '; do mount -t tmpfs -o size=64m vnb-smoke "$r/$d"; done; '
          'ip link set lo up; exec chroot "$r" sh -euc "$@"')
 CHECK = r"""
