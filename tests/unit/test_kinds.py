@@ -11,7 +11,7 @@ import jsonschema
 import pytest
 
 from vnetbench import kinds
-from vnetbench.kinds import base
+from vnetbench.kinds import base, driver
 from vnetbench.testbed import capabilities
 from vnetbench.testbed.loader import loads
 from vnetbench.testbed.model import NetType, VSwitchKind
@@ -29,6 +29,14 @@ def test_a_kind_is_found_by_name_by_enum_and_by_testbed():
     assert kinds.of(tb) is kinds.get("ovn") is kinds.get(VSwitchKind.OVN)
 
 
+def test_every_registered_kind_says_how_it_routes():
+    """The registry's plain data (the model reads it without loading a kind)."""
+    assert set(kinds.registry.ROUTERS) == set(kinds.REGISTRY)
+    assert set(kinds.registry.ROUTERS.values()) <= {"l3-agent", "external", "ovn", "vrouter", ""}
+    for k in kinds.all_kinds():
+        assert k.routers or k.no_routers, f"{k.name}: no routers and no no_routers to say why"
+
+
 def test_an_unknown_kind_is_named_with_the_registered_ones():
     with pytest.raises(kinds.UnknownKind, match="no vSwitch kind 'ivs'; registered: linuxbridge"):
         kinds.get("ivs")
@@ -37,22 +45,43 @@ def test_an_unknown_kind_is_named_with_the_registered_ones():
 class _Complete(base.Kind):
     name, summary, openstack_environment = "x", "a test kind", "x-env"
 
-    def netns_wire(self, ctx): pass
-    def netns_remove_vnet(self, dep, ctx, vnet): pass
-    def netns_restart(self, dep, host): pass
-    def netns_unplug(self, dep, host, port): pass
-    def netns_plug(self, dep, host, port, vm, k, nic): pass
+
+class _CompleteDriver(driver.NetnsDriver):
+    def wire(self, ctx): pass
+    def remove_vnet(self, dep, ctx, vnet): pass
+    def restart(self, dep, host): pass
+    def unplug(self, dep, host, port): pass
+    def plug(self, dep, host, port, vm, k, nic): pass
 
 
-def test_a_complete_kind_passes_the_check():
+def test_a_complete_kind_and_driver_pass_the_check():
     base.check(_Complete(), "x")
+    driver.check(_CompleteDriver(_Complete()), _Complete())
 
 
-@pytest.mark.parametrize("member", base.REALISED)
-def test_a_kind_missing_a_realisation_is_reported_by_name(member):
-    lacking = type("Lacking", (_Complete,), {member: getattr(base.Kind, member)})()
-    with pytest.raises(base.KindError, match=f"'x' .*: missing {member} "):
-        base.check(lacking, "x")
+@pytest.mark.parametrize("member", driver.REALISED)
+def test_a_driver_missing_a_realisation_is_reported_by_name(member):
+    lacking = type("Lacking", (_CompleteDriver,), {member: getattr(driver.NetnsDriver, member)})
+    with pytest.raises(driver.DriverError, match=f"'x'.*: missing {member} "):
+        driver.check(lacking(_Complete()), _Complete())
+
+
+def test_a_controlled_kind_needs_its_drivers_control():
+    controlled = type("Controlled", (_Complete,), {"controlled": True})()
+    with pytest.raises(driver.DriverError, match="controlled=True, its driver's control"):
+        driver.check(_CompleteDriver(controlled), controlled)
+
+
+def test_something_else_than_a_driver_is_reported():
+    with pytest.raises(driver.DriverError, match="Driver is not a vnetbench.kinds.driver.NetnsDriver"):
+        driver.check(object(), _Complete())
+
+
+@pytest.mark.parametrize("name", kinds.names())
+def test_every_kind_has_a_checked_netns_driver_that_knows_its_kind(name):
+    d = kinds.netns_driver(name)
+    assert d.kind is kinds.get(name) and kinds.netns_driver(name) is d
+    assert (d.control() is not None) == kinds.get(name).controlled
 
 
 @pytest.mark.parametrize("attr", base.REQUIRED)

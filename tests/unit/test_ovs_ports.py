@@ -198,11 +198,11 @@ def test_a_shaped_port_transmits_through_the_kernel_for_the_block_only(monkeypat
     fake = SimpleNamespace(vsctl=lambda *a: calls.append(a) or (f'"{types["tp"]}"\n' if a[0] == "get" else ""))
     monkeypatch.setattr(ovs_netns, "host_of", lambda dep, host: fake)
     host = SimpleNamespace(name="h1")
-    with kinds.get("ovs").netns_kernel_egress(None, host, "tp") as got:
+    with kinds.netns_driver("ovs").kernel_egress(None, host, "tp") as got:
         assert got == ("h1", "tp") and calls[-1] == ("set", "Interface", "tp", "type=system")
     assert calls[-1] == ("set", "Interface", "tp", "type=afxdp")
     calls.clear()
     types["tp"] = ""                     # an AF_PACKET port (or a shaped VM port) is left alone
-    with kinds.get("ovs").netns_kernel_egress(None, host, "tp"):
+    with kinds.netns_driver("ovs").kernel_egress(None, host, "tp"):
         pass
     assert [c[0] for c in calls] == ["get"]

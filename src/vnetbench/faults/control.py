@@ -1,6 +1,6 @@
 """Control-plane faults: stop, kill, start, restart a kind's controller processes, and
 cut or heal the management network. Generic: each kind lists its components and
-how to stop/start one (``Kind.control``); the management network is the same for all."""
+how to stop/start one (its driver's ``NetnsDriver.control``); the management network is the same for all."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ from vnetbench.errors import VnetbenchError
 
 
 def _ops(dep) -> dict:
-    ops = kinds.of(dep).control()
+    ops = kinds.netns_driver(dep).control() if kinds.of(dep).controlled else None
     if ops is None:
-        having = [k.name for k in kinds.all_kinds() if k.control() is not None]
+        having = [k.name for k in kinds.all_kinds() if k.controlled]
         raise VnetbenchError(f"run {dep.run_id} ({dep.testbed.vswitch.kind}) has no controller; "
                              f"controller faults apply to: {', '.join(having)}")
     return ops

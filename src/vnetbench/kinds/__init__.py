@@ -1,15 +1,16 @@
 """vSwitch kinds, found by registry (Neutron's ML2 mechanism drivers, Rally's plugins).
 
-A kind is one package under ``vnetbench.kinds``: what it supports and why not the rest,
-its options, how the netns backend realises it (wiring, daemons, flow expiry, vnet
-removal, vSwitch restart, port re-plugging), its controller's faults, the flow state it
-keeps, and what the functional suite and the cloud backend need to know of it. Every
-other module asks the kind (``kinds.of(testbed)``) through the ``Kind`` interface
-(``vnetbench.kinds.base``) and never names one: ``tests/unit/test_kind_names.py``
-fails when one does.
+A kind is one package under ``vnetbench.kinds``: its description in ``__init__.py``
+(what it supports and why not the rest, its options, the flow state it keeps, what the
+functional suite and the cloud backend need to know of it: the ``Kind`` interface of
+``vnetbench.kinds.base``) and its netns driver in ``driver.py`` (how the netns backend
+realises it: wiring, daemons, flow expiry, vnet removal, vSwitch restart, port plugging,
+its controller's faults: ``vnetbench.kinds.driver``). Every other module asks the kind
+(``kinds.of(testbed)``), the netns backend its driver (``kinds.netns_driver(testbed)``),
+and none names one: ``tests/unit/test_kind_names.py`` fails when one does.
 
 Adding a kind is its package plus one line in ``registry``. This module imports no
-kind until one is asked for.
+kind until one is asked for, and no driver until the netns backend asks.
 """
 
 from __future__ import annotations
@@ -21,10 +22,12 @@ from vnetbench.kinds import registry
 
 if TYPE_CHECKING:
     from vnetbench.kinds.base import Kind
+    from vnetbench.kinds.driver import NetnsDriver
 
 REGISTRY, DEFAULT = registry.REGISTRY, registry.DEFAULT
 
 _loaded: dict = {}
+_drivers: dict = {}
 
 
 class UnknownKind(KeyError):
@@ -52,6 +55,19 @@ def of(testbed) -> "Kind":
     """The kind of a Testbed (or of anything with a ``testbed``, e.g. a Deployment)."""
     tb = getattr(testbed, "testbed", testbed)
     return get(tb.vswitch.kind)
+
+
+def netns_driver(testbed) -> "NetnsDriver":
+    """The netns backend's driver of a Testbed's kind (or of anything with a ``testbed``,
+    or of a kind's name): its package's ``driver.Driver``, loaded and checked once."""
+    tb = getattr(testbed, "testbed", testbed)
+    kind = get(tb.vswitch.kind if hasattr(tb, "vswitch") else tb)
+    if kind.name not in _drivers:
+        from vnetbench.kinds import driver
+        made = importlib.import_module(f"{REGISTRY[kind.name]}.driver").Driver(kind)
+        driver.check(made, kind)
+        _drivers[kind.name] = made
+    return _drivers[kind.name]
 
 
 def all_kinds() -> tuple:

@@ -1,14 +1,16 @@
 """The interface every vSwitch kind implements, and the check the registry runs on it.
 
-Class attributes describe the kind (what the rest of the suite may ask without building
-anything); methods realise it on the netns backend or answer for it. A default here is
-what a kind without that feature does (no controller, no per-flow state, nothing to do
-on an expiry), so a kind states only what is its own. ``check`` refuses a kind that
-lacks a member the suite calls, naming it, when the registry first loads it.
+Class attributes and methods describe the kind: what the rest of the suite may ask without
+building anything. How a backend realises it is its driver's (``vnetbench.kinds.driver``,
+the kind's ``driver.py``); a description imports no backend. A default here is what a
+kind without that feature does (no per-flow state, no routers, no options), so a kind
+states only what is its own. ``check`` refuses a kind that lacks a member the suite asks
+for, naming it, when the registry first loads it.
 """
 
 from __future__ import annotations
 
+from vnetbench.kinds.registry import ROUTERS
 from vnetbench.testbed.model import NetType
 
 COMMON_PROGRAMS = ("ip", "taskset", "ping")
@@ -59,12 +61,6 @@ class Kind:
     remote_bridges: str | None = None
     #: what enforces security groups when a port has port security on (provenance)
     firewall: str = ""
-    #: how it routes between vnets and to the external network (``kinds.l3``): "l3-agent"
-    #: (Neutron's legacy L3 agent: a router namespace on the network node, its ports plugged
-    #: as VM ports, NAT by iptables there), "external" (the vSwitch has no L3: a router
-    #: outside it, on a port, the same namespace), "ovn" (logical routers), "vrouter" (routes
-    #: leaked between the router's VRFs, every host routes); "": none yet (``no_routers`` says why)
-    routers: str = ""
     no_routers: str = ""
     #: why its routers cannot have an external gateway or floating IPs (north-south);
     #: "": they can (where ``routers`` is set)
@@ -94,13 +90,6 @@ class Kind:
         build it unfiltered and let a measurement pass for a filtered one."""
         return f"{self.name} does not enforce security groups on the embedded testbed yet"
 
-    def netns_update_security_groups(self, dep, ctx, groups) -> None:
-        """Apply the new rules of ``groups`` (names) on every host, as the kind's agent
-        does on the cloud's notification; return once applied."""
-        from vnetbench.errors import UnsupportedError
-        raise UnsupportedError(self.why_not_security_groups(None) or f"{self.name} cannot change "
-                               "security-group rules on a running testbed")
-
     def datapath(self, requested: str, caps) -> str | None:
         """The OVS datapath the kind runs on ('system' | 'netdev'); None: not OVS."""
         return None
@@ -115,27 +104,13 @@ class Kind:
         modelled system's idle timeouts; a kernel bridge keeps none."""
         return ()
 
-    # -- the netns backend --------------------------------------------------------------
+    # -- routers ---------------------------------------------------------------------
 
-    def netns_start(self, ctx) -> None:
-        """Start what can overlap the rest of bring-up (controller processes)."""
-
-    def netns_wire(self, ctx) -> None:
-        """Build every host's vSwitch for the testbed (after namespaces, underlay, VMs)."""
-        raise NotImplementedError
-
-    def netns_settle(self, dep, timeout: float) -> float:
-        """Wait until nothing queued by the last load is still being worked on (a
-        reactive agent's set-ups); the seconds waited. A kernel datapath queues nothing
-        that outlives its load."""
-        return 0.0
-
-    def netns_routers(self, ctx) -> None:
-        """Realise the testbed's routers (after its vSwitches; the external network's
-        links exist): the router namespaces of Neutron's legacy L3 agent, for a kind
-        whose ``routers`` is "l3-agent" or "external"."""
-        from vnetbench.kinds import l3agent
-        l3agent.namespace_routers(ctx)
+    @property
+    def routers(self) -> str:
+        """How it routes between vnets and to the external network: its line of
+        ``registry.ROUTERS`` (plain data the model reads too)."""
+        return ROUTERS.get(self.name, "")
 
     def why_not_north_south(self, testbed) -> str | None:
         """Why TESTBED's external gateways, external network or floating IPs cannot be
@@ -150,68 +125,9 @@ class Kind:
         return (f"routing: {routing} (seed 000's inter-VLAN testbeds) is not realised on {self.name}; "
                 "leave routing out for its own router")
 
-    def netns_svi(self, ctx, ri: int, router) -> None:
-        """Make the vSwitch of ROUTER's host an L3 switch for its vnets (``l3agent.svi``
-        with the kind's per-vnet interfaces)."""
-        raise NotImplementedError
-
-    def netns_remove_router_interface(self, dep, router, vnet: str) -> None:
-        """Remove ROUTER's interface on VNET as the kind's cloud does."""
-        from vnetbench.kinds import l3agent
-        l3agent.remove_interface(self, dep, router, vnet)
-
-    def netns_expire(self, dep, layers: set) -> None:
-        """Empty the flow state of LAYERS (``flow_layers``' names) on every host."""
-
-    def netns_remove_vnet(self, dep, ctx, vnet) -> None:
-        """Deprovision VNET the way this kind's cloud does; its VMs stay, unplugged."""
-        raise NotImplementedError
-
-    def netns_restart(self, dep, host) -> None:
-        """Restart HOST's vSwitch as an operator would, back when it forwards again."""
-        raise NotImplementedError
-
-    def netns_unplug(self, dep, host, port: str) -> None:
-        """Take a VM port off HOST's vSwitch (a migration's source side)."""
-        raise NotImplementedError
-
-    def netns_plug(self, dep, host, port: str, vm, k: int, nic) -> None:
-        """Plug a VM's port into HOST's vSwitch (a migration's destination side)."""
-        raise NotImplementedError
-
     #: what tells that a port added without a VM is programmed (the port_ready family:
     #: the real system's own signal); "" when the kind adds no such ports
     port_ready_signal: str = ""
-
-    def netns_port_reserved(self, testbed, vnet: str) -> set[str]:
-        """Addresses of VNET the kind's own services hold (beside VMs and routers): a new
-        port gets none of them."""
-        return set()
-
-    def netns_port_plug(self, dep, host, port: str, vm) -> None:
-        """Plug a port without a VM (VM: its stand-in) as the kind's agent or os-vif plugs a
-        VM's NIC, the kind's API call first where it has one (Neutron's port create)."""
-        self.netns_plug(dep, host, port, vm, 0, vm.nics[0])
-
-    def netns_port_unplug(self, dep, host, port: str, name: str) -> None:
-        """The inverse of ``netns_port_plug`` (NAME: the port's name)."""
-        self.netns_unplug(dep, host, port)
-
-    def netns_ports_ready(self, dep, host, ends) -> dict:
-        """Of HOST's port host ends ENDS, those the kind says are programmed: end -> the
-        time it says so (or None), from one query of its vSwitch."""
-        raise NotImplementedError
-
-    def netns_kernel_egress(self, dep, host, port: str):
-        """Context manager yielding (host name, port): what the vSwitch sends out of PORT
-        passes the host kernel's qdiscs for the block (a kernel bridge always does)."""
-        import contextlib
-        return contextlib.nullcontext((host.name, port))
-
-    #: controller fault operations: {"components": f(dep), "stop": f(dep, name, graceful),
-    #: "start": f(dep, name)[, "active": f(dep), "sync": f(dep, timeout)]}; None: none
-    def control(self) -> dict | None:
-        return None
 
     def expected_verdicts(self) -> dict[str, str]:
         """{matrix row id: verdict} the kind's documentation gives (the ``expected.yaml`` of
@@ -227,8 +143,6 @@ class Kind:
 
 #: what every kind must define itself (the rest has a default above)
 REQUIRED = ("name", "summary")
-#: what a kind must override (the base's raises)
-REALISED = ("netns_wire", "netns_remove_vnet", "netns_restart", "netns_unplug", "netns_plug")
 
 
 class KindError(TypeError):
@@ -245,9 +159,6 @@ def check(kind, registered_as: str) -> None:
     for attr in REQUIRED:
         if not getattr(kind, attr):
             raise KindError(f"{where}: missing {attr}")
-    for meth in REALISED:
-        if getattr(type(kind), meth) is getattr(Kind, meth):
-            raise KindError(f"{where}: missing {meth} (the netns backend calls it)")
     if not (kind.openstack_environment or kind.no_cloud):
         raise KindError(f"{where}: missing openstack_environment (or no_cloud: why there is none)")
     if (kind.options is None) != (kind.options_key is None) or \

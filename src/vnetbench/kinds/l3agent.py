@@ -1,6 +1,6 @@
 """Routers the way Neutron's legacy L3 agent makes them, for kinds whose ``routers`` is
 "l3-agent" (linuxbridge, ovs) or "external" (ovs-openflow: the same router, outside a
-vSwitch that has no L3); ``Kind.netns_routers`` calls it by default.
+vSwitch that has no L3); ``NetnsDriver.routers`` calls it by default.
 
 A router is a namespace on its host (``qrouter-<id>`` on Neutron's network node) whose
 interface NICs the builder made and the kind plugged like a VM's (``Testbed.attached``;
@@ -38,7 +38,7 @@ GATEWAY_DEV = "qg"            # the router's external NIC (Neutron's qg-<port>)
 def namespace_routers(ctx) -> None:
     """Each gateway host's external bridge (a Linux bridge holding its external link),
     then each router's namespace: what a kind whose ``routers`` is "l3-agent" or
-    "external" builds (``Kind.netns_routers``)."""
+    "external" builds (``NetnsDriver.routers``)."""
     tb, n = ctx.testbed, ctx.names
     for host in gateway_hosts(tb):
         with nsops.rtnl(n.host_ns(host)) as ns:
@@ -46,7 +46,7 @@ def namespace_routers(ctx) -> None:
             links.up(ns, n.ext_uplink, master=n.ext_bridge)
     for ri, router in enumerate(tb.routers):
         if router.routing == SVI:
-            ctx.kind.netns_svi(ctx, ri, router)
+            ctx.driver.svi(ctx, ri, router)
         else:               # the kind's router or a router on a stick: a namespace
             _router(ctx, ri, router)
 
@@ -109,13 +109,13 @@ def apply_nat(rns: str, router, fips, tb) -> str:
     return done.stdout
 
 
-def remove_interface(kind, dep, router, vnet: str) -> None:
+def remove_interface(driver, dep, router, vnet: str) -> None:
     """Neutron's remove_router_interface on the legacy agent: the router's port on VNET
     leaves the vSwitch (the kind unplugs it, as the agent's interface driver does), then
     its device goes, and with it the router's address and route there."""
     tb, n = dep.testbed, dep.names
     k = [p.vnet for p in router.ports].index(vnet)
     port = n.vm_port([v.name for v in tb.attached].index(router.name), k)
-    kind.netns_unplug(dep, tb.host(router.host), port)
+    driver.unplug(dep, tb.host(router.host), port)
     with nsops.rtnl(n.vm_ns(router.name)) as ns:
         ns.link("del", index=links.index(ns, n.vm_nic(k)))

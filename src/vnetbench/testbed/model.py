@@ -11,7 +11,7 @@ import functools
 import ipaddress
 from dataclasses import dataclass, field
 
-from vnetbench.kinds.registry import REGISTRY
+from vnetbench.kinds.registry import REGISTRY, ROUTERS
 
 
 class _Kind(str, enum.Enum):
@@ -312,13 +312,12 @@ class Testbed:
     @functools.cached_property
     def attached(self) -> tuple[Vm, ...]:
         """Everything whose NICs are ports of the vSwitches: the VMs, then, where the kind
-        routes in a namespace (``Kind.routers`` in NAMESPACE_ROUTERS), each router as its
+        routes in a namespace (``registry.ROUTERS`` in NAMESPACE_ROUTERS), each router as its
         namespace holding one port per interface (Neutron's legacy L3 agent plugs a
         router's qr- ports as a VM's; an OVN logical router has no port of its own), and
         each router on a stick (its subinterfaces; the kind puts them behind its trunk).
         Positions are the VMs' first, so a VM's index is the same in ``vms`` and here."""
-        from vnetbench import kinds
-        in_ns = kinds.get(self.vswitch.kind).routers in NAMESPACE_ROUTERS
+        in_ns = ROUTERS.get(str(self.vswitch.kind)) in NAMESPACE_ROUTERS
         return self.vms + tuple(router_holder(r) for r in self.routers
                                 if r.routing == STICK or (r.routing == ROUTER and in_ns))
 

@@ -1,7 +1,7 @@
 """``ovs-openflow``: a reactive OpenFlow controller (Floodlight v0.90 Forwarding +
 VirtualNetworkFilter, behind IVS's packet-in limit) over OVS (``floodlight``: the os-ken
 app; ``forwarding``: its decisions; ``netns``: controller processes and bridges;
-``options``: the ``openflow:`` block)."""
+``driver``: the netns backend's; ``options``: the ``openflow:`` block)."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ import math
 from vnetbench.kinds.ovs import Ovs
 from vnetbench.kinds.ovs_openflow import options
 from vnetbench.results.bound import Emulated
+from vnetbench.testbed.flowstate import FlowState
 
 
 class OvsOpenFlow(Ovs):
@@ -21,9 +22,9 @@ class OvsOpenFlow(Ovs):
     redundant_options = {"controllers": 2}
     emulated = Ovs.emulated + (Emulated("osken-", "", "the Floodlight model (an os-ken app, Python) "
                                         "handles every packet-in; Floodlight is compiled Java"),)
-    # Floodlight v0.90's Forwarding has no L3: tenants route through a router outside the
-    # fabric, on a port (router on a stick); the same namespace router as Neutron's agent's
-    routers = "external"
+    # routers "external" (registry.ROUTERS): Floodlight v0.90's Forwarding has no L3, so
+    # tenants route through a router outside the fabric, on a port; the same namespace
+    # router as Neutron's agent's
     switch_routing = ()               # Ovs's svi/stick wiring is in its own transaction
     remote_bridges = None             # its controller is not built on a remote hypervisor
     openstack_environment = "openflow-controller"
@@ -45,49 +46,10 @@ class OvsOpenFlow(Ovs):
                 "faithful realisation in this model (docs/security-groups.md)")
 
     def flow_layers(self, testbed):
-        from vnetbench.testbed.flowstate import FlowState
         idle = testbed.vswitch.options.idle_timeout or math.inf
         return (FlowState("controller", idle,
                           "Floodlight FLOWMOD_DEFAULT_IDLE_TIMEOUT (openflow.idle_timeout)"),
                 *super().flow_layers(testbed))
-
-    def netns_start(self, ctx):
-        from vnetbench.kinds.ovs_openflow import netns
-        netns.start(ctx)
-
-    def netns_wire(self, ctx):
-        from vnetbench.kinds.ovs_openflow import netns
-        netns.wire(ctx)
-
-    def netns_expire(self, dep, layers):
-        if "controller" in layers:
-            from vnetbench.kinds.ovs_openflow import netns
-            netns.expire_flows(dep)
-        super().netns_expire(dep, layers)
-
-    def netns_remove_vnet(self, dep, ctx, vnet):
-        """The controller deletes the network (VNF forgets its MACs, the flows to and from
-        them go), then the ports leave as on ovs."""
-        from vnetbench.kinds.ovs_openflow import netns
-        netns.remove_vnet(dep, vnet.name)
-        super().netns_remove_vnet(dep, ctx, vnet)
-
-    def _reprogrammed(self, dep, host, since, before):
-        """The controller sets the bridge up again when it reconnects; then the Controller
-        rows' settings are put in force again (a new ovs-vswitchd starts at OVS's defaults:
-        ``OvsHost.controller_settings_in_force``)."""
-        from vnetbench.kinds.ovs_openflow import netns
-        from vnetbench.testbed.netns.context import context
-        netns.wait_ready(dep.run.dir, [netns.dpid(dep.testbed.hosts.index(host))], since=since)
-        netns.OpenFlowHost(context(dep), host).controller_settings_in_force()
-
-    def _port_columns(self, dep, nic):
-        return []                   # the controller tags, not the port
-
-    def control(self):
-        from vnetbench.kinds.ovs_openflow import netns
-        return {"components": netns.instances, "stop": netns.stop_instance,
-                "start": netns.start_instance}
 
 
 def osken_missing() -> str | None:

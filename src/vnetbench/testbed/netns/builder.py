@@ -57,7 +57,7 @@ class _Build(Context):
         progress(f"run {self.run.run_id}: {len(tb.hosts)} hosts, {len(tb.vms)} VMs, "
                  f"{tb.vswitch.kind} over {tb.network.type}")
         self._namespaces()
-        self.kind.netns_start(self)       # a controller's imports overlap the rest of the bring-up
+        self.driver.start(self)       # a controller's imports overlap the rest of the bring-up
         self._underlay()
         if mgmt.needed(tb):
             mgmt.build(self)
@@ -66,10 +66,10 @@ class _Build(Context):
             l3.external_links(self)
         l3.trunk_links(self)
         progress(f"namespaces and links ready ({time.monotonic() - t0:.2f} s)")
-        self.kind.netns_wire(self)
+        self.driver.wire(self)
         progress(f"vSwitches ready ({time.monotonic() - t0:.2f} s)")
         if tb.routers:
-            self.kind.netns_routers(self)
+            self.driver.routers(self)
             l3.default_routes(self)
             progress(f"routers ready ({time.monotonic() - t0:.2f} s)")
         self.run.write_meta(status="up", up_seconds=time.monotonic() - t0,

@@ -1,4 +1,4 @@
-"""What a kind's netns wiring knows about a build (``Kind.netns_wire`` gets it): the
+"""What a kind's netns wiring knows about a build (``NetnsDriver.wire`` gets it): the
 run, the testbed, its names and indices. The builder extends it with the build steps;
 a running testbed gets one from ``context(dep)`` for changes after bring-up."""
 
@@ -22,6 +22,7 @@ class Context:
     def __init__(self, run: Run, testbed: Testbed, caps):
         self.run, self.testbed, self.caps = run, testbed, caps
         self.kind = kinds.of(testbed)
+        self.driver = kinds.netns_driver(testbed)
         self.names = Names(run.run_id)
         self._vnet_i = {v.name: i for i, v in enumerate(testbed.vnets)}
         self._host_i = {h.name: i for i, h in enumerate(testbed.hosts)}

@@ -76,7 +76,7 @@ class Deployment(RunDeployment):
         """The kind keeps the port's transmit in the kernel for the block (an AF_XDP port
         becomes an AF_PACKET one: AF_XDP transmits below the qdiscs)."""
         host, port = self.vm_port(vm, nic)
-        return kinds.of(self.testbed).netns_kernel_egress(self, self.testbed.host(host), port)
+        return kinds.netns_driver(self.testbed).kernel_egress(self, self.testbed.host(host), port)
 
     def vm_port(self, vm: str, nic: int = 0) -> tuple[str, str]:
         v = self.testbed.vm(vm)
@@ -120,22 +120,22 @@ class Deployment(RunDeployment):
     def expire_flows(self, layers=None) -> None:
         """Empty the flow state of LAYERS (vnetbench.testbed.flowstate: "datapath",
         "controller", "agent"; None: every layer the kind has) on every host, the way the
-        kind holds it (``Kind.netns_expire``)."""
+        kind holds it (``NetnsDriver.expire``)."""
         from vnetbench.testbed import flowstate
         layers = {s.layer for s in flowstate.layers(self.testbed)} if layers is None else set(layers)
-        kinds.of(self.testbed).netns_expire(self, layers)
+        kinds.netns_driver(self.testbed).expire(self, layers)
 
     def settle(self, timeout: float = 5.0) -> float:
-        """The kind's own idea of idle (``Kind.netns_settle``)."""
-        return kinds.of(self.testbed).netns_settle(self, timeout)
+        """The kind's own idea of idle (``NetnsDriver.settle``)."""
+        return kinds.netns_driver(self.testbed).settle(self, timeout)
 
     def cpu_probe(self, wait: bool = True) -> Path | None:
         from vnetbench.testbed.netns import cpuprobe
         return cpuprobe.ensure(self, wait=wait)
 
     def restart_vswitch(self, host: str) -> None:
-        """The kind's restart of HOST's vSwitch (``Kind.netns_restart``)."""
-        kinds.of(self.testbed).netns_restart(self, self.testbed.host(host))
+        """The kind's restart of HOST's vSwitch (``NetnsDriver.restart``)."""
+        kinds.netns_driver(self.testbed).restart(self, self.testbed.host(host))
 
     def set_mgmt_link(self, host: str, up: bool) -> None:
         mgmt.set_link(self, host, up=up)
@@ -165,7 +165,7 @@ class Deployment(RunDeployment):
                                  f"IP {in_use[0].ip} of VM {in_use[0].vm!r} (Neutron refuses to remove it); "
                                  "remove another interface")
         self.run.record("router_interface_removed", router=r.name, vnet=vnet)
-        kinds.of(self.testbed).netns_remove_router_interface(self, r, vnet)
+        kinds.netns_driver(self.testbed).remove_router_interface(self, r, vnet)
         removed = self.run.meta().get("removed_router_interfaces", [])
         self.run.write_meta(removed_router_interfaces=[*removed, [r.name, vnet]])
 
@@ -181,7 +181,7 @@ class Deployment(RunDeployment):
         self.testbed, changed = replaced(before, groups, self.run_id)
         t0 = time.monotonic()
         try:
-            kinds.of(self.testbed).netns_update_security_groups(self, context(self), changed)
+            kinds.netns_driver(self.testbed).update_security_groups(self, context(self), changed)
         except BaseException:
             self.testbed = before
             raise

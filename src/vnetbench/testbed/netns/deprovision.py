@@ -1,5 +1,5 @@
 """Deprovisioning a vnet from a running testbed, the way each kind's cloud does it
-(``Kind.netns_remove_vnet``: linuxbridge removes the vnet's bridge, ovs its ports, OVN
+(``NetnsDriver.remove_vnet``: linuxbridge removes the vnet's bridge, ovs its ports, OVN
 deletes the logical switch, a controller forgets the network first). The VMs stay,
 their NICs unplugged. Nothing is created, so there is nothing to undo.
 """
@@ -11,4 +11,4 @@ from vnetbench.testbed.netns.context import context
 
 
 def remove(dep, vnet) -> None:
-    kinds.of(dep).netns_remove_vnet(dep, context(dep), vnet)
+    kinds.netns_driver(dep).remove_vnet(dep, context(dep), vnet)

@@ -1,5 +1,5 @@
 """The external network, external hosts and the VMs' default routes on the netns backend,
-for every kind that routes; the routers themselves are the kind's (``Kind.netns_routers``:
+for every kind that routes; the routers themselves are the kind's (``NetnsDriver.routers``:
 the namespaces of Neutron's legacy L3 agent in ``kinds/l3agent.py``, OVN's logical
 routers in ``kinds/ovn/routers.py``).
 

@@ -7,7 +7,7 @@ into the new host's namespace, attach it to that vSwitch the way the kind plugs 
 VM (ovs: access port with the vnet's local tag; ovs-openflow: a plain port, the
 controller sees port-status and, from the VM's announcement, the new attachment
 point; ovn: iface-id, ovn-controller claims the logical port; linuxbridge: the
-vnet's bridge: ``Kind.netns_plug``). Then the VM announces itself as QEMU does after a live migration:
+vnet's bridge: ``NetnsDriver.plug``). Then the VM announces itself as QEMU does after a live migration:
 RARP broadcasts from its MAC, so learning switches and controllers find it.
 
 * live: the VM keeps running (its namespace and processes never stop);
@@ -83,11 +83,11 @@ def move(dep, vm: str, to_host: str) -> None:
 
 
 def _detach(dep, host, port) -> None:
-    kinds.of(dep).netns_unplug(dep, host, port)
+    kinds.netns_driver(dep).unplug(dep, host, port)
 
 
 def _attach(dep, host, port, vm, k, nic) -> None:
-    kinds.of(dep).netns_plug(dep, host, port, vm, k, nic)
+    kinds.netns_driver(dep).plug(dep, host, port, vm, k, nic)
 
 
 def set_nics(dep, vm: str, up: bool) -> None:

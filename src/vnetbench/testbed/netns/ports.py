@@ -3,7 +3,7 @@
 A port is what os-vif leaves on a hypervisor when Nova plugs a VM's NIC, without the
 VM: a namespace of the run (``vnb-<run>-p-<i>``) holding one veth end (``eth0``, its
 MAC and address, up), the other end in the host's namespace plugged into the host's
-vSwitch exactly as the kind plugs a VM's NIC (``Kind.netns_plug``: ovs, an access port
+vSwitch exactly as the kind plugs a VM's NIC (``NetnsDriver.plug``: ovs, an access port
 with the vnet's local VLAN; ovn, an OVS port with ``external_ids:iface-id`` after the
 logical switch port is created in the NB database, as Neutron does first; linuxbridge,
 a port of the vnet's bridge). Nothing runs inside: the kernel answers the probe. On
@@ -53,7 +53,7 @@ def free_addresses(testbed, vnet: str, taken) -> list:
     net = testbed.vnet(vnet).cidr
     used = {str(n.ip) for v in testbed.vms for n in v.nics} | set(taken)
     used |= {str(p.ip) for r in testbed.routers for p in r.ports if p.vnet == vnet}
-    used |= kinds.of(testbed).netns_port_reserved(testbed, vnet)
+    used |= kinds.netns_driver(testbed).port_reserved(testbed, vnet)
     return [a for a in list(net.hosts())[1:] if str(a) not in used]
 
 
@@ -86,7 +86,7 @@ def add(dep, host: str, vnet: str) -> dict:
         dep.run.write_meta(ports={**ports, name: port}, ports_next=index + 1)
         dep.run.record("netns", name=ns)          # journaled before it exists
     _namespace(dep, port, v.cidr.prefixlen)
-    kinds.of(tb).netns_port_plug(dep, h, end, stand_in(port))
+    kinds.netns_driver(tb).port_plug(dep, h, end, stand_in(port))
     return port
 
 
@@ -120,7 +120,7 @@ def remove(dep, name: str) -> None:
         raise VnetbenchError(f"run {dep.run_id} has no added port {name!r}")
     port = ports[name]
     tb = dep.testbed
-    kinds.of(tb).netns_port_unplug(dep, tb.host(port["host"]), port["host_end"], name)
+    kinds.netns_driver(tb).port_unplug(dep, tb.host(port["host"]), port["host_end"], name)
     _undo_netns(dep.run, {"name": port["netns"]})
     with _META:
         rest = dict(dep.run.meta().get("ports", {}))
@@ -133,7 +133,7 @@ def ready(dep, host: str, names) -> dict:
     says so (or None): one query of the host's vSwitch per call (vnetbench.testbed.readiness)."""
     ports = dep.run.meta().get("ports", {})
     ends = {ports[n]["host_end"]: n for n in names}
-    found = kinds.of(dep.testbed).netns_ports_ready(dep, dep.testbed.host(host), ends)
+    found = kinds.netns_driver(dep.testbed).ports_ready(dep, dep.testbed.host(host), ends)
     return {ends[e]: at for e, at in found.items()}
 
 
