@@ -124,7 +124,7 @@ def test_a_daemons_last_error_line_is_the_exception_not_oslos_closing_line():
     log = DATA / "nova-compute-domain-race.log"        # recorded: nova-compute died at start
     assert _tail(log).endswith("libvirt.libvirtError: Domain not found: no domain with matching "
                                "uuid '85160f9c-f3a6-4421-b14e-dda9e8f793eb' (vnb-aa1da6-same-b)")
-    from vnetbench.aio.cloud import RACE
+    from vnetbench.aio.resources import RACE
     assert any(RACE in ln for ln in log_lines(log, 60))
 
 

@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 from vnetbench import state
-from vnetbench.errors import VnetbenchError
+from vnetbench.errors import PrerequisiteError, VnetbenchError
 from vnetbench.linux import proc
 
 MARKER = "VNETBENCH_AIO"
@@ -163,3 +163,17 @@ def _signal_group(entry: dict, sig) -> None:
             os.kill(entry["pid"], sig)
         except OSError:
             pass
+
+def run(argv, what: str, timeout_s: float = 600, env=None, input=None) -> str:
+    """ARGV's output; a missing program, a timeout or a failure is one line naming WHAT."""
+    try:
+        done = subprocess.run(list(map(str, argv)), capture_output=True, text=True,
+                              timeout=timeout_s, env={**os.environ, **(env or {})}, input=input)
+    except FileNotFoundError:
+        raise PrerequisiteError(f"aio: {argv[0]} not found; run 'make install'") from None
+    except subprocess.TimeoutExpired:
+        raise VnetbenchError(f"aio: {what} did not finish within {timeout_s:g} s") from None
+    if done.returncode != 0:
+        tail = (done.stderr.strip() or done.stdout.strip() or "no output").splitlines()[-1]
+        raise VnetbenchError(f"aio: {what} failed (exit {done.returncode}): {tail[:300]}")
+    return done.stdout
