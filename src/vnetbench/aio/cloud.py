@@ -23,7 +23,7 @@ from pathlib import Path
 from vnetbench.aio import conf
 from vnetbench.aio.conf import Layout
 from vnetbench.aio.nodes import OVS_DAEMONS, Nodes
-from vnetbench.aio.procs import Daemons, Journal, alive, port_free, run, stop, wait_port
+from vnetbench.aio.procs import Daemons, Journal, alive, command, port_free, stop, wait_port
 from vnetbench.aio.resources import Resources
 from vnetbench.aio.services import Services
 from vnetbench.errors import PrerequisiteError, VnetbenchError
@@ -169,7 +169,7 @@ class Aio(Nodes, Services, Resources):
                 raise VnetbenchError(f"aio: namespace {node.netns} exists (another AIO of run "
                                      f"{self.lay.run_id}?); take it down first")
         nets = [ipaddress.ip_network(c) for c in self.lay.subnets()]
-        addrs = run(["ip", "-o", "addr", "show"], "ip addr")
+        addrs = command(["ip", "-o", "addr", "show"], "ip addr")
         for line in addrs.splitlines():
             parts = line.split()
             for net in nets:
@@ -231,13 +231,13 @@ class Aio(Nodes, Services, Resources):
             for e in entries:
                 if e["kind"] == "netns" and Path("/run/netns", e["name"]).exists():
                     try:        # its veths go with it
-                        run(["ip", "netns", "delete", e["name"]], f"deleting netns {e['name']}")
+                        command(["ip", "netns", "delete", e["name"]], f"deleting netns {e['name']}")
                     except VnetbenchError as exc:
                         problems.append(str(exc))
             for e in entries:   # a veth whose peer never reached its namespace
                 if e["kind"] == "link" and Path("/sys/class/net", e["name"]).exists():
                     try:
-                        run(["ip", "link", "del", e["name"]], f"deleting link {e['name']}")
+                        command(["ip", "link", "del", e["name"]], f"deleting link {e['name']}")
                     except VnetbenchError as exc:
                         # a namespace is destroyed after 'ip netns delete' returns, its veths'
                         # peers with it: one can vanish between the look and the delete

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from vnetbench.aio import conf
 from vnetbench.aio.conf import Node
-from vnetbench.aio.procs import alive, run, stop
+from vnetbench.aio.procs import alive, command, stop
 from vnetbench.errors import VnetbenchError
 from vnetbench.linux import libvirtd
 
@@ -32,7 +32,7 @@ class Nodes:
 
     def vsctl(self, *args, what="ovs-vsctl", node: Node | None = None) -> str:
         node = node or self.lay.nodes[0]
-        return run(["ovs-vsctl", f"--db={node.ovsdb}", "--timeout=20", *args], what,
+        return command(["ovs-vsctl", f"--db={node.ovsdb}", "--timeout=20", *args], what,
                     env=self.ovs_env(node))
 
     def _in(self, node: Node, net: bool = True) -> list[str]:
@@ -81,24 +81,24 @@ class Nodes:
         own /run/libvirt, /var/lib/libvirt, /var/log/libvirt and /etc/libvirt/qemu."""
         ns = node.netns
         self.journal.record("netns", name=ns, node=node.name)
-        run(["ip", "netns", "add", ns], f"netns {ns}")
+        command(["ip", "netns", "add", ns], f"netns {ns}")
         inside = ["ip", "netns", "exec", ns]
         for kind, inner in Node.INNER.items():
             link = node.link(kind)
             self.journal.record("link", name=link)
-            run(["ip", "link", "add", link, "type", "veth", "peer", "name", inner, "netns", ns],
+            command(["ip", "link", "add", link, "type", "veth", "peer", "name", inner, "netns", ns],
                  f"veth {link}")
-            run(["ip", "link", "set", link, "up"], f"{link} up")
+            command(["ip", "link", "set", link, "up"], f"{link} up")
             if kind != "m":     # in OVS netdev bridges: no checksum left to offload
-                run(["ethtool", "-K", link, "tx", "off"], f"ethtool on {link}")
-                run([*inside, "ethtool", "-K", inner, "tx", "off"], f"ethtool on {inner} in {ns}")
+                command(["ethtool", "-K", link, "tx", "off"], f"ethtool on {link}")
+                command([*inside, "ethtool", "-K", inner, "tx", "off"], f"ethtool on {inner} in {ns}")
         ours, theirs = node.mgmt
-        run(["ip", "addr", "add", f"{ours}/30", "dev", node.link("m")], f"address on {node.link('m')}")
-        run([*inside, "ip", "addr", "add", f"{theirs}/30", "dev", Node.INNER["m"]], f"address in {ns}")
+        command(["ip", "addr", "add", f"{ours}/30", "dev", node.link("m")], f"address on {node.link('m')}")
+        command([*inside, "ip", "addr", "add", f"{theirs}/30", "dev", Node.INNER["m"]], f"address in {ns}")
         for dev in ("lo", *Node.INNER.values()):
-            run([*inside, "ip", "link", "set", dev, "up"], f"{dev} up in {ns}")
+            command([*inside, "ip", "link", "set", dev, "up"], f"{dev} up in {ns}")
         # node 1's migration address (its end of node 2's link) from every node
-        run([*inside, "ip", "route", "add", "default", "via", ours], f"default route in {ns}")
+        command([*inside, "ip", "route", "add", "default", "via", ours], f"default route in {ns}")
         binds = []
         first = self.lay.nodes[0]
         if first.migration_addr:    # the machine's libvirtd for a peer-to-peer migration to node 1
@@ -127,7 +127,7 @@ class Nodes:
         underlay bridge with its underlay link and tunnel endpoint address."""
         run = node.ovs_run
         run.mkdir(parents=True, exist_ok=True)
-        run(["ovsdb-tool", "create", run / "conf.db", OVS_SCHEMA], "ovsdb-tool create")
+        command(["ovsdb-tool", "create", run / "conf.db", OVS_SCHEMA], "ovsdb-tool create")
         self._start_ovs(node)
         self.vsctl("--no-wait", "set", "open_vswitch", ".",
                    f"external_ids:vnetbench-aio={self.lay.run_id}", node=node)
@@ -139,14 +139,14 @@ class Nodes:
                    what=f"bridges of node {node.name}", node=node)
         inside = ["ip", "netns", "exec", node.netns]
         self._underlay_address(node, inside)
-        run([*inside, "ip", "link", "set", node.br_phys, "up"], f"{node.br_phys} up")
+        command([*inside, "ip", "link", "set", node.br_phys, "up"], f"{node.br_phys} up")
 
     def _underlay_address(self, node: Node, inside: list[str]) -> None:
         br = node.br_underlay
         plen = ipaddress.ip_network(self.lay.underlay_cidr).prefixlen
-        run([*inside, "ip", "addr", "add", f"{node.underlay_ip}/{plen}", "dev", br], f"address on {br}")
-        run([*inside, "ip", "link", "set", br, "up"], f"{br} up")
-        run([*inside, "ethtool", "-K", br, "tx", "off"], f"ethtool on {br}")
+        command([*inside, "ip", "addr", "add", f"{node.underlay_ip}/{plen}", "dev", br], f"address on {br}")
+        command([*inside, "ip", "link", "set", br, "up"], f"{br} up")
+        command([*inside, "ethtool", "-K", br, "tx", "off"], f"ethtool on {br}")
 
     def _node_underlay_hub(self) -> None:
         """Node 1's underlay bridge (its tunnel endpoint) and the other nodes' underlay and
@@ -172,13 +172,13 @@ class Nodes:
         macs = {}
         for node in nodes:
             inside = [] if node.primary else ["ip", "netns", "exec", node.netns]
-            macs[node.index] = run([*inside, "cat", f"/sys/class/net/{node.br_underlay}/address"],
+            macs[node.index] = command([*inside, "cat", f"/sys/class/net/{node.br_underlay}/address"],
                                     f"MAC of {node.br_underlay}").strip()
         for node in nodes:
             ctl = ["ovs-appctl", "-t", str(node.ovs_run / "ovs-vswitchd.ctl")]
             for peer in nodes:
                 if peer is not node:
-                    run([*ctl, "tnl/neigh/set", node.br_underlay, peer.underlay_ip, macs[peer.index]],
+                    command([*ctl, "tnl/neigh/set", node.br_underlay, peer.underlay_ip, macs[peer.index]],
                          f"tnl/neigh/set on node {node.name}")
 
     def _node_libvirt(self, node: Node) -> None:
@@ -193,7 +193,7 @@ class Nodes:
                 break
             self.daemons.check(f"{node.name}-libvirtd", entry)
             time.sleep(0.1)
-        name = run(["virsh", "-c", node.libvirt_uri, "hostname"], f"virsh hostname of {node.name}",
+        name = command(["virsh", "-c", node.libvirt_uri, "hostname"], f"virsh hostname of {node.name}",
                     timeout_s=60).strip()
         if name != node.host:
             raise VnetbenchError(f"aio: node {node.name}'s libvirtd says its hostname is {name!r}, "
@@ -203,7 +203,7 @@ class Nodes:
         run = self.lay.ovs_run
         run.mkdir(parents=True, exist_ok=True)
         db = run / "conf.db"
-        run(["ovsdb-tool", "create", db, OVS_SCHEMA], "ovsdb-tool create")
+        command(["ovsdb-tool", "create", db, OVS_SCHEMA], "ovsdb-tool create")
         self._start_ovs()
         for node in self.lay.nodes[1:]:
             self._node_ovs(node)
@@ -213,10 +213,10 @@ class Nodes:
         self.journal.record("bridge", name=br)
         self.vsctl("add-br", br, "--", "set", "bridge", br, "datapath_type=netdev",
                    f"external_ids:vnetbench-aio={self.lay.run_id}", what=f"creating bridge {br}")
-        run(["ip", "addr", "add", self.lay.host_cidr, "dev", br], f"address on {br}")
-        run(["ip", "link", "set", br, "up"], f"{br} up")
+        command(["ip", "addr", "add", self.lay.host_cidr, "dev", br], f"address on {br}")
+        command(["ip", "link", "set", br, "up"], f"{br} up")
         # the userspace datapath does not fill in checksums the kernel left to offload
-        run(["ethtool", "-K", br, "tx", "off"], f"ethtool on {br}")
+        command(["ethtool", "-K", br, "tx", "off"], f"ethtool on {br}")
         self._outside()
         if len(self.lay.nodes) > 1:
             self._node_underlay_hub()
@@ -233,16 +233,16 @@ class Nodes:
         lay = self.lay
         ns, link = lay.outside_netns, lay.outside_link
         self.journal.record("netns", name=ns)
-        run(["ip", "netns", "add", ns], f"netns {ns}")
-        run(["ip", "link", "add", link, "type", "veth", "peer", "name", "eth0", "netns", ns],
+        command(["ip", "netns", "add", ns], f"netns {ns}")
+        command(["ip", "link", "add", link, "type", "veth", "peer", "name", "eth0", "netns", ns],
              f"veth {link}")
         inside = ["ip", "netns", "exec", ns]
-        run([*inside, "ip", "addr", "add", lay.outside_cidr, "dev", "eth0"], f"address in {ns}")
+        command([*inside, "ip", "addr", "add", lay.outside_cidr, "dev", "eth0"], f"address in {ns}")
         for dev in ("lo", "eth0"):
-            run([*inside, "ip", "link", "set", dev, "up"], f"{dev} up in {ns}")
+            command([*inside, "ip", "link", "set", dev, "up"], f"{dev} up in {ns}")
         # its own TCP segments leave with full checksums (the userspace datapath fills none in)
-        run([*inside, "ethtool", "-K", "eth0", "tx", "off"], f"ethtool in {ns}")
-        run(["ip", "link", "set", link, "up"], f"{link} up")
+        command([*inside, "ethtool", "-K", "eth0", "tx", "off"], f"ethtool in {ns}")
+        command(["ip", "link", "set", link, "up"], f"{link} up")
         # an access port of the external network's VLAN on the provider bridge
         self.vsctl("add-port", lay.br_phys, link, "--", "set", "port", link,
                    f"tag={conf.EXTERNAL_VLAN}", what=f"port {link} on {lay.br_phys}")
@@ -289,7 +289,7 @@ class Nodes:
             ctl = ["ovs-appctl", "-t", str(run / "ovs-vswitchd.ctl")]
             dps = subprocess.run([*ctl, "dpctl/dump-dps"], capture_output=True, text=True, timeout=30)
             for dp in dps.stdout.split() if dps.returncode == 0 else []:
-                run([*ctl, "dpctl/del-dp", dp], f"deleting datapath {dp}", timeout_s=30)
+                command([*ctl, "dpctl/del-dp", dp], f"deleting datapath {dp}", timeout_s=30)
         except VnetbenchError as exc:
             problems.append(str(exc))
         return problems + stop(ovs, marker=None)

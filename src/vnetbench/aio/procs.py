@@ -164,7 +164,7 @@ def _signal_group(entry: dict, sig) -> None:
         except OSError:
             pass
 
-def run(argv, what: str, timeout_s: float = 600, env=None, input=None) -> str:
+def command(argv, what: str, timeout_s: float = 600, env=None, input=None) -> str:
     """ARGV's output; a missing program, a timeout or a failure is one line naming WHAT."""
     try:
         done = subprocess.run(list(map(str, argv)), capture_output=True, text=True,

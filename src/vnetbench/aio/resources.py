@@ -14,7 +14,7 @@ from pathlib import Path
 import yaml
 
 from vnetbench.aio import conf
-from vnetbench.aio.procs import _tail, alive, log_lines, run
+from vnetbench.aio.procs import _tail, alive, command, log_lines
 from vnetbench.errors import VnetbenchError
 
 CLOUD, DEMO = "vnetbench-aio", "vnetbench-aio-demo"
@@ -169,7 +169,7 @@ class Resources:
         return sum(s.binary == "nova-compute" and s.state == "up" for s in c.compute.services())
 
     def _discover_hosts(self) -> None:
-        run(["nova-manage", "--config-file", self.lay.conf_path("nova"), "cell_v2",
+        command(["nova-manage", "--config-file", self.lay.conf_path("nova"), "cell_v2",
               "discover_hosts"], "nova-manage cell_v2 discover_hosts", timeout_s=120)
 
     def _write_clouds_yaml(self) -> None:

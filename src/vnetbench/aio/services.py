@@ -14,7 +14,7 @@ import threading
 from pathlib import Path
 
 from vnetbench.aio import conf
-from vnetbench.aio.procs import MARKER, run, wait_port
+from vnetbench.aio.procs import MARKER, command, wait_port
 from vnetbench.errors import VnetbenchError
 from vnetbench.linux import libvirtd
 
@@ -23,7 +23,7 @@ class Services:
     def _mariadb(self) -> None:
         data = self.lay.data("mysql")
         sock = self.state / "mysql.sock"
-        run(["mariadb-install-db", "--no-defaults", f"--datadir={data}", "--user=root",
+        command(["mariadb-install-db", "--no-defaults", f"--datadir={data}", "--user=root",
               "--auth-root-authentication-method=normal", "--skip-test-db"], "mariadb-install-db")
         self._start("mariadb", ["mariadbd", "--no-defaults", f"--datadir={data}", "--user=root",
                                 f"--socket={sock}", f"--port={self.lay.port('mysql')}",
@@ -37,7 +37,7 @@ class Services:
                f"ALTER USER 'root'@'127.0.0.1' IDENTIFIED BY '{pw}'",
                "GRANT ALL ON *.* TO 'root'@'127.0.0.1' WITH GRANT OPTION"]
         sql += [f"CREATE DATABASE {db} CHARACTER SET utf8" for db in conf.DATABASES]
-        run(["mariadb", "--no-defaults", f"--socket={sock}", "-uroot", "-e", "; ".join(sql)],
+        command(["mariadb", "--no-defaults", f"--socket={sock}", "-uroot", "-e", "; ".join(sql)],
              "creating the databases")
 
     def _rabbitmq(self) -> None:
@@ -65,12 +65,12 @@ class Services:
     def _keystone(self) -> None:
         cfg = self.lay.conf_path("keystone")
         manage = ["keystone-manage", "--config-file", cfg]
-        run([*manage, "db_sync"], "keystone-manage db_sync")
+        command([*manage, "db_sync"], "keystone-manage db_sync")
         for what in ("fernet_setup", "credential_setup"):
-            run([*manage, what, "--keystone-user", "root", "--keystone-group", "root"],
+            command([*manage, what, "--keystone-user", "root", "--keystone-group", "root"],
                  f"keystone-manage {what}")
         url = self.lay.url("keystone", "/v3/")
-        run([*manage, "bootstrap", "--bootstrap-password", self.lay.password,
+        command([*manage, "bootstrap", "--bootstrap-password", self.lay.password,
               "--bootstrap-admin-url", url, "--bootstrap-internal-url", url,
               "--bootstrap-public-url", url, "--bootstrap-region-id", conf.REGION],
              "keystone-manage bootstrap")
@@ -130,12 +130,12 @@ class Services:
         """The schema migrations run beside the next steps (they need only MariaDB)."""
         self._sync_error: list[Exception] = []
 
-        def run():
+        def sync():
             try:
                 self._db_sync()
             except Exception as exc:          # re-raised by _db_sync_wait
                 self._sync_error.append(exc)
-        self._sync = threading.Thread(target=run, daemon=True)
+        self._sync = threading.Thread(target=sync, daemon=True)
         self._sync.start()
 
     def _db_sync_wait(self) -> None:
