@@ -197,6 +197,40 @@ def test_a_udp_senders_output_carries_the_receivers_own_intervals():
     assert load("udp-b500m.json")["receiver_samples_gbps"] is None   # no server output: none
 
 
+def _with_server_wait(seconds: float, mbps: float) -> str:
+    """udp-b20m-server-output.json (a 2 s test) with one more server interval after the
+    client's 2 s: the wait for a TEST_END that a full shaper queue dropped and TCP sent
+    again ~1 s later, holding only that queue's drain."""
+    d = json.loads((DATA / "udp-b20m-server-output.json").read_text())
+    last = d["server_output_json"]["intervals"][-1]
+    extra = json.loads(json.dumps(last))
+    start = last["sum"]["end"]
+    for part in [extra["sum"], *extra["streams"]]:
+        part.update(start=start, end=start + seconds, seconds=seconds,
+                    bits_per_second=mbps * 1e6, bytes=int(mbps * 1e6 * seconds / 8))
+    d["server_output_json"]["intervals"].append(extra)
+    return json.dumps(d)
+
+
+@pytest.mark.parametrize("wait_s", [0.05, 0.95, 1.0, 1.3])
+def test_the_servers_wait_for_test_end_is_not_a_sample(wait_s):
+    """Only the client's -t seconds are samples: a whole interval of waiting for TEST_END
+    (8.27 instead of 9.7 Mbit/s on a 10 Mbit/s limit, the mean of the steady seconds with
+    that wait among them) is left out as a short one always was."""
+    r = iperf3.parse(_with_server_wait(wait_s, 1.06))
+    assert len(r["receiver_samples_gbps"]) == 2
+    assert all(0.019 < g < 0.021 for g in r["receiver_samples_gbps"])
+
+
+def test_a_recorded_resent_test_end_leaves_the_stream_s_seconds_only():
+    """Recorded: behind a 10 Mbit/s shaper flooded at 20, TEST_END was tail-dropped and
+    resent; the server's eighth interval (0.21 s, 5.2 Mbit/s: the queue's drain over the
+    wait) is no sample, the client's 7 s are."""
+    r = load("udp-shaped-test-end-resent.json")
+    assert len(r["receiver_samples_gbps"]) == 7
+    assert all(0.0095 < g < 0.0099 for g in r["receiver_samples_gbps"])
+
+
 def test_server_output_is_asked_for_in_the_argv():
     argv = iperf3.client_command(iperf3.ClientParams(dest="198.18.0.2", protocol="udp",
                                                      bitrate_bps=20_000_000, server_output=True))
