@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from hypothesis import Phase, given, settings
+from hypothesis import Phase, example, given, settings
 from hypothesis import strategies as st
 
 from test_capacity_files import HOSTS, WORKLOAD
@@ -154,7 +154,8 @@ def broken(draw, kind: str):
         n = draw(st.sampled_from([node["maxItems"] + 1, 20_000, 100_000]))
         item = (_at(doc, (key,)) or [None])[0] if isinstance(doc.get(key), list) else None
         line = "- " + json.dumps(item if item is not None else 1) + "\n"
-        rest = yaml.safe_dump({k: v for k, v in doc.items() if k != key})
+        others = {k: v for k, v in doc.items() if k != key}
+        rest = yaml.safe_dump(others) if others else ""     # not "{}": a flow map, then a block key
         return rest + f"{key}:\n" + line * n, [(f"{key}: more than {node['maxItems']} items",
                                                  "is larger than 4096 KiB")]
     if strings:
@@ -212,6 +213,8 @@ def test_a_broken_workload_is_refused_in_one_line(tmp_path_factory, case):
 
 @settings(**QUICK)
 @given(broken("hosts"))
+@example(("hosts:\n" + '- {"name": "h", "cores": 2, "memory_mb": 2048, "vswitch": "b"}\n' * 1025,
+          [("hosts: more than 1024 items", "is larger than 4096 KiB")]))   # nothing but the list
 def test_a_broken_hosts_file_is_refused_in_one_line(tmp_path_factory, case):
     _refused(tmp_path_factory.mktemp("h"), "hosts", case)
 
