@@ -16,7 +16,7 @@ from vnetbench.errors import BuildError, VnetbenchError
 from vnetbench.rally_plugins import context as rally_context
 from vnetbench.state import Run
 from vnetbench.testbed.loader import loads
-from vnetbench.testbed.netns.teardown import teardown
+from vnetbench.testbed.unwind import teardown
 from vnetbench.testbed.openstack import builder, cloud, stack as st, undo, verify
 
 RID = "0a1b2c"

@@ -1,4 +1,4 @@
-"""The one interface every backend implements (netns today; libvirt and OpenStack next).
+"""The one interface every backend implements (netns, libvirt, OpenStack).
 
 The battery, the Rally scenarios, the CPU windows, the monitor and the functional suite
 use only this: they never import a backend. ``attach`` finds a run's backend in its
@@ -14,6 +14,7 @@ from typing import Protocol, Sequence, runtime_checkable
 
 from vnetbench.errors import VnetbenchError
 from vnetbench.state import Run, find_run
+from vnetbench.testbed import unwind as _unwinder
 from vnetbench.testbed.model import Testbed
 
 # backend name -> "module:class" of its Deployment
@@ -25,9 +26,6 @@ DEFAULT_BACKEND = "netns"
 BUILDERS = {"netns": "vnetbench.testbed.netns.builder:up",
             "libvirt": "vnetbench.testbed.libvirt.builder:up",
             "openstack": "vnetbench.testbed.openstack.builder:up"}
-# Every backend journals into the same state layout, and one unwinder undoes any run's
-# journal (each kind of entry names its own undo step, backend packages included).
-TEARDOWN = "vnetbench.testbed.netns.teardown"
 # The run directory's subdirectory for the controller's daemons (SDN controllers, OVN
 # databases and northd): they belong to no emulated host.
 CONTROLLER_DIR = "controller"
@@ -205,18 +203,18 @@ def of(run: Run) -> Deployment:
 def teardown(run: Run, **options) -> list[str]:
     """Undo everything RUN's journal records, whatever built it (``down`` on a damaged
     run, ``cleanup``); the errors of steps that failed."""
-    return importlib.import_module(TEARDOWN).teardown(run, **options)
+    return _unwinder.teardown(run, **options)
 
 
 def unwind(run: Run, exc: BaseException, source: str) -> None:
     """Tear a failed or interrupted bring-up of RUN down, then raise what the caller
     should see (a BuildError naming SOURCE, or the interrupt)."""
-    importlib.import_module(TEARDOWN).unwind(run, exc, source)
+    _unwinder.unwind(run, exc, source)
 
 
 def remove_stale(dirs) -> list:
     """Remove state directories of runs that died before journaling anything."""
-    return importlib.import_module(TEARDOWN).remove_stale(dirs)
+    return _unwinder.remove_stale(dirs)
 
 
 def missing(cls) -> list[str]:

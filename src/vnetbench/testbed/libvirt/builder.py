@@ -30,7 +30,7 @@ from vnetbench.testbed.libvirt.deployment import LibvirtDeployment
 from vnetbench.testbed.libvirt.remote import is_remote
 from vnetbench.testbed.netns import builder as netns_builder
 from vnetbench.testbed.netns.names import Names as NetnsNames
-from vnetbench.testbed.netns.teardown import teardown
+from vnetbench.testbed.unwind import teardown
 
 READY_TIMEOUT_S = 180          # TCG boots of several guests at once on 2 CPUs
 

@@ -1,4 +1,4 @@
-"""Undo steps for what the libvirt backend journals (netns teardown calls them by kind):
+"""Undo steps for what the libvirt backend journals (``testbed.unwind`` reads ``STEPS``):
 only objects that carry the run's id are touched."""
 
 from __future__ import annotations
@@ -10,6 +10,7 @@ from pathlib import Path
 from pyroute2 import IPRoute
 
 from vnetbench.testbed.libvirt import domain as dom
+from vnetbench.testbed.unwind import Step
 
 
 def undo_domain(run, entry) -> None:
@@ -117,3 +118,11 @@ def undo_remote_process(run, entry) -> None:
     hv, mux = _hypervisor(entry), Path(f"/tmp/vnbmux-{rid}")
     hv.run(mux, f"p=$({find}); [ -z \"$p\" ] && exit 0; kill $p; for i in 1 2 3 4 5 6 7 8 9 10; do "
                 f"p=$({find}); [ -z \"$p\" ] && exit 0; sleep 0.2; done; kill -9 $p; true")
+
+
+STEPS = {"domain": Step(undo_domain),
+         "tap": Step(undo_tap),
+         "muxdir": Step(undo_muxdir),
+         "remote_dir": Step(undo_remote_dir),
+         "remote_bridge": Step(undo_remote_bridge),
+         "remote_process": Step(undo_remote_process)}

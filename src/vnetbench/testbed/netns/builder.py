@@ -20,7 +20,7 @@ from vnetbench.testbed.model import NetType, Testbed
 from vnetbench.testbed.netns import l3, mgmt
 from vnetbench.testbed.netns.context import Context
 from vnetbench.testbed.netns.deployment import Deployment
-from vnetbench.testbed.netns.teardown import unwind
+from vnetbench.testbed.unwind import unwind
 
 #: threads making VM namespaces while the builder compiles the next VM's requests
 VM_CREATORS = 3

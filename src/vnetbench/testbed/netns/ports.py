@@ -25,7 +25,7 @@ from vnetbench import kinds
 from vnetbench.errors import UnsupportedError, VnetbenchError
 from vnetbench.linux import nlbatch, nsops
 from vnetbench.testbed.model import Nic, Vm
-from vnetbench.testbed.netns.teardown import _undo_netns
+from vnetbench.testbed.netns.undo import undo_netns
 
 NIC = "eth0"
 _META = threading.Lock()          # ports are added from several threads: one meta writer
@@ -121,7 +121,7 @@ def remove(dep, name: str) -> None:
     port = ports[name]
     tb = dep.testbed
     kinds.netns_driver(tb).port_unplug(dep, tb.host(port["host"]), port["host_end"], name)
-    _undo_netns(dep.run, {"name": port["netns"]})
+    undo_netns(dep.run, {"name": port["netns"]})
     with _META:
         rest = dict(dep.run.meta().get("ports", {}))
         rest.pop(name, None)

@@ -1,10 +1,12 @@
-"""Undo a journaled Heat stack (netns teardown calls it by kind 'stack'): only a stack
+"""Undo a journaled Heat stack (``testbed.unwind`` reads ``STEPS``): only a stack
 that carries the run's tag is deleted, and the call waits for Heat to finish (bounded;
 teardown defers signals until it returns)."""
 
 from __future__ import annotations
 
 import time
+
+from vnetbench.testbed.unwind import Step
 
 DELETE_TIMEOUT_S = 600         # Heat deletes servers, ports, networks, flavor, key in turn
 POLL_S = 2.0
@@ -59,3 +61,6 @@ def wait_deleted(conn, stack_id: str, name: str, timeout_s: float = DELETE_TIMEO
             raise RuntimeError(f"stack {name} ({stack_id}) still {stack.status} after "
                                f"{timeout_s:.0f} s; retry 'vnetbench cleanup --backend openstack'")
         sleep(POLL_S)
+
+
+STEPS = {"stack": Step(undo_stack)}
