@@ -18,7 +18,7 @@ import pytest
 from vnetbench.battery import session
 from vnetbench.errors import VnetbenchError
 from vnetbench.testbed.loader import loads
-from vnetbench.kinds import l3agent
+from vnetbench.kinds.neutron import l3agent
 from vnetbench.testbed.netns import l3
 
 ROUTED = """

@@ -11,7 +11,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from vnetbench.kinds import neutron_sg
+from vnetbench.kinds.neutron import sg as neutron_sg
 from vnetbench.kinds.ovs import firewall, pipeline
 from vnetbench.kinds.ovs import netns as ovs
 from vnetbench.testbed.loader import loads

@@ -18,8 +18,7 @@ from vnetbench import errors, kinds
 from vnetbench.testbed import loader
 from vnetbench.testbed.codec import from_dict, to_dict
 from vnetbench.testbed.model import VSwitchKind
-from vnetbench.kinds import l3agent
-from vnetbench.testbed.netns import l3
+from vnetbench.kinds.neutron import l3agent
 
 TWO_SUBNETS = """
 vswitch: linuxbridge
@@ -85,7 +84,7 @@ def test_nat_input_is_the_routers_as_neutron_knows_it():
 def test_a_router_without_gateway_has_no_external_network():
     tb = loader.loads(TWO_SUBNETS.replace(", external_gateway: true", "").split("floating_ips")[0])
     assert tb.external is None and not tb.external_hosts and tb.routers[0].gateway is None
-    assert l3.gateway_hosts(tb) == []
+    assert tb.gateway_hosts() == []
 
 
 @pytest.mark.parametrize("kind", [k.value for k in VSwitchKind])
@@ -239,7 +238,7 @@ def test_the_sg_agent_asks_for_the_routers_ports_and_the_server_leaves_them_out(
     """Neutron's OVS agent asks the server about every port of its bridge; the reply has
     no security information for a router interface, so the agent's driver takes it as a
     trusted port. The payload carries the router's ports apart (``trusted``)."""
-    from vnetbench.kinds import neutron_sg
+    from vnetbench.kinds.neutron import sg as neutron_sg
     tb = loader.loads(TWO_SUBNETS + "security_groups: []\n", source="t.yaml")
     dev = lambda vm, n: f"{vm}-{n}"              # noqa: E731
     on_h1 = neutron_sg.payload(tb, "abc123", "h1", device=dev, trusted=True)

@@ -193,10 +193,10 @@ def test_a_rule_added_to_a_group_never_denies_what_it_allowed(rules, extra, pack
         assert secgroups.allowed(after, nic(after, s), nic(after, d), pkt)
 
 
-# --- Neutron's RPC payload (vnetbench.kinds.neutron_sg) ---------------------------
+# --- Neutron's RPC payload (vnetbench.kinds.neutron.sg) ---------------------------
 
 def test_the_payload_is_neutrons_rpc_reply_for_the_hosts_ports():
-    from vnetbench.kinds import neutron_sg
+    from vnetbench.kinds.neutron import sg as neutron_sg
     tb = loads(WEB)
     p = neutron_sg.payload(tb, "r1", "h1", device=lambda vm, n: f"tp-{vm}-{n}", bridge=lambda v: "br-" + v)
     ports = {d["device"]: d for d in p["devices"].values()}
@@ -219,7 +219,7 @@ def test_the_payload_is_neutrons_rpc_reply_for_the_hosts_ports():
 
 
 def test_an_egress_prefix_is_the_destination():
-    from vnetbench.kinds import neutron_sg
+    from vnetbench.kinds.neutron import sg as neutron_sg
     rule = SgRule("egress", "udp", 53, 53, ipaddress.IPv4Network("198.19.9.0/24"))
     assert neutron_sg.rule_dict("r", "g", rule)["dest_ip_prefix"] == "198.19.9.0/24"
 
@@ -272,7 +272,7 @@ def test_ovn_port_groups_and_acls_are_neutrons():
     """The OVN realisation's NB transaction: Neutron's drop group with every filtered port,
     a port group per security group with its ports, and the ACLs Neutron's OVN driver
     code writes for each rule (run with the system's python3-neutron)."""
-    from vnetbench.kinds import neutron_sg
+    from vnetbench.kinds.neutron import sg as neutron_sg
     from vnetbench.kinds.ovn import acls
     missing = neutron_sg.neutron_python_missing()
     if missing:

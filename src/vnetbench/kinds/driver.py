@@ -17,7 +17,7 @@ from __future__ import annotations
 import contextlib
 
 from vnetbench.errors import UnsupportedError
-from vnetbench.kinds import l3agent
+from vnetbench.kinds.neutron import l3agent
 
 
 class NetnsDriver:

@@ -324,11 +324,19 @@ class Testbed:
     def attached_on(self, host: str) -> tuple[Vm, ...]:
         return tuple(vm for vm in self.attached if vm.host == host)
 
+    def gateway_hosts(self) -> list[str]:
+        """Hosts with a router's gateway, in host order: they get a link to the external
+        network (its ``br-ex``)."""
+        return [h.name for h in self.hosts if any(r.host == h.name and r.gateway for r in self.routers)]
+
     def vnets_on(self, host: str) -> tuple[Vnet, ...]:
         used = {nic.vnet for vm in self.attached_on(host) for nic in vm.nics}
         used |= {p.vnet for r in self.routers if r.routing == SVI and r.host == host for p in r.ports}
         return tuple(v for v in self.vnets if v.name in used)
 
+
+#: the external network's MTU (Neutron's physical-network default): its links and br-ex
+EXTERNAL_MTU = 1500
 
 #: how kinds route (``Kind.routers``) whose routers are namespaces with ports on the vSwitch
 NAMESPACE_ROUTERS = ("l3-agent", "external")

@@ -9,6 +9,7 @@ held for a per-flow set-up. A VLAN per vnet; hosts meet over the underlay as a V
 
 from __future__ import annotations
 
+from vnetbench.kinds.faucet import install
 from vnetbench.kinds.faucet.config import LEARN_TIMEOUT_S
 from vnetbench.kinds.ovs import Ovs
 from vnetbench.testbed.flowstate import FlowState
@@ -42,9 +43,8 @@ class Faucet(Ovs):
         if ntype not in SUPPORTED:
             return (f"Faucet switches VLANs and builds no {ntype} tunnels (its tunnel ACLs ride "
                     f"stack links); use network type vlan (the underlay as a VLAN trunk) or flat")
-        from vnetbench.kinds.faucet import netns
-        if not netns.manager().exists():
-            return (f"Faucet is not installed at {netns.venv()} ('make faucet' installs it there: "
+        if not install.manager().exists():
+            return (f"Faucet is not installed at {install.venv()} ('make faucet' installs it there: "
                     f"it pins os-ken 3.1.0, which vnetbench's own os-ken apps cannot share)")
         return super().why_not(caps, ntype, datapath)
 

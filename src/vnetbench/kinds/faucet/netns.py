@@ -18,7 +18,6 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -26,6 +25,7 @@ import yaml
 
 from vnetbench.errors import BuildError
 from vnetbench.kinds.faucet import config
+from vnetbench.kinds.faucet.install import ENV_VENV, manager, venv  # noqa: F401 (where Faucet is)
 from vnetbench.kinds.ovs.netns import OvsHost, _bridge, _port, qos_columns, start_host
 from vnetbench.linux import proc
 from vnetbench.testbed.deployment import CONTROLLER_DIR
@@ -56,17 +56,6 @@ FAUCET_EVIDENCE = ("version ", "Reloading configuration", "Add new datapath", "p
                    "Cold start", "Warm start", "datapath down", "unknown datapath", "ERROR",
                    "WARNING", "Traceback")
 NAME = "faucet"
-ENV_VENV = "VNETBENCH_FAUCET_VENV"
-
-
-def venv() -> Path:
-    """Faucet's virtual environment: $VNETBENCH_FAUCET_VENV, else ``<this venv>-faucet``
-    (``make faucet`` puts it beside vnetbench's ``.venv``)."""
-    return Path(os.environ.get(ENV_VENV) or f"{sys.prefix}-faucet")
-
-
-def manager() -> Path:
-    return venv() / "bin" / "osken-manager"
 
 
 def ctl_dir(run_dir: Path) -> Path:

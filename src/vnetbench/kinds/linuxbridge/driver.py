@@ -7,7 +7,7 @@ from __future__ import annotations
 import subprocess
 
 from vnetbench.errors import VnetbenchError
-from vnetbench.kinds import l3agent
+from vnetbench.kinds.neutron import l3agent
 from vnetbench.kinds.driver import NetnsDriver
 from vnetbench.kinds.linuxbridge import firewall, netns
 from vnetbench.linux import links, nsops

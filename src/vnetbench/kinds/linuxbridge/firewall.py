@@ -1,6 +1,6 @@
 """Security groups on a linuxbridge host, as the linuxbridge agent enforces them:
 Neutron's own iptables firewall driver (``SecurityGroupAgentRpc`` + the iptables driver
-of Debian's python3-neutron, ``vnetbench.kinds.neutron_sg_agent``) running in the host's
+of Debian's python3-neutron, ``vnetbench.kinds.neutron.sg_agent``) running in the host's
 namespace, per-port chains with ``physdev`` matches on the VM ports, ipsets for remote
 groups, a conntrack zone per network. The bridge filters bridged IPv4 through iptables
 (``net.bridge.bridge-nf-call-iptables``, per namespace).
@@ -14,7 +14,7 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from vnetbench.kinds import neutron_sg, neutron_sg_control
+from vnetbench.kinds.neutron import sg as neutron_sg, sg_control as neutron_sg_control
 from vnetbench.linux import proc
 
 AGENT = neutron_sg_control.Agent(

@@ -4,7 +4,7 @@ backend's; ``options``: the ``ovn:`` block)."""
 
 from __future__ import annotations
 
-from vnetbench.kinds import neutron_sg
+from vnetbench.kinds.neutron import sg as neutron_sg
 from vnetbench.kinds.ovs import Ovs
 from vnetbench.kinds.ovn import options
 from vnetbench.testbed.model import NetType

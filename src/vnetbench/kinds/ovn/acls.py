@@ -4,7 +4,7 @@ port with port security (drop all IP at priority 1001), and per rule an
 ``allow-related`` ACL at 1002 on the group's port group (``to-lport`` for ingress,
 ``from-lport`` for egress; remote groups through the address set OVN keeps for each
 port group, ``$pg_<id>_ip4``). The ACL dicts come from Neutron's own code
-(``vnetbench.kinds.neutron_ovn_acls``, run with the system's python3); this module only
+(``vnetbench.kinds.neutron.ovn_acls``, run with the system's python3); this module only
 turns them into one ovn-nbctl transaction. Everything is in the run's NB database.
 """
 
@@ -15,9 +15,9 @@ import subprocess
 from pathlib import Path
 
 from vnetbench.errors import BuildError
-from vnetbench.kinds import neutron_sg
+from vnetbench.kinds.neutron import sg as neutron_sg
 
-SCRIPT = Path(neutron_sg.__file__).with_name("neutron_ovn_acls.py")
+SCRIPT = Path(neutron_sg.__file__).with_name("ovn_acls.py")
 
 
 def neutron_acls(tb, run_id: str, groups=None) -> dict:

@@ -27,7 +27,6 @@ from vnetbench.errors import BuildError
 from vnetbench.linux import proc
 from vnetbench.testbed.model import NetType
 from vnetbench.testbed.netns import mgmt
-from vnetbench.testbed.netns.l3 import gateway_hosts
 from vnetbench.testbed.deployment import CONTROLLER_DIR
 from vnetbench.kinds.ovs.netns import (  # noqa: F401  (tunnel_neighbours: the kind uses it here)
     OvsHost, _bridge, _port, rundir_env, start_host, tunnel_neighbours,
@@ -269,7 +268,7 @@ class OvnHost(OvsHost):
         tb, names, rid = ctx.testbed, ctx.names, ctx.run.run_id
         own = f"external_ids:vnetbench-run={rid}"
         uplinks, mappings = self._provider(datapath, own)
-        if host.name in gateway_hosts(tb):     # the external network's provider bridge
+        if host.name in tb.gateway_hosts():     # the external network's provider bridge
             from vnetbench.kinds.ovn.routers import EXT_PHYSNET
             uplinks += _bridge(names.ext_bridge, datapath, own) + _port(names.ext_bridge, names.ext_uplink, own)
             mappings = ",".join(m for m in (mappings, f"{EXT_PHYSNET}:{names.ext_bridge}") if m)

@@ -6,9 +6,13 @@ subclass ``Ovs``: they share its daemons and datapath choice (their drivers subc
 
 from __future__ import annotations
 
+import shutil
+
 from vnetbench.kinds.base import COMMON_PROGRAMS, Kind
+from vnetbench.kinds.neutron import sg as neutron_sg
 from vnetbench.results.bound import Emulated
 from vnetbench.testbed.flowstate import OVS_MAX_IDLE_S, FlowState
+from vnetbench.testbed.wiring import wires
 
 OVS_PROGRAMS = ("ethtool", "ovs-vswitchd", "ovsdb-server", "ovsdb-tool", "ovs-vsctl", "ovs-appctl")
 VSWITCHD = "ovs-vswitchd"
@@ -70,14 +74,15 @@ class Ovs(Kind):
         return (datapath_flows(),)
 
     def why_not_security_groups(self, caps):
-        from vnetbench.kinds.ovs import firewall      # it imports this package
-        return firewall.why_not(caps)
+        """What this machine lacks to run Neutron's OVS firewall driver on a host's OVS."""
+        if not shutil.which("ovs-ofctl"):
+            return "ovs-ofctl not found on PATH (Debian package openvswitch-switch)"
+        return neutron_sg.neutron_python_missing()
 
 
 def veth_ports(testbed, host: str) -> int:
     """The veths an OVS-based kind may attach at HOST: VM NICs, a physnet per vnet on a
     flat network, the uplink."""
-    from vnetbench.testbed.netns.veths import wires
     return len(wires(testbed, host))
 
 

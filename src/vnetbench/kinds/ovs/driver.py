@@ -8,7 +8,7 @@ from __future__ import annotations
 import contextlib
 import time
 
-from vnetbench.kinds import l3agent
+from vnetbench.kinds.neutron import l3agent
 from vnetbench.kinds.driver import NetnsDriver
 from vnetbench.kinds.ovs import firewall, netns
 from vnetbench.linux import links, nsops

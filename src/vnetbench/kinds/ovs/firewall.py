@@ -1,6 +1,6 @@
 """Security groups on an ``ovs`` host, as Neutron's OVS agent enforces them with
 ``firewall_driver = openvswitch``: Neutron's own ``OVSFirewallDriver`` (Debian's
-python3-neutron, run by ``vnetbench.kinds.neutron_sg_agent`` in the host's namespace)
+python3-neutron, run by ``vnetbench.kinds.neutron.sg_agent`` in the host's namespace)
 writes its conntrack flows (tables 60, 71-94, a conntrack zone per network: the local
 VLAN) into the host's integration bridge through ovs-ofctl; the userspace datapath runs
 ``ct()`` itself.
@@ -18,9 +18,7 @@ a port plugged again after bring-up is not filtered.
 
 from __future__ import annotations
 
-import shutil
-
-from vnetbench.kinds import neutron_sg, neutron_sg_control
+from vnetbench.kinds.neutron import sg as neutron_sg, sg_control as neutron_sg_control
 from vnetbench.kinds.ovs import pipeline
 from vnetbench.testbed.model import NetType
 
@@ -33,13 +31,6 @@ AGENT = neutron_sg_control.Agent(
     args=lambda ctx, host: ["--bridge", ctx.names.ovs_int,
                             "--ovs-rundir", str(ctx.run.dir / host.name)],
     trusted=True)
-
-
-def why_not(caps) -> str | None:
-    """What this machine lacks to run Neutron's OVS firewall driver on a host's OVS."""
-    if not shutil.which("ovs-ofctl"):
-        return "ovs-ofctl not found on PATH (Debian package openvswitch-switch)"
-    return neutron_sg.neutron_python_missing()
 
 
 def two_bridges(tb) -> bool:

@@ -25,7 +25,7 @@ table numbers from ``neutron_lib.plugins.ml2.ovs_constants``:
   sender into 20 and outputs to ``patch-int``.
 
 The firewall's own flows (tables 60, 71-94) are not here: Neutron's driver writes them
-(``vnetbench.kinds.neutron_sg_agent``).
+(``vnetbench.kinds.neutron.sg_agent``).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The external network, external hosts and the VMs' default routes on the netns backend,
 for every kind that routes; the routers themselves are the kind's (``NetnsDriver.routers``:
-the namespaces of Neutron's legacy L3 agent in ``kinds/l3agent.py``, OVN's logical
+the namespaces of Neutron's legacy L3 agent in ``kinds/neutron/l3agent.py``, OVN's logical
 routers in ``kinds/ovn/routers.py``).
 
 The external network is a bridge in the fabric namespace with a link into each host that
@@ -13,15 +13,9 @@ Everything lives in the run's namespaces (journaled at creation): deleting them 
 from __future__ import annotations
 
 from vnetbench.linux import links, nsops, offloads
-from vnetbench.testbed.model import NAMESPACE_ROUTERS, STICK
+from vnetbench.testbed.model import EXTERNAL_MTU, NAMESPACE_ROUTERS, STICK
 
 EXTERNAL_DEV = "eth0"         # an external host's NIC
-EXTERNAL_MTU = 1500
-
-
-def gateway_hosts(tb) -> list[str]:
-    """Hosts with a router's gateway: they get a link to the external network."""
-    return [h.name for h in tb.hosts if any(r.host == h.name and r.gateway for r in tb.routers)]
 
 
 def external_links(ctx) -> None:
@@ -32,7 +26,7 @@ def external_links(ctx) -> None:
     ext = tb.external
     with nsops.rtnl(n.fabric_ns) as fab:
         links.bridge(fab, n.ext_fabric_bridge, EXTERNAL_MTU, n.alias("external network"))
-        for host in gateway_hosts(tb):
+        for host in tb.gateway_hosts():
             hi = ctx.host_index(host)
             links.veth(fab, n.ext_fabric_port(hi), n.ext_uplink, n.host_ns(host), EXTERNAL_MTU,
                        n.alias(f"external link of host={host}"))
@@ -45,7 +39,7 @@ def external_links(ctx) -> None:
     # userspace datapath here: then checksums must be computed where packets start (a
     # kernel path keeps its offloads: TSO is most of a namespace router's TCP throughput)
     userspace = ctx.datapath == "netdev" and ctx.kind.routers not in NAMESPACE_ROUTERS
-    for host in gateway_hosts(tb):
+    for host in tb.gateway_hosts():
         with nsops.rtnl(n.host_ns(host)) as ns:
             links.stamp(ns, n.ext_uplink, n.alias("external link"))
             links.up(ns, n.ext_uplink)

@@ -23,7 +23,7 @@ from vnetbench.testbed import secgroups
 from vnetbench.testbed.model import SgRule, Testbed
 
 #: the Python with Debian's python3-neutron (the venv's has no neutron); the helpers that
-#: run Neutron's code (neutron_sg_agent.py, neutron_ovn_acls.py) run with it
+#: run Neutron's code (sg_agent.py, ovn_acls.py) run with it
 SYSTEM_PYTHON = os.environ.get("VNETBENCH_NEUTRON_PYTHON", "/usr/bin/python3")
 NAMESPACE = uuid.UUID("5b4c7f0e-2f4e-4a49-9d1f-7a6e0c1b9e27")
 #: Neutron's key for a rule's remote prefix, by direction (DIRECTION_IP_PREFIX)

@@ -11,7 +11,7 @@ Neutron's interface driver plugs a ``qr-`` port as a VM's tap). Here it gets:
   ``br-ex``; a Linux bridge here), the router's gateway address and each floating IP as
   a /32 on it (the agent adds them so the router answers ARP for them), a default route
   to the external network's gateway;
-- the NAT Neutron's agent writes, written by Neutron's own code (``neutron_l3_nat.py``:
+- the NAT Neutron's agent writes, written by Neutron's own code (``l3_nat.py``:
   ``RouterInfo`` and ``IptablesManager`` of python3-neutron) in the router's namespace:
   SNAT for its vnets, DNAT/SNAT per floating IP.
 
@@ -26,12 +26,11 @@ import subprocess
 from pathlib import Path
 
 from vnetbench.errors import BuildError
-from vnetbench.kinds import neutron_sg
+from vnetbench.kinds.neutron import sg as neutron_sg
 from vnetbench.linux import links, nsops, proc
-from vnetbench.testbed.model import SVI
-from vnetbench.testbed.netns.l3 import EXTERNAL_MTU, gateway_hosts
+from vnetbench.testbed.model import EXTERNAL_MTU, SVI
 
-NAT_SCRIPT = Path(__file__).with_name("neutron_l3_nat.py")
+NAT_SCRIPT = Path(__file__).with_name("l3_nat.py")
 GATEWAY_DEV = "qg"            # the router's external NIC (Neutron's qg-<port>)
 
 
@@ -40,7 +39,7 @@ def namespace_routers(ctx) -> None:
     then each router's namespace: what a kind whose ``routers`` is "l3-agent" or
     "external" builds (``NetnsDriver.routers``)."""
     tb, n = ctx.testbed, ctx.names
-    for host in gateway_hosts(tb):
+    for host in tb.gateway_hosts():
         with nsops.rtnl(n.host_ns(host)) as ns:
             links.bridge(ns, n.ext_bridge, EXTERNAL_MTU, n.alias("external bridge (br-ex)"))
             links.up(ns, n.ext_uplink, master=n.ext_bridge)
@@ -103,7 +102,7 @@ def apply_nat(rns: str, router, fips, tb) -> str:
                           text=True, timeout=60)
     if done.returncode:
         tail = (done.stderr.strip().splitlines() or ["no output"])[-1]
-        raise BuildError(f"router {router.name!r}: Neutron's L3 NAT (neutron_l3_nat.py with "
+        raise BuildError(f"router {router.name!r}: Neutron's L3 NAT (l3_nat.py with "
                          f"{neutron_sg.SYSTEM_PYTHON}) failed: {tail}; is python3-neutron installed "
                          "(make install)?")
     return done.stdout

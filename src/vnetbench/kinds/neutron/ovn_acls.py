@@ -4,7 +4,7 @@ northbound database for each rule, and its port-group names. Run with the system
 python3 (the venv has no neutron); it imports nothing of vnetbench and runs isolated
 (``-I``: the script's directory, which holds a package named ``ovs``, stays off sys.path).
 
-    python3 neutron_ovn_acls.py < {"groups": {sg_id: [rule, ...]}}
+    python3 ovn_acls.py < {"groups": {sg_id: [rule, ...]}}
 
 A rule is a row of Neutron's securitygrouprules table as the driver reads it (id,
 direction, ethertype, protocol, port_range_min/max, normalized_cidr, remote_group_id).

@@ -1,4 +1,4 @@
-"""Running Neutron's security-group agent (``neutron_sg_agent.py``) on the emulated hosts
+"""Running Neutron's security-group agent (``sg_agent.py``) on the emulated hosts
 of a kind modelled on a Neutron L2 agent (linuxbridge: the iptables firewall; ovs: the
 openvswitch firewall): start one per host, hand it the host's ports, tell it of rule
 changes. The kind says which driver and how it names devices (an ``Agent``).
@@ -17,11 +17,11 @@ from typing import Callable
 
 from vnetbench import unixsock
 from vnetbench.errors import BuildError
-from vnetbench.kinds import neutron_sg
+from vnetbench.kinds.neutron import sg as neutron_sg
 from vnetbench.linux import proc
 
 AGENT = "neutron-sg-agent"
-SCRIPT = Path(neutron_sg.__file__).with_name("neutron_sg_agent.py")
+SCRIPT = Path(neutron_sg.__file__).with_name("sg_agent.py")
 READY_S = 30.0                           # importing neutron: 2-4 s here, more on a busy host
 COMMAND_S = 60.0
 

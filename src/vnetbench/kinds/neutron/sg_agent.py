@@ -5,9 +5,9 @@ network namespace (the venv's Python has no neutron); it imports nothing of vnet
 and runs isolated (``-I``: the script's directory, which holds a package named ``ovs``,
 stays off sys.path).
 
-    python3 neutron_sg_agent.py --driver iptables --binary neutron-linuxbridge-agent \
+    python3 sg_agent.py --driver iptables --binary neutron-linuxbridge-agent \
         --lock-path DIR --socket PATH --pidfile PATH
-    python3 neutron_sg_agent.py --driver openvswitch --binary neutron-openvswitch-agent \
+    python3 sg_agent.py --driver openvswitch --binary neutron-openvswitch-agent \
         --bridge BR --ovs-rundir DIR --lock-path DIR --socket PATH --pidfile PATH
 
 With ``--driver openvswitch`` (the OVS agent's firewall) the driver programs bridge BR of
@@ -26,7 +26,7 @@ JSON command on one line and reads one JSON reply. Commands, one at a time:
     -> {"ok": true, "seconds": 0.0123} | {"ok": false, "error": "..."}
 
 P is the reply of Neutron's ``security_group_info_for_devices`` RPC
-(vnetbench.kinds.neutron_sg.payload); an update replaces it, and the agent refreshes as
+(vnetbench.kinds.neutron.sg.payload); an update replaces it, and the agent refreshes as
 on a server's notification (the ports of the groups named, in full). The pidfile is
 written once the socket listens: its existence is readiness. ``--binary`` is the agent
 program Neutron names its iptables chains after (neutron-linuxbri-*).

@@ -4,7 +4,7 @@ vnetbench instead of a Neutron server. Run with the system's python3 inside the 
 network namespace (the venv's Python has no neutron); it imports nothing of vnetbench
 and runs isolated (``-I``).
 
-    ip netns exec NS python3 -I neutron_l3_nat.py < ROUTER.json
+    ip netns exec NS python3 -I l3_nat.py < ROUTER.json
 
 ROUTER.json: {"device": "qg", "gateway": "198.18.128.2" | null, "snat": true,
               "floating_ips": [["198.19.2.1", "198.18.128.3"], ...]}   (fixed, floating)
