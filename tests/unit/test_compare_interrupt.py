@@ -49,8 +49,11 @@ def test_only_the_owners_runs_are_found(runs):
 
 def test_a_child_that_stops_on_sigint_is_waited_for_then_the_runs_go(runs, capsys):
     _, torn = runs
-    p = child("import time\ntry:\n    print('ready', flush=True)\n    time.sleep(60)\n"
-              "except KeyboardInterrupt:\n    time.sleep(0.5)\n")
+    # short sleeps, as a busy Rally process runs bytecode: Python runs a signal's handler
+    # only between bytecodes, so a SIGINT landing after the last check before a single
+    # sleep(60) was entered stayed pending for the whole minute (6 children in 600 here)
+    p = child("import time\ntry:\n    print('ready', flush=True)\n    while True:\n"
+              "        time.sleep(0.05)\nexcept KeyboardInterrupt:\n    time.sleep(0.5)\n")
     t0 = time.monotonic()
     compare._unwind(p, "me", grace=10)
     assert time.monotonic() - t0 < 5 and p.returncode == 0     # it unwound on its own

@@ -38,8 +38,11 @@ def main(argv) -> int:
         if args.command == "smoke":
             print(json.dumps(smoke(cache, rel)))
         elif args.command == "build":
-            signal.signal(signal.SIGTERM, signals.handler)    # unwinds like Ctrl-C
-            final, _ = rootbuild.build(rel, cache, progress=log)
+            previous = signal.signal(signal.SIGTERM, signals.handler)    # unwinds like Ctrl-C
+            try:
+                final, _ = rootbuild.build(rel, cache, progress=log)
+            finally:                # a caller in this process keeps its own handler
+                signal.signal(signal.SIGTERM, previous)
             print(final / "root")
         elif args.command == "list":
             print("\n".join(listing(cache)) or f"aio root: no roots in {cache}")
