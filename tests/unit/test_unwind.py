@@ -102,3 +102,13 @@ print(json.dumps({{"errors": errors, "modules": sorted(m for m in sys.modules if
     assert "vnetbench.testbed.netns.undo" in doc["modules"]
     for other in ("vnetbench.testbed.libvirt.undo", "vnetbench.testbed.openstack.undo", "vnetbench.aio.undo"):
         assert other not in doc["modules"], other
+
+
+def test_a_backend_that_cannot_load_is_named_not_fatal(monkeypatch):
+    """A machine without one backend's libraries still unwinds the others' entries; an
+    entry no loaded backend knows names the one that could not load."""
+    monkeypatch.setattr(unwind, "UNDO_MODULES", ("vnetbench.testbed.netns.undo", "vnetbench.no_such_backend.undo"))
+    monkeypatch.setattr(unwind, "_LOADED", {})
+    assert unwind.step("netns").sweep is not None
+    with pytest.raises(ValueError, match="vnetbench.no_such_backend.undo could not be loaded"):
+        unwind.step("domain")

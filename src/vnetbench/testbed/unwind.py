@@ -112,15 +112,22 @@ def remove_stale(dirs) -> list[Path]:
 
 
 def step(kind) -> Step:
-    """The registered step of KIND; ValueError for a kind no backend journals."""
+    """The registered step of KIND; ValueError for a kind no backend journals (naming a
+    backend whose undo steps could not be loaded: the entry may be its)."""
+    unloaded = []
     if isinstance(kind, str):
         if kind in _CORE:
             return _CORE[kind]
         for name in UNDO_MODULES:
-            steps = _steps_of(name)
+            try:
+                steps = _steps_of(name)
+            except ImportError as exc:
+                unloaded.append(f"{name} could not be loaded: {excerpt(str(exc), 120)}")
+                continue
             if kind in steps:
                 return steps[kind]
-    raise ValueError(f"unknown journal entry kind {excerpt(str(kind))}")
+    raise ValueError(f"unknown journal entry kind {excerpt(str(kind))}"
+                     + (f" ({'; '.join(unloaded)})" if unloaded else ""))
 
 
 def _steps_of(module: str) -> dict:
