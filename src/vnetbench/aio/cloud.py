@@ -155,6 +155,11 @@ class Aio(Nodes, Services, Resources):
                                      "AIO up? pass --port-base to use other ports")
         if Path("/sys/class/net/ovs-netdev").exists():
             # the netdev datapath's own tap has this fixed name: one per network namespace
+            if not _running("ovs-vswitchd"):
+                raise VnetbenchError("aio: link ovs-netdev is left in the root namespace and no "
+                                     "ovs-vswitchd runs (an AIO or OVS that ended without its "
+                                     "teardown); 'vnetbench cleanup' removes a registered AIO's "
+                                     "leftovers, else delete the link ('ip link delete ovs-netdev')")
             raise VnetbenchError("aio: an OVS userspace datapath already runs in the root namespace "
                                  "(link ovs-netdev: another AIO?); two cannot share it; take that "
                                  "one down first ('aio down --state ITS_DIR')")
@@ -275,3 +280,15 @@ def _remove_domains(prefix: str, uri: str | None = None) -> list[str]:
     finally:
         conn.close()
     return problems
+
+
+def _running(comm: str) -> bool:
+    """Whether any process of this name runs (to say what a leftover is; nothing is
+    stopped by name)."""
+    for path in Path("/proc").glob("[0-9]*/comm"):
+        try:
+            if path.read_text().strip() == comm:
+                return True
+        except OSError:
+            continue
+    return False
