@@ -73,8 +73,8 @@ def _stream(argv, env) -> tuple[str, int]:
     # this process killed outright (SIGKILL, the OOM killer): Rally gets SIGINT from the
     # kernel and unwinds its contexts by itself
     orphan = ["setpriv", "--pdeathsig", "INT"] if shutil.which("setpriv") else []
-    p = subprocess.Popen(orphan + argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
-                         start_new_session=True)
+    p = subprocess.Popen(_int_heard() + orphan + argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                         text=True, env=env, start_new_session=True)
     lines = []
 
     def read():          # a thread: the pipe is drained while Rally unwinds, too
@@ -92,6 +92,16 @@ def _stream(argv, env) -> tuple[str, int]:
         raise
     reader.join()
     return "".join(lines), p.returncode
+
+
+def _int_heard() -> list[str]:
+    """A prefix that gives Rally SIGINT at its default when this process was started with
+    it ignored (a background job of a script, ``nohup``): both ways Rally is stopped send
+    SIGINT (``_unwind``, the parent-death signal), and an ignored one would leave it, and
+    its testbeds, running. Rally's session is its own, so no terminal's Ctrl-C reaches it."""
+    if signal.getsignal(signal.SIGINT) is not signal.SIG_IGN:
+        return []
+    return ["env", "--default-signal=INT"]        # coreutils >= 8.31 (Debian 11 on)
 
 
 def _unwind(p: subprocess.Popen, owner: str, grace: float = GRACE) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -52,7 +53,10 @@ def test_a_child_that_stops_on_sigint_is_waited_for_then_the_runs_go(runs, capsy
     # short sleeps, as a busy Rally process runs bytecode: Python runs a signal's handler
     # only between bytecodes, so a SIGINT landing after the last check before a single
     # sleep(60) was entered stayed pending for the whole minute (6 children in 600 here)
-    p = child("import time\ntry:\n    print('ready', flush=True)\n    while True:\n"
+    # and SIGINT at Python's default whatever this process inherited: a test command run as
+    # a background job of a script (SIGINT ignored there) left the child deaf to it
+    p = child("import signal, time\nsignal.signal(signal.SIGINT, signal.default_int_handler)\n"
+              "try:\n    print('ready', flush=True)\n    while True:\n"
               "        time.sleep(0.05)\nexcept KeyboardInterrupt:\n    time.sleep(0.5)\n")
     t0 = time.monotonic()
     compare._unwind(p, "me", grace=10)
@@ -95,3 +99,16 @@ def test_the_grandchildren_go_with_the_group(runs):
     else:
         os.kill(grandchild, 9)
         pytest.fail("the Rally child's own child outlived the unwinding")
+
+
+def test_rally_hears_sigint_when_compare_was_started_deaf_to_it():
+    """Started as a background job of a script, compare has SIGINT ignored, and Rally would
+    inherit that: neither compare's unwinding nor the parent-death signal could stop it."""
+    probe = [sys.executable, "-c", "import signal; print('vnetbench: SIGINT default', "
+             "signal.getsignal(signal.SIGINT) is signal.default_int_handler)"]
+    old = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        out, code = compare._stream(probe, None)
+    finally:
+        signal.signal(signal.SIGINT, old)
+    assert code == 0 and "vnetbench: SIGINT default True" in out, out
