@@ -225,16 +225,39 @@ def test_the_battery_measures_north_south_through_snat(netns_up, kind, ntype):
     (pair,) = dep.testbed.pairs
     vm, outside = pair.vms
     assert dep.testbed.vm(vm).host == "h2" and outside == dep.testbed.external_hosts[0].name
+    dropped = _hold_queue_drops(dep)
     ping_rec = rtt.run(dep, pair, mode="flood", count=50, repetitions=1)
+    lost = round(ping_rec.samples["loss_pct"][0] * 50 / 100)
+    # vrouter holds a new flow's first 3 packets while its agent sets the flow up (as
+    # Contrail's does) and drops the rest: with a packet every 10 ms a set-up slower than
+    # 30 ms -- the agent's CPU, which the other lane shares -- loses the 4th. Any loss must
+    # be such a drop, counted by the agents (an echo lost anywhere else is not).
+    assert lost == 0 or (kind == "vrouter" and lost <= _settled(lambda: _hold_queue_drops(dep) - dropped, lost)), \
+        (lost, _hold_queue_drops(dep) - dropped)
     conn = flowsetup.run(dep, pair, rates=(100,), seconds=1, repetitions=1)
     assert {r.labels["path"] for r in [ping_rec, *conn]} == {"north-south"}
-    assert ping_rec.samples["loss_pct"] == [0.0]
     assert conn[0].samples["achieved_rate"][0] > 50 and conn[0].samples["loss_pct"] == [0.0]
     with session.capture(dep, outside, ["tcpdump", "-i", l3.EXTERNAL_DEV, "-nn", "-l", "-c", "1",
                                         "tcp[tcpflags] & tcp-syn != 0 and tcp[tcpflags] & tcp-ack == 0"]) as seen:
         flowsetup.run(dep, pair, rates=(10,), seconds=1, repetitions=1)
         text = seen(5.0)
     assert f"IP {dep.testbed.routers[0].gateway}." in text, text     # SNAT: the router's address
+
+
+def _hold_queue_drops(dep) -> int:
+    """Packets the vRouter agents dropped beyond a new flow's hold queue (0 for other kinds)."""
+    from vnetbench.kinds.vrouter import netns as vrouter
+    if dep.testbed.vswitch.kind.value != "vrouter":
+        return 0
+    return sum(vrouter.agent_status(dep.run.dir, h.name).get("flows_dropped", 0) for h in dep.testbed.hosts)
+
+
+def _settled(count, want: int, wait_s: float = 1.0) -> int:
+    """COUNT() once it reaches WANT, or after WAIT_S (an agent writes its counters every 50 ms)."""
+    deadline = time.monotonic() + wait_s
+    while (n := count()) < want and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return n
 
 
 SEED000 = {"svi": "examples/seed000-svi.yaml", "stick": "examples/seed000-stick.yaml"}
