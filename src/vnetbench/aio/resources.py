@@ -119,7 +119,10 @@ class Resources:
     def _wait_compute(self, timeout_s: float = 300) -> None:
         """Until Nova's scheduler can place on this host: the compute service is up, mapped
         to the cell and its resource provider has the CPU inventory its layout asks for
-        (PCPU for pinned guests, VCPU for unpinned ones); and the OVS agent is alive."""
+        (PCPU for pinned guests, VCPU for unpinned ones); and the OVS agent is alive.
+        Hypervisors are listed without details: from microversion 2.88 each detailed
+        entry asks its compute for its uptime over RPC, and a compute still starting let
+        that call time out (HTTP 500, MessagingTimeout after 60 s), which ended `up`."""
         c = self.connect()
         want = {rc for rc, cpus in (("PCPU", self.lay.cpus), ("VCPU", self.lay.shared_cpus)) if cpus}
         n, hosts = self.lay.computes, [node.host for node in self.lay.nodes]
@@ -136,14 +139,14 @@ class Resources:
                     self.daemons.start("nova-compute", argv, env=env)
                     continue
                 raise VnetbenchError(f"aio: {entry['name']} exited: {_tail(log)} (log: {log})")
-            hyps = [h for h in c.compute.hypervisors(details=True)]
+            hyps = list(c.compute.hypervisors())     # the list, not details: see the docstring
             if (len(hyps) < n and time.monotonic() >= next_discover
                     and self._computes_up(c) > len(hyps)):
                 # map the new compute hosts into their cell now (devstack's discover_hosts):
                 # the scheduler's periodic discovery took 20-25 s to run here
                 self._discover_hosts()
                 next_discover = time.monotonic() + 5
-                hyps = [h for h in c.compute.hypervisors(details=True)]
+                hyps = list(c.compute.hypervisors())
             agents = list(c.network.agents())
             ovs = {a.host for a in agents if a.agent_type == "Open vSwitch agent" and a.is_alive}
             silent = [f"the OVS agent of {h}" for h in hosts if h not in ovs]
