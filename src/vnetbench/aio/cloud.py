@@ -27,7 +27,7 @@ from vnetbench.aio.procs import Daemons, Journal, alive, command, port_free, sto
 from vnetbench.aio.resources import Resources
 from vnetbench.aio.services import Services
 from vnetbench.errors import PrerequisiteError, VnetbenchError
-from vnetbench.linux import libvirtd
+from vnetbench.linux import libvirtd, proc
 from vnetbench.state import new_run_id
 
 
@@ -155,7 +155,7 @@ class Aio(Nodes, Services, Resources):
                                      "AIO up? pass --port-base to use other ports")
         if Path("/sys/class/net/ovs-netdev").exists():
             # the netdev datapath's own tap has this fixed name: one per network namespace
-            if not _running("ovs-vswitchd"):
+            if not proc.running("ovs-vswitchd"):
                 raise VnetbenchError("aio: link ovs-netdev is left in the root namespace and no "
                                      "ovs-vswitchd runs (an AIO or OVS that ended without its "
                                      "teardown); 'vnetbench cleanup' removes a registered AIO's "
@@ -280,15 +280,3 @@ def _remove_domains(prefix: str, uri: str | None = None) -> list[str]:
     finally:
         conn.close()
     return problems
-
-
-def _running(comm: str) -> bool:
-    """Whether any process of this name runs (to say what a leftover is; nothing is
-    stopped by name)."""
-    for path in Path("/proc").glob("[0-9]*/comm"):
-        try:
-            if path.read_text().strip() == comm:
-                return True
-        except OSError:
-            continue
-    return False

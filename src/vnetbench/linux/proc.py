@@ -106,6 +106,29 @@ def pids_naming(text: str) -> list[int]:
     return found
 
 
+def netns_of(pid: int) -> tuple[int, int] | None:
+    """The network namespace of PID as (st_dev, st_ino) of ``/proc/PID/ns/net``; None
+    when it is gone."""
+    try:
+        st = os.stat(f"/proc/{pid}/ns/net")
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino
+
+
+def running(comm: str) -> bool:
+    """Whether any process whose name (``/proc/PID/comm``) is COMM runs: to tell what a
+    leftover is, never to stop anything by name."""
+    for entry in os.scandir("/proc"):
+        if entry.name.isdigit():
+            try:
+                if Path(entry.path, "comm").read_text().strip() == comm:
+                    return True
+            except OSError:
+                continue
+    return False
+
+
 def netns_members() -> dict[tuple[int, int], list[int]]:
     """Every process by its network namespace ((st_dev, st_ino) of ``/proc/PID/ns/net``):
     one scan of /proc for any number of namespaces."""
@@ -113,11 +136,9 @@ def netns_members() -> dict[tuple[int, int], list[int]]:
     me = os.getpid()
     for entry in os.scandir("/proc"):
         if entry.name.isdigit() and int(entry.name) != me:
-            try:
-                ns = os.stat(f"/proc/{entry.name}/ns/net")
-            except OSError:
-                continue
-            found.setdefault((ns.st_dev, ns.st_ino), []).append(int(entry.name))
+            ns = netns_of(int(entry.name))
+            if ns is not None:
+                found.setdefault(ns, []).append(int(entry.name))
     return found
 
 
@@ -131,11 +152,7 @@ def pids_in_netns(path) -> list[int]:
     found = []
     for entry in os.scandir("/proc"):
         if entry.name.isdigit() and int(entry.name) != os.getpid():
-            try:
-                ns = os.stat(f"/proc/{entry.name}/ns/net")
-            except OSError:
-                continue
-            if (ns.st_dev, ns.st_ino) == (st.st_dev, st.st_ino):
+            if netns_of(int(entry.name)) == (st.st_dev, st.st_ino):
                 found.append(int(entry.name))
     return found
 

@@ -37,7 +37,7 @@ class NetnsSweep:
             self.members = proc.netns_members()
         key = (st.st_dev, st.st_ino)
         for pid in self.members.get(key, ()):   # inside our namespace: ours (e.g. a VM's iperf3)
-            proc.stop(pid, lambda p: _netns_of(p) == key, grace=0.2)   # still it, not a reused pid
+            proc.stop(pid, lambda p: proc.netns_of(p) == key, grace=0.2)   # still it, not a reused pid
         netns.remove(name)
         self.removed[name] = key
 
@@ -49,8 +49,8 @@ class NetnsSweep:
         errors = []
         for key, pids in proc.netns_members().items():
             for pid in pids if key in keys else ():
-                proc.stop(pid, lambda p: _netns_of(p) == key, grace=0.2)
-                if _netns_of(pid) == key:
+                proc.stop(pid, lambda p: proc.netns_of(p) == key, grace=0.2)
+                if proc.netns_of(pid) == key:
                     errors.append(f"netns {keys[key]}: pid {pid} still inside after it was removed")
         return errors
 
@@ -62,14 +62,6 @@ def undo_netns(run: Run, entry) -> None:
     errors = sweep.finish()
     if errors:
         raise RuntimeError(errors[0])
-
-
-def _netns_of(pid: int):
-    try:
-        st = os.stat(f"/proc/{pid}/ns/net")
-    except OSError:
-        return None
-    return st.st_dev, st.st_ino
 
 
 def _nothing(run: Run, entry) -> None:
