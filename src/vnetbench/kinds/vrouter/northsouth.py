@@ -37,15 +37,10 @@ def snat_routers(tb) -> list:
     return [(i, r) for i, r in enumerate(tb.routers) if r.gateway is not None and r.snat]
 
 
-def _gateway_hosts(tb) -> list[str]:
-    """The hosts of the routers with a gateway, sorted."""
-    return sorted({r.host for r in tb.routers if r.gateway is not None})
-
-
 def gateway_host(tb) -> str | None:
     """The host whose vRouter is the SDN gateway: the (one) host of the routers with a
     gateway; None without an external network."""
-    hosts = _gateway_hosts(tb)
+    hosts = sorted(tb.gateway_hosts())
     if tb.external is None or not hosts:
         return None
     return hosts[0]
@@ -53,7 +48,7 @@ def gateway_host(tb) -> str | None:
 
 def why_not(tb) -> str | None:
     """Why this testbed's north-south cannot be realised on vrouter; None when it can."""
-    hosts = _gateway_hosts(tb)
+    hosts = sorted(tb.gateway_hosts())
     if len(hosts) > 1:
         return (f"vrouter has one SDN gateway (the simple gateway of one host's vRouter): the "
                 f"routers with external_gateway are on {', '.join(hosts)}; put them on one host")
