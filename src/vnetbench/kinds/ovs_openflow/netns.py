@@ -24,7 +24,9 @@ from vnetbench.linux import proc
 from vnetbench.testbed.model import NetType
 from vnetbench.testbed.netns import mgmt
 from vnetbench.testbed.deployment import CONTROLLER_DIR
-from vnetbench.kinds.ovs.netns import OvsHost, _bridge, _port, qos_columns, tunnel_ports, start_host
+from vnetbench.kinds.ovs.netns import (
+    OvsHost, _bridge, _port, qos_columns, start_host, tunnel_neighbours, tunnel_ports,
+)
 
 OF_PORT = 6653                   # instance i listens on OF_PORT + i
 MAX_BACKOFF_MS = 1000            # reconnect within 1 s after a restart or heal
@@ -130,6 +132,8 @@ def wire(ctx) -> None:
     proc.parallel([lambda o=o: start_host(ctx, o) for o in hosts])
     for o in hosts:
         o.address_underlay()
+    if tb.network.type.is_tunnel:
+        tunnel_neighbours(ctx)
     wait_ready(run_dir, [dpid(i) for i in range(len(tb.hosts))])
     for o in hosts:                     # the 1 s backoff and the probe as configured
         o.controller_settings_in_force()
