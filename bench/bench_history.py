@@ -1,8 +1,10 @@
 """The results history at scale (issue 49): ``vnetbench history add`` of 1,000 runs of
 200 records each (200,000 records, 1.2 million per-metric rows), then ``history
-regressions`` over every cell's series (1,200 series of 1,000 runs), each command in a
-fresh process: wall time, CPU seconds (with its workers'), peak resident memory, exit
-status, the store's size. No root, no testbed.
+regressions`` over every cell's series (1,200 series of 1,000 runs), then the CI gate's
+day: one more run added and ``regressions`` again, in Otava's incremental mode from the
+weak change points the first stored (and ``--full`` over the same history, whose verdicts
+it must equal). Each command in a fresh process: wall time, CPU seconds (with its
+workers'), peak resident memory, exit status, the store's size. No root, no testbed.
 
 The runs are synthetic and the same every time (seeded): 200 cells (tcp_stream over 50
 points x 2 placements x 2 vswitches), 6 metrics a record, 3 repetitions each with 5 %
@@ -93,6 +95,18 @@ def step(tmp: Path, argv: list[str], src: Path = REPO / "src") -> dict:
     return res
 
 
+def _verdicts(res: dict) -> list:
+    """A regressions' JSON -> each series' verdict and change points (what must not depend
+    on how Otava was run)."""
+    doc = json.loads(res["stdout"]) if res.get("stdout") else {"results": []}
+    return [(r["cell"], r["metric"], r["verdict"], [(c["index"], c["run"], round(c["change_pct"], 9))
+                                                    for c in r["changes"]]) for r in doc["results"]]
+
+
+def _summary(res: dict) -> dict:
+    return {k: v for k, v in res.items() if k != "stdout"}
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--runs", type=int, default=1000)
@@ -106,7 +120,8 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="vnb-bench-history-") as name:
         tmp = Path(name)
         t0 = time.perf_counter()
-        dirs = generate(tmp, args.runs, args.records)
+        dirs = generate(tmp, args.runs + 1, args.records)
+        dirs, next_run = dirs[:-1], dirs[-1]
         gen = time.perf_counter() - t0
         db = args.db or str(tmp / "history.sqlite")
         added = step(tmp, ["history", "add", *map(str, dirs), "--db", db], src)
@@ -116,10 +131,19 @@ def main() -> int:
         doc = json.loads(reg.pop("stdout")) if reg.get("stdout") else {"results": [], "verdicts": {}}
         reg.pop("stdout_tail")
         recent = step(tmp, ["history", "regressions", "--db", db, "--last", "100"], src)
+        one_more = step(tmp, ["history", "add", str(next_run), "--db", db], src)
+        incremental = step(tmp, ["history", "regressions", "--db", db, "--format", "json"], src)
+        full = step(tmp, ["history", "regressions", "--db", db, "--format", "json", "--full"], src)
+        same = _verdicts(incremental) == _verdicts(full) and bool(_verdicts(full))
+        modes = {}
+        for r in (json.loads(incremental["stdout"]) if incremental.get("stdout") else {"results": []})["results"]:
+            modes[r["analysis"]] = modes.get(r["analysis"], 0) + 1
         size = Path(db).stat().st_size / 1024 / 1024 if not args.db else None
         rows = [[name, r["rc"], f"{r['seconds']:.1f}", f"{r.get('cpu_s', 0):.1f}", f"{r['rss_mib']:.0f}"]
                 for name, r in (("add (all runs)", added), ("add (one again)", again),
-                                ("regressions (all cells)", reg), ("regressions --last 100", recent))]
+                                ("regressions (all cells)", reg), ("regressions --last 100", recent),
+                                ("add (the next run)", one_more), ("regressions, incremental", incremental),
+                                ("regressions --full", full))]
         load = os.getloadavg()[0]
         show(["command", "exit", "seconds", "CPU seconds", "peak RSS MiB"], rows,
              title=f"{args.runs} runs x {args.records} records ({args.runs * args.records:,} records, "
@@ -131,12 +155,15 @@ def main() -> int:
                                                          for c in r["changes"]])
                    for r in doc["results"] if r["changes"]]
         print(f"verdicts: {doc['verdicts']}")
+        print(f"after the next run: {modes} series analysed so; the incremental verdicts and change points "
+              f"{'equal' if same else 'DIFFER FROM'} --full's")
         for f in flagged[:10]:
             print("  ", f)
         found = any(lab.get("point") == point and lab.get("placement") == "same-host" and lab.get("vswitch") == "ovs"
                     and metric == "gbps" and any(abs(i - DROP_RUN) <= 1 and kind == "regression" for i, _, kind in ch)
                     for _, lab, metric, ch in flagged)
-        ok = added["rc"] == 0 and again["rc"] == 0 and reg["rc"] == (1 if args.runs >= DROP_RUN + 6 else 0)
+        ok = (added["rc"] == 0 and again["rc"] == 0 and reg["rc"] == (1 if args.runs >= DROP_RUN + 6 else 0)
+              and one_more["rc"] == 0 and same)
         if args.runs >= DROP_RUN + 6:
             print(f"the injected 15 % drop at run {DROP_RUN}: {'found' if found else 'NOT found'}")
         else:
@@ -146,6 +173,9 @@ def main() -> int:
                                             "src": str(src), "load_average_end": load,
                                             "generate_s": gen, "add": added, "add_again": again,
                                             "regressions": reg, "regressions_last_100": recent,
+                                            "add_next": one_more, "regressions_incremental": _summary(incremental),
+                                            "regressions_full": _summary(full), "incremental_modes": modes,
+                                            "incremental_equals_full": same,
                                             "verdicts": doc.get("verdicts"),
                                             "changes": flagged, "drop_found": found})
         print(f"results: {path}")

@@ -129,13 +129,14 @@ def test_a_version_1_history_is_migrated(store, tmp_path, capsys):
     build_history(tmp_path, store)
     eng = db.open_db(store)
     with eng.begin() as conn:          # as a vnetbench of schema version 1 left it
+        db.weak_points.drop(conn)
         db.change_points.drop(conn)
         conn.execute(db.schema_version.update().values(version=1))
     eng.dispose()
     assert cli.main(["history", "regressions", "--db", store]) == 1
     eng = db.open_db(store)
     with eng.connect() as conn:
-        assert db.version(conn) == db.SCHEMA_VERSION == 2
+        assert db.version(conn) == db.SCHEMA_VERSION == 3
         assert conn.execute(sa.select(sa.func.count()).select_from(db.change_points)).scalar() == 1
         assert conn.execute(sa.select(sa.func.count()).select_from(db.runs)).scalar() == 30
     eng.dispose()

@@ -167,9 +167,26 @@ def test_bad_regressions_flags_one_line(tmp_path, capsys, argv, words):
 
 def test_worker_processes_find_what_one_process_finds():
     rule = thresholds.load_rules().of("gbps")
-    jobs = [(noisy(DROP if i % 3 == 0 else STABLE, i), rule) for i in range(40)]
-    assert regress._detections(jobs, 2) == regress._detections(jobs, 1)
-    assert sum(1 for d in regress._detections(jobs, 2) if d) >= 13
+    jobs = [(noisy(DROP if i % 3 == 0 else STABLE, i), rule, None) for i in range(40)]
+    assert regress._analyses(jobs, 2) == regress._analyses(jobs, 1)
+    assert sum(1 for points, _ in regress._analyses(jobs, 2) if points) >= 13
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_otava_incremental_finds_what_the_whole_series_gives(seed):
+    """Otava's incremental mode (the weak points of the first runs, then only the windows
+    the new runs touch) judges a long series as analysing it whole does: stable, or a
+    15 % step early, late or among the new runs."""
+    rng = random.Random(seed)
+    rule = thresholds.load_rules().of("gbps")
+    for n, step_at, new in ((300, None, 1), (300, 40, 1), (300, 250, 10), (400, 396, 3), (1000, 700, 1)):
+        means = [100.0 if step_at is None or i < step_at else 85.0 for i in range(n)]
+        values = noisy(means, rng.randrange(10**6))
+        _, weak = regress.analyse(values[:n - new], rule)
+        whole, _ = regress.analyse(values, rule)
+        incremental, _ = regress.analyse(values, rule, (n - new, weak))
+        assert incremental == whole, (n, step_at, new)
+        assert len(whole) == (step_at is not None and step_at <= n - 3), (n, step_at, whole)
 
 
 def test_parallel_regressions_give_the_serial_verdicts(tmp_path):
@@ -193,3 +210,53 @@ def test_parallel_regressions_give_the_serial_verdicts(tmp_path):
         parallel = [asdict(s) for s in regress.find(conn, rules, jobs=2)]
     assert len(serial) == 40 and parallel == serial
     assert sum(1 for s in serial if s["verdict"] == "regression") >= 10
+
+
+def _analysis(store, *argv):
+    from vnetbench.history import db
+    assert cli.main(["history", "regressions", "--db", store, "--format", "json", *argv]) in (0, 1)
+    with db.open_db(store).connect() as conn:
+        stored = {(r.cell, r.metric): r.runs for r in conn.execute(db.weak_points.select())}
+    return stored
+
+
+def test_regressions_store_weak_points_and_go_on_from_them(store, tmp_path, capsys):
+    """The first regressions analyses every series whole and stores Otava's weak points;
+    after one more run the series is analysed incrementally from them, with the verdict
+    and change point --full gives; a run that lands among the earlier ones (an older
+    measurement imported late) changes the series' first runs, and it is analysed whole."""
+    means = [100.0] * 40 + [85.0] * 10
+    dirs = series_runs(tmp_path, means)
+    add_all(store, dirs[:45])
+    capsys.readouterr()
+    assert set(_analysis(store).values()) == {45}
+    assert json.loads(capsys.readouterr().out)["results"][0]["analysis"] == "whole"
+
+    add_all(store, dirs[45:])
+    capsys.readouterr()
+    assert set(_analysis(store).values()) == {50}
+    incremental = json.loads(capsys.readouterr().out)["results"][0]
+    assert incremental["analysis"] == "incremental"
+    _analysis(store, "--full")
+    full = json.loads(capsys.readouterr().out)["results"][0]
+    assert full["analysis"] == "whole"
+    assert {**incremental, "analysis": None} == {**full, "analysis": None}
+    assert [c["index"] for c in full["changes"]] == [40] and full["verdict"] == "regression"
+
+    from history_runs import record, write_run
+    late = write_run(tmp_path / "late", [record(values=[100.0, 101.0, 99.0], started=1.7e9 + 3600 * 10.5,
+                                                run_id="late")])
+    add_all(store, [late])
+    capsys.readouterr()
+    assert set(_analysis(store).values()) == {51}
+    assert json.loads(capsys.readouterr().out)["results"][0]["analysis"] == "whole"
+
+
+def test_a_changed_p_value_analyses_whole(store, tmp_path, capsys):
+    add_all(store, series_runs(tmp_path, [100.0] * 30))
+    _analysis(store)
+    rules = tmp_path / "t.yaml"
+    rules.write_text("defaults: {better: either, min_change_pct: 10, min_runs: 6, min_segment: 3, max_pvalue: 0.01}\n")
+    capsys.readouterr()
+    _analysis(store, "--thresholds", str(rules))
+    assert json.loads(capsys.readouterr().out)["results"][0]["analysis"] == "whole"

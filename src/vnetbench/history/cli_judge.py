@@ -75,9 +75,10 @@ def cmd_compare(args) -> int:
     return 0
 
 
-def _save(eng, series, shown: str) -> None:
-    """The verdicts' change points into the database for the dashboard; a database this
-    user may only read (a CI job's role) still gets its verdict, with one line saying so."""
+def _save(eng, series, weak, shown: str) -> None:
+    """The verdicts' change points into the database for the dashboard, and Otava's weak
+    change points for the next incremental analysis; a database this user may only read
+    (a CI job's role) still gets its verdict, with one line saying so."""
     import sys
     import time
 
@@ -87,7 +88,7 @@ def _save(eng, series, shown: str) -> None:
     from vnetbench.inputs import one_line
     try:
         with eng.begin() as conn:
-            regress.save(conn, series, time.time())
+            regress.save(conn, series, time.time(), weak)
     except sa.exc.SQLAlchemyError as exc:
         print(f"history regressions: change points not stored in {shown} for the dashboard "
               f"({one_line(str(getattr(exc, 'orig', None) or exc), 120)}); the verdict below stands",
@@ -110,6 +111,10 @@ def add_regressions(hs, db_option) -> None:
                         "question is the recent change, and Otava's cost grows with the series")
     s.add_argument("--jobs", type=_jobs, default=min(2, os.cpu_count() or 1),
                    help="processes running Otava over the series (default: %(default)s)")
+    s.add_argument("--full", action="store_true",
+                   help="analyse every series from its first run; by default a series whose earlier "
+                        "runs the last regressions already analysed is analysed in Otava's incremental "
+                        "mode, from the weak change points stored then")
     db_option(s)
     s.set_defaults(func=cmd_regressions)
 
@@ -129,8 +134,9 @@ def cmd_regressions(args) -> int:
     dbname = args.db or commands._db_default()
     eng = commands.engine(args)
     with eng.connect() as conn:
-        series = regress.find(conn, rules, acks, since, args.metric, where, jobs=args.jobs, last=args.last)
-    _save(eng, series, db.shown(dbname))
+        series, weak = regress.judge(conn, rules, acks, since, args.metric, where, jobs=args.jobs,
+                                     last=args.last, incremental=not args.full)
+    _save(eng, series, weak, db.shown(dbname))
     if args.junit:
         outfiles.write_file(args.junit, regress.junit(series), "--junit")
     if args.format == "json":

@@ -16,7 +16,11 @@ The tables, from the run down:
   The mean is what a series is drawn from; the samples are what ``compare`` tests;
 * ``change_points`` (version 2) -- the change points the last ``history regressions``
   found in each series it judged, so a dashboard (``vnetbench.dashboards.history``) can
-  mark them on the series without running Otava itself.
+  mark them on the series without running Otava itself;
+* ``weak_points`` (version 3) -- per series, Otava's weak change points (its split step's
+  candidates) over the series' first ``runs`` runs, with a digest of those runs and
+  values: the next ``history regressions`` hands them to Otava's incremental mode and
+  analyses only the windows the new runs touch, as long as the digest still matches.
 """
 
 from __future__ import annotations
@@ -31,7 +35,7 @@ import sqlalchemy as sa
 
 from vnetbench.history.fields import DEFAULT_DB, PROVENANCE_COLUMNS  # noqa: F401  (DEFAULT_DB: API)
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 DB_FIX = "give --db a file path (SQLite) or postgresql://USER@HOST/DBNAME"
 
 meta = sa.MetaData()
@@ -99,6 +103,19 @@ change_points = sa.Table(
 )
 
 
+weak_points = sa.Table(
+    "weak_points", meta,
+    sa.Column("cell", sa.String(64), primary_key=True),
+    sa.Column("metric", sa.String(64), primary_key=True),
+    sa.Column("window", sa.Integer, nullable=False),       # Otava's window_len
+    sa.Column("max_pvalue", sa.Float, nullable=False),     # the rule's (the split step's is 10x)
+    sa.Column("runs", sa.Integer, nullable=False),         # how many of the series' runs they cover
+    sa.Column("digest", sa.String(64), nullable=False),    # of those runs' ids and values
+    sa.Column("points", sa.Text, nullable=False),          # JSON [[index, qhat], ...]
+    sa.Column("judged", sa.Float, nullable=False),
+)
+
+
 def _v1(conn) -> None:
     meta.create_all(conn, tables=[runs, run_tags, records, metrics])
 
@@ -107,8 +124,12 @@ def _v2(conn) -> None:
     meta.create_all(conn, tables=[change_points])
 
 
+def _v3(conn) -> None:
+    meta.create_all(conn, tables=[weak_points])
+
+
 #: version -> what brings a database from version - 1 to it (append, never edit)
-MIGRATIONS = {1: _v1, 2: _v2}
+MIGRATIONS = {1: _v1, 2: _v2, 3: _v3}
 
 
 def url_of(db: str) -> str:

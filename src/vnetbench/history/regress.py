@@ -21,6 +21,7 @@ The rows are streamed from the database ordered by series, so memory holds one s
 from __future__ import annotations
 
 import fnmatch
+import hashlib
 import json
 import math
 from dataclasses import asdict, dataclass, field
@@ -59,9 +60,10 @@ class Series:
     changes: list = field(default_factory=list)
     min_runs: int = 0
     last_run: str = ""
+    analysis: str = "whole"  # whole | incremental (Otava's, from the stored weak points)
 
 
-def detect(values, rule):
+def detect(values, rule, memo=None):
     """Otava's change points of ``values`` that hold as steps: [(index, before, after, %, p)].
 
     Otava's merge step keeps its statistics from the split windows, and it can report an
@@ -70,13 +72,36 @@ def detect(values, rule):
     points), with Otava's own t-test (``TTestSignificanceTester.compare``): both segments
     at least ``min_segment`` runs, the change at least ``min_change_pct``, p below
     ``max_pvalue``. The weakest point that fails is dropped and its neighbours judged
-    again, until every point holds."""
-    from otava.analysis import TTestSignificanceTester, compute_change_points
+    again, until every point holds. ``memo``: see ``analyse``."""
+    return analyse(values, rule, memo)[0]
+
+
+def analyse(values, rule, memo=None):
+    """``detect``'s points, and Otava's weak change points of ``values`` ([(index, qhat)]:
+    its split step's candidates, before the merge step judges them).
+
+    ``memo``: (n, weak points) from an earlier analysis of the first n of these values.
+    Otava's incremental mode (``new_data``, ``old_weak_cp``) then keeps the weak points
+    before the last few windows and runs E-Divisive only over the windows the values
+    after n touch; the merge step and the judging below see the whole series either way."""
+    from otava.analysis import compute_change_points
+    from otava.change_point_divisive.base import ChangePoint
     if len(set(values)) <= 1:
-        return []
-    found, _ = compute_change_points(list(values), window_len=WINDOW, max_pvalue=rule.max_pvalue,
-                                     min_magnitude=rule.min_change_pct / 100)
-    points = sorted({int(cp.index) for cp in found})
+        return [], []
+    incremental = {}
+    if memo is not None:
+        n, weak = memo
+        incremental = {"new_data": len(values) - n,
+                       "old_weak_cp": [ChangePoint(index=i, qhat=q, stats=None) for i, q in weak]}
+    found, weak = compute_change_points(list(values), window_len=WINDOW, max_pvalue=rule.max_pvalue,
+                                        min_magnitude=rule.min_change_pct / 100, **incremental)
+    return _judged(values, rule, sorted({int(cp.index) for cp in found})), \
+        [(int(cp.index), float(cp.qhat)) for cp in weak or ()]
+
+
+def _judged(values, rule, points):
+    """``detect``'s second judgement of Otava's points (see there)."""
+    from otava.analysis import TTestSignificanceTester
     tester = TTestSignificanceTester(rule.max_pvalue)
     while True:
         judged, failing = [], []
@@ -140,28 +165,72 @@ def _series(rows):
         yield (*head, points)
 
 
-def _detect_job(job):
-    values, rule = job
-    return detect(values, rule)
+def _analyse_job(job):
+    return analyse(*job)
 
 
-def _detections(jobs_list, jobs: int):
-    """detect() over every series, in order; with jobs > 1 in worker processes (Otava costs
-    about 40 ms for a series of 1,000 runs, and series are independent)."""
+def _analyses(jobs_list, jobs: int):
+    """analyse() over every (values, rule, memo), in order; with jobs > 1 in worker
+    processes (Otava costs about 40 ms for a series of 1,000 runs analysed whole, and
+    series are independent)."""
     if jobs <= 1 or len(jobs_list) < 32:
-        return [detect(v, r) for v, r in jobs_list]
+        return [analyse(*job) for job in jobs_list]
     import concurrent.futures as cf
     import multiprocessing
     with cf.ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("fork")) as pool:
-        return list(pool.map(_detect_job, jobs_list, chunksize=max(1, len(jobs_list) // (8 * jobs))))
+        return list(pool.map(_analyse_job, jobs_list, chunksize=max(1, len(jobs_list) // (8 * jobs))))
+
+
+@dataclass
+class Weak:
+    """A series' weak change points as ``weak_points`` stores them (see ``db``)."""
+    runs: int
+    digest: str
+    points: list
+    max_pvalue: float = 0.0
+
+
+def _digests(runs, values, n: int | None):
+    """The digest of the series' first N points (None when it has fewer) and of all of
+    them: a run inserted earlier in the order, or a value changed, changes the first."""
+    h, prefix = hashlib.blake2b(digest_size=16), None
+    for k, (run, value) in enumerate(zip(runs, values)):
+        if k == n:
+            prefix = h.hexdigest()
+        h.update(f"{run}={value!r};".encode())
+    whole = h.hexdigest()
+    return (whole if n == len(values) else prefix), whole
+
+
+def _stored(conn, rule_of) -> dict:
+    """(cell, metric) -> Weak, for the entries made with this window and the metric's
+    current p-value (a changed rule, or window, analyses the series whole again)."""
+    t = db.weak_points
+    out = {}
+    for row in conn.execute(sa.select(t)):
+        if row.window == WINDOW and row.max_pvalue == rule_of(row.metric).max_pvalue:
+            out[(row.cell, row.metric)] = Weak(row.runs, row.digest, json.loads(row.points), row.max_pvalue)
+    return out
 
 
 def find(conn, rules, acks=(), since=None, metrics=None, where=None, jobs: int = 1,
          last: int | None = None) -> list[Series]:
-    """Every series' verdict (see the module's doc). ``last``: only each series' newest
-    ``last`` runs go to Otava (its cost grows with the series; positions stay those of
-    the whole series)."""
-    out, todo, interned = [], [], {}
+    """Every series' verdict (see the module's doc); ``judge`` without what it stores."""
+    return judge(conn, rules, acks, since, metrics, where, jobs, last, incremental=False)[0]
+
+
+def judge(conn, rules, acks=(), since=None, metrics=None, where=None, jobs: int = 1,
+          last: int | None = None, incremental: bool = True):
+    """Every series' verdict, and the weak change points to store: (series, {(cell,
+    metric): Weak}). ``last``: only each series' newest ``last`` runs go to Otava (its
+    cost grows with the series; positions stay those of the whole series).
+
+    ``incremental``: a whole series (no ``since``, ``where`` or ``last``) whose first runs
+    are those stored in ``weak_points`` (same ids, same values, same order) is analysed
+    in Otava's incremental mode from them; any other is analysed whole."""
+    whole_series = since is None and not where and not last
+    stored = _stored(conn, rules.of) if incremental and whole_series else {}
+    out, todo, interned, weak = [], [], {}, {}
     for cell, test, labels, metric, points in _series(_rows(conn, since, where, metrics)):
         if metrics and not any(fnmatch.fnmatchcase(metric, p) for p in metrics):
             continue
@@ -173,11 +242,20 @@ def find(conn, rules, acks=(), since=None, metrics=None, where=None, jobs: int =
         out.append(s)
         if len(values) < rule.min_runs:
             s.verdict = "not enough runs"
-        else:
-            skip = max(0, len(values) - last) if last else 0
-            todo.append((s, runs, values[skip:], rule, skip))
-    found = _detections([(values, rule) for _, _, values, rule, _ in todo], jobs)
-    for (s, runs, values, rule, skip), points in zip(todo, found):
+            continue
+        memo = None
+        if whole_series:
+            old = stored.get((cell, metric))
+            prefix, whole = _digests(runs, values, old.runs if old else None)
+            if old and old.runs <= len(values) and prefix == old.digest:
+                memo, s.analysis = (old.runs, old.points), "incremental"
+            weak[(cell, metric)] = Weak(len(values), whole, [], rule.max_pvalue)
+        skip = max(0, len(values) - last) if last else 0
+        todo.append((s, runs, values[skip:], rule, skip, memo))
+    found = _analyses([(values, rule, memo) for _, _, values, rule, _, memo in todo], jobs)
+    for (s, runs, values, rule, skip, _), (points, weak_points) in zip(todo, found):
+        if (s.cell, s.metric) in weak:
+            weak[(s.cell, s.metric)].points = weak_points
         s.changes = changes(points, runs, rule, skip, s.cell, s.metric, acks)
         for ch in s.changes:
             if ch.kind == "regression":
@@ -185,7 +263,7 @@ def find(conn, rules, acks=(), since=None, metrics=None, where=None, jobs: int =
         open_ = [c for c in s.changes if c.kind == "regression" and not c.acknowledged]
         acked = [c for c in s.changes if c.kind == "regression" and c.acknowledged]
         s.verdict = "regression" if open_ else "acknowledged" if acked else "ok"
-    return out
+    return out, weak
 
 
 def changes(points, runs, rule, skip: int, cell: str, metric: str, acks=()) -> list[Change]:
@@ -221,11 +299,12 @@ def _what_changed(conn, cell: str, before: str, after: str) -> dict:
     return {k: {"before": a, "after": b} for k, (a, b) in d.items()}
 
 
-def save(conn, series, now: float) -> None:
+def save(conn, series, now: float, weak=None) -> None:
     """The change points of the judged series into ``change_points``, replacing what an
     earlier ``regressions`` stored for those series (one transaction: the caller's), so
     the dashboard marks what the last verdict said. A series judged "not enough runs"
-    has none."""
+    has none. ``weak`` ({(cell, metric): Weak}, from ``judge``) replaces those series'
+    weak change points for the next incremental analysis."""
     t = db.change_points
     keys = [{"c": s.cell, "m": s.metric} for s in series]
     if not keys:
@@ -237,6 +316,13 @@ def save(conn, series, now: float) -> None:
             for s in series for c in s.changes]
     if rows:
         conn.execute(t.insert(), rows)
+    if weak:
+        w = db.weak_points
+        conn.execute(w.delete().where(w.c.cell == sa.bindparam("c"), w.c.metric == sa.bindparam("m")),
+                     [{"c": c, "m": m} for c, m in weak])
+        conn.execute(w.insert(), [{"cell": c, "metric": m, "window": WINDOW, "max_pvalue": v.max_pvalue,
+                                   "runs": v.runs, "digest": v.digest, "points": json.dumps(v.points),
+                                   "judged": now} for (c, m), v in weak.items()])
 
 
 def failed(series) -> bool:
