@@ -46,12 +46,12 @@ class Resources:
         """Service users, the catalog, Heat's domain and roles, the demo project."""
         c = self.connect()
         idm = c.identity
-        admin_role = idm.find_role("admin")
-        member = idm.find_role("member")
-        default = idm.find_domain("default")
+        admin_role = idm.find_role("admin", ignore_missing=True)
+        member = idm.find_role("member", ignore_missing=True)
+        default = idm.find_domain("default", ignore_missing=True)
         service = idm.create_project(name="service", domain_id=default.id)
         # the 'service' role: services check it on the service token another service sends
-        service_role = idm.find_role("service") or idm.create_role(name="service")
+        service_role = idm.find_role("service", ignore_missing=True) or idm.create_role(name="service")
         for user in SERVICE_USERS:
             u = idm.create_user(name=user, password=self.lay.password, domain_id=default.id,
                                 default_project_id=service.id)

@@ -221,4 +221,4 @@ def test_heat_stack_of_a_project_member(aio_cloud, demo, tmp_path):
         assert net.project_id == demo.current_project_id
     finally:
         assert demo.delete_stack(stack.id, wait=True)
-    assert demo.network.find_network("aio-smoke-tenant") is None
+    assert demo.network.find_network("aio-smoke-tenant", ignore_missing=True) is None

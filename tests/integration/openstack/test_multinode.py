@@ -319,7 +319,7 @@ def test_cold_migration_to_the_other_node(lay, pair, conn):
     there. Downtime = the longest gap between the runner's ping replies (every 0.2 s, so
     that is its resolution): for a cold migration, the boot is in it."""
     left = [(n, conn.compute.get_server(s.id)) for n, s in zip("ab", pair["servers"])
-            if conn.compute.find_server(s.id)]             # where they are now, not at boot
+            if conn.compute.find_server(s.id, ignore_missing=True)]             # where they are now, not at boot
     # one guest moves, the other goes (each node has one dedicated CPU): the one on node 1 if
     # there is one (the live migration test deleted b and brought a back), else the other
     left.sort(key=lambda ns: ns[1].compute_host != lay.nodes[0].host)
