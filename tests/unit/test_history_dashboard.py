@@ -136,7 +136,7 @@ def test_a_version_1_history_is_migrated(store, tmp_path, capsys):
     assert cli.main(["history", "regressions", "--db", store]) == 1
     eng = db.open_db(store)
     with eng.connect() as conn:
-        assert db.version(conn) == db.SCHEMA_VERSION == 3
+        assert db.version(conn) == db.SCHEMA_VERSION == 4
         assert conn.execute(sa.select(sa.func.count()).select_from(db.change_points)).scalar() == 1
         assert conn.execute(sa.select(sa.func.count()).select_from(db.runs)).scalar() == 30
     eng.dispose()

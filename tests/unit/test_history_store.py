@@ -221,3 +221,51 @@ def test_a_run_is_the_hash_of_its_records_content(tmp_path):
         s = run.records[m["seq"]].metrics[m["metric"]]
         assert (m["n"], m["mean"], m["sd"]) == (s["n"], s["mean"], s["sd"])
         assert json.loads(m["samples"]) == run.records[m["seq"]].samples[m["metric"]]
+
+
+def _latency_run(tmp_path, i: int, rate_fps: float):
+    rec = record(test="rfc2544_latency", metric="rtt_avg_ms", values=[0.2, 0.21, 0.19], started=1.7e9 + 3600 * i,
+                 run_id=f"r{i}", point="64B latency")
+    rec["labels"]["params"] = {"frame_size": 64, "rate_fps": rate_fps, "latency_count": 100}
+    return write_run(tmp_path / f"lat{i}", [rec])
+
+
+def test_a_measured_parameter_is_not_part_of_the_cell(store, tmp_path, capsys):
+    """The RFC 2544 latency stream runs at the NDR its own run found: two runs of the
+    same configuration are one cell (they were two, and no series ever formed), and a
+    history of the earlier schema is migrated to it, its stored points for the old cells
+    dropped."""
+    runs = [_latency_run(tmp_path, i, rate) for i, rate in enumerate((72244.0, 72836.0))]
+    assert cli.main(["history", "add", *map(str, runs), "--db", store]) == 0
+    eng = db.open_db(store)
+    count = sa.select(sa.func.count(sa.distinct(db.records.c.cell)))
+    with eng.begin() as conn:
+        assert conn.execute(count).scalar() == 1
+        conn.execute(db.records.update().values(cell=sa.func.substr(db.records.c.run_id, 1, 32)))
+        first = conn.execute(sa.select(db.runs.c.id).order_by(db.runs.c.started)).scalars().first()
+        conn.execute(db.change_points.insert().values(   # as version 3 left them: a cell a run
+            cell=first[:32], metric="rtt_avg_ms", run_id=first, position=1, runs=2, before=1, after=2,
+            change_pct=100, pvalue=0.0, kind="change", judged=1.0))
+        conn.execute(db.schema_version.update().values(version=3))
+        assert conn.execute(count).scalar() == 2
+    eng.dispose()
+    eng = db.open_db(store)
+    with eng.connect() as conn:
+        assert conn.execute(count).scalar() == 1
+        assert conn.execute(sa.select(sa.func.count()).select_from(db.change_points)).scalar() == 0
+        assert db.version(conn) == db.SCHEMA_VERSION
+        labels = json.loads(conn.execute(sa.select(db.records.c.labels)).scalar())
+        assert labels["params"]["rate_fps"] in (72244.0, 72836.0)      # kept in the record
+    eng.dispose()
+    capsys.readouterr()
+
+
+def test_the_fairness_bottleneck_device_is_not_part_of_the_cell():
+    """Its qdisc command names the run's own device (the run id is in the name)."""
+    def labels(dev):
+        return {"test": "udp_fairness", "vswitch": "ovs", "run_id": dev,
+                "params": {"bottleneck_bps": 100000000, "qdisc": f"replace dev {dev}-1 root tbf rate 100mbit"}}
+    assert ingest.cell_of("udp_fairness", labels("tp2dbea7")) == ingest.cell_of("udp_fairness", labels("tpc2d55d"))
+    other = labels("tp2dbea7")
+    other["params"]["bottleneck_bps"] = 50000000
+    assert ingest.cell_of("udp_fairness", other) != ingest.cell_of("udp_fairness", labels("tp2dbea7"))

@@ -21,10 +21,15 @@ The tables, from the run down:
   candidates) over the series' first ``runs`` runs, with a digest of those runs and
   values: the next ``history regressions`` hands them to Otava's incremental mode and
   analyses only the windows the new runs touch, as long as the digest still matches.
+
+Version 4 changes no table: it recomputes the cells of records whose labels hold a
+parameter of the run's own (``cells.RUN_PARAMS``), which earlier versions hashed
+into the cell.
 """
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -33,9 +38,10 @@ from vnetbench.inputs import one_line
 
 import sqlalchemy as sa
 
+from vnetbench.history.cells import RUN_PARAMS, cell_of
 from vnetbench.history.fields import DEFAULT_DB, PROVENANCE_COLUMNS  # noqa: F401  (DEFAULT_DB: API)
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 DB_FIX = "give --db a file path (SQLite) or postgresql://USER@HOST/DBNAME"
 
 meta = sa.MetaData()
@@ -128,8 +134,24 @@ def _v3(conn) -> None:
     meta.create_all(conn, tables=[weak_points])
 
 
+def _v4(conn) -> None:
+    """The cells of the records whose labels hold a parameter of the run
+    (``cells.RUN_PARAMS``) computed again without it; the change points and weak
+    points stored for their old cells go (the next ``regressions`` judges the new ones)."""
+    rows = conn.execute(sa.select(records.c.run_id, records.c.seq, records.c.test, records.c.cell,
+                                  records.c.labels).where(records.c.test.in_(list(RUN_PARAMS)))).all()
+    old = {r.cell for r in rows}
+    updates = [{"r": r.run_id, "s": r.seq, "c": cell_of(r.test, json.loads(r.labels))} for r in rows]
+    if updates:
+        conn.execute(records.update().where(records.c.run_id == sa.bindparam("r"), records.c.seq == sa.bindparam("s"))
+                     .values(cell=sa.bindparam("c")), updates)
+    for table in (change_points, weak_points):
+        if old:
+            conn.execute(table.delete().where(table.c.cell.in_(sorted(old))))
+
+
 #: version -> what brings a database from version - 1 to it (append, never edit)
-MIGRATIONS = {1: _v1, 2: _v2, 3: _v3}
+MIGRATIONS = {1: _v1, 2: _v2, 3: _v3, 4: _v4}
 
 
 def url_of(db: str) -> str:

@@ -32,11 +32,10 @@ import sqlalchemy as sa
 
 from vnetbench.errors import VnetbenchError
 from vnetbench.history import db
+from vnetbench.history.cells import RUN_LABELS, canonical, cell_labels, cell_of  # noqa: F401  (API)
 from vnetbench.inputs import one_line
 from vnetbench.results import load as records_load
 
-#: labels that name a run, not a configuration: left out of a cell's identity
-RUN_LABELS = ("run_id",)
 #: provenance that changes every run: left out of the software-metadata comparison
 VOLATILE = ("run_id", "collected")
 TAG_MAX = 128
@@ -49,19 +48,6 @@ class Added:
     records: int
     new: bool           # False: the run was already in the store
     tags: tuple
-
-
-def canonical(obj) -> str:
-    return json.dumps(obj, sort_keys=True, separators=(",", ":"), allow_nan=False)
-
-
-def cell_labels(labels: dict) -> dict:
-    return {k: v for k, v in labels.items() if k not in RUN_LABELS}
-
-
-def cell_of(test: str, labels: dict) -> str:
-    """A cell's identity: its test and configuration labels (not the run id), hashed."""
-    return hashlib.sha256(canonical([test, cell_labels(labels)]).encode()).hexdigest()[:32]
 
 
 def _parts(r) -> dict:
