@@ -127,3 +127,13 @@ def test_html_chart_of_labels_with_dollars(tmp_path, capsys):
     page = tmp_path / "p.html"
     assert cli.main(["history", "compare", "latest", "latest", "--db", target, "--html", str(page)]) == 0
     assert page.read_text().count("<svg") == 1
+
+
+def test_repetitions_equal_but_for_rounding_have_no_spread(recwarn):
+    """53.8 and 53.800000000000004 are one value: no t-test over rounding, no warning."""
+    from vnetbench.history import compare
+    a = [53.8, 53.8, 53.800000000000004]
+    assert compare.judge(a, list(a), "lower")["verdict"] == "no difference"
+    assert compare.judge(a, [54.1, 54.1, 54.1], "lower")["verdict"] == "cannot tell (no spread in either run)"
+    assert compare.judge(a, [54.0, 54.05, 54.1], "lower")["verdict"] == "worse"
+    assert not [w for w in recwarn if issubclass(w.category, RuntimeWarning)]
