@@ -29,7 +29,7 @@ from vnetbench.testbed.model import NetType
 from vnetbench.testbed.netns import mgmt
 from vnetbench.testbed.deployment import CONTROLLER_DIR
 from vnetbench.kinds.ovs.netns import (  # noqa: F401  (tunnel_neighbours: the kind uses it here)
-    OvsHost, _bridge, _port, rundir_env, start_host, tunnel_neighbours,
+    OvsHost, _bridge, _port, address_underlays, rundir_env, start_host, tunnel_neighbours,
 )
 
 SB_PORT = 6642
@@ -328,10 +328,7 @@ def wire(ctx) -> None:
         central.configure()
     started = time.monotonic()
     proc.parallel([central_up] + [lambda o=o: start_host(ctx, o) for o in hosts])
-    for o in hosts:
-        o.address_underlay()
-    if ctx.testbed.network.type.is_tunnel:
-        tunnel_neighbours(ctx)
+    address_underlays(ctx, hosts)
     # every chassis first: --wait=hv waits only for the chassis the SB already has
     chassis.wait_registered(central, ctx.testbed.hosts, timeout=30 + len(hosts))
     t0 = time.monotonic()

@@ -348,6 +348,13 @@ def wire(ctx) -> None:
     on this thread."""
     hosts = [OvsHost(ctx, h) for h in ctx.testbed.hosts]
     proc.parallel([lambda o=o: start_host(ctx, o) for o in hosts])
+    address_underlays(ctx, hosts)
+
+
+def address_underlays(ctx, hosts) -> None:
+    """Each host's tunnel endpoint on its bridge, then (tunnel networks) every host's
+    tunnel neighbour cache filled with its peers' (``tunnel_neighbours``): the step
+    after the daemons start, for every OVS-based kind."""
     for o in hosts:
         o.address_underlay()
     if ctx.testbed.network.type.is_tunnel:

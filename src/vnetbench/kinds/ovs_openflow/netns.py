@@ -25,7 +25,7 @@ from vnetbench.testbed.model import NetType
 from vnetbench.testbed.netns import mgmt
 from vnetbench.testbed.deployment import CONTROLLER_DIR
 from vnetbench.kinds.ovs.netns import (
-    OvsHost, _bridge, _port, qos_columns, start_host, tunnel_neighbours, tunnel_ports,
+    OvsHost, _bridge, _port, address_underlays, qos_columns, start_host, tunnel_ports,
 )
 
 OF_PORT = 6653                   # instance i listens on OF_PORT + i
@@ -130,10 +130,7 @@ def wire(ctx) -> None:
     tb, run_dir = ctx.testbed, ctx.run.dir
     hosts = [OpenFlowHost(ctx, h) for h in tb.hosts]
     proc.parallel([lambda o=o: start_host(ctx, o) for o in hosts])
-    for o in hosts:
-        o.address_underlay()
-    if tb.network.type.is_tunnel:
-        tunnel_neighbours(ctx)
+    address_underlays(ctx, hosts)
     wait_ready(run_dir, [dpid(i) for i in range(len(tb.hosts))])
     for o in hosts:                     # the 1 s backoff and the probe as configured
         o.controller_settings_in_force()

@@ -20,7 +20,9 @@ from vnetbench.errors import BuildError
 from vnetbench.linux import nsops, proc
 from vnetbench.testbed.netns import mgmt
 from vnetbench.testbed.deployment import CONTROLLER_DIR
-from vnetbench.kinds.ovs.netns import OvsHost, _bridge, _port, qos_columns, start_host, tunnel_neighbours
+from vnetbench.kinds.ovs.netns import (  # noqa: F401  (tunnel_neighbours: the driver uses it here)
+    OvsHost, _bridge, _port, address_underlays, qos_columns, start_host, tunnel_neighbours,
+)
 from vnetbench.kinds.vrouter import northsouth
 
 CONTROL_PORT = 5269              # XMPP's client port, which Contrail agents use
@@ -204,9 +206,7 @@ def wire(ctx) -> None:
     hosts = [VRouterHost(ctx, h) for h in tb.hosts]
     snat_instances(ctx)                 # their ports are the vRouters' from the start
     proc.parallel([lambda o=o: start_host(ctx, o) for o in hosts])
-    for o in hosts:
-        o.address_underlay()
-    tunnel_neighbours(ctx)
+    address_underlays(ctx, hosts)
     wait_converged(ctx.run.dir, tb)
     for o in hosts:                     # the agents' 1 s backoff as configured
         o.controller_settings_in_force()
