@@ -9,7 +9,7 @@ import sys
 import time
 from pathlib import Path
 
-from vnetbench.aio import registry
+from vnetbench.aio import conf, registry
 from vnetbench.aio.cloud import Aio, default_state
 from vnetbench.errors import VnetbenchError
 
@@ -61,13 +61,22 @@ def main(argv=None) -> int:
                     help="compute nodes: this machine, then N-1 emulated ones (a network, mount and "
                          "UTS namespace each with its own OVS, libvirtd, OVS agent and nova-compute; "
                          "the CPU sets are shared out between them; default %(default)s)")
+    ap.add_argument("--release", default="zed", help="the OpenStack release: zed (this machine's "
+                    "Debian 12 packages) or epoxy (Debian 13's, in a root of its own built into the "
+                    "cache on first use; tools/aio/README.md); default %(default)s")
+    ap.add_argument("--ml2", default="ovs", help="Neutron's mechanism driver: ovs (the OVS and L3 "
+                    "agents) or ovn (OVN's databases, northd and an ovn-controller per node; "
+                    "epoxy only); default %(default)s")
     args = ap.parse_args(argv)
     if args.computes < 1:
         ap.error("--computes: at least 1")
+    if problem := conf.check_release(args.release, args.ml2):
+        print(f"aio: {problem}", file=sys.stderr)
+        return 2
     log = lambda msg: print(msg, file=sys.stderr, flush=True)   # noqa: E731
     try:
         aio = Aio(Path(args.state), args.port_base, args.cidr, args.pinned_cpus, args.shared_cpus,
-                  args.ovs_kpps, computes=args.computes)
+                  args.ovs_kpps, computes=args.computes, release=args.release, ml2=args.ml2)
         if args.command == "up":
             t0 = time.monotonic()
             image = guest_image(args.image, log)

@@ -23,8 +23,10 @@ from pathlib import Path
 from vnetbench.aio import conf
 from vnetbench.aio.conf import Layout
 from vnetbench.aio.nodes import OVS_DAEMONS, Nodes
+from vnetbench.aio.ovn import Ovn
 from vnetbench.aio.procs import Daemons, Journal, alive, command, port_free, stop, wait_port
 from vnetbench.aio.resources import Resources
+from vnetbench.aio.rootexec import RootExec
 from vnetbench.aio.services import Services
 from vnetbench.errors import PrerequisiteError, VnetbenchError
 from vnetbench.linux import libvirtd, proc
@@ -48,12 +50,12 @@ def owned_meta(state: Path) -> dict:
     return meta if isinstance(meta, dict) else {}
 
 
-class Aio(Nodes, Services, Resources):
+class Aio(Nodes, Ovn, Services, Resources):
     """One all-in-one cloud, owned through its state dir."""
 
     def __init__(self, state: Path, port_base: int = 19000, cidr: str = "198.19.250.0/24",
                  cpus: str = "0-1", shared_cpus: str = "", ovs_kpps: int | None = None,
-                 computes: int = 1):
+                 computes: int = 1, release: str = "zed", ml2: str = "ovs"):
         self.state = state.resolve()
         self.journal = Journal(self.state / "journal.jsonl")
         meta = owned_meta(self.state)
@@ -64,7 +66,10 @@ class Aio(Nodes, Services, Resources):
                           meta.get("cidr", cidr), host=meta.get("host", socket.gethostname()),
                           cpus=meta.get("cpus", cpus), shared_cpus=meta.get("shared_cpus", shared_cpus),
                           ovs_kpps=meta.get("ovs_kpps", ovs_kpps),
-                          computes=int(meta.get("computes", computes)))
+                          computes=int(meta.get("computes", computes)),
+                          release=meta.get("release", release), ml2=meta.get("ml2", ml2))
+        root = meta.get("root")
+        self.rx = RootExec(Path(root) if root else None, self.state, self.lay.hosts_file)
         self.daemons = Daemons(self.journal, self.lay.logs, str(self.state))
         self.timings: dict[str, float] = {}
 
@@ -112,12 +117,15 @@ class Aio(Nodes, Services, Resources):
                 raise VnetbenchError(f"aio: {self.state} holds a partly-up or stopped AIO; run "
                                      f"'tools/aio/aio down --state {self.state}' first")
             self._preflight(image)
+            root = self._root(progress)
+            self.rx = RootExec(root, self.state, self.lay.hosts_file)
             self.state.chmod(0o755)     # QEMU (libvirt's user) reaches the instances' disks
             (self.state / "meta.json").write_text(json.dumps(
                 {"run_id": self.lay.run_id, "port_base": self.lay.port_base,
                  "cidr": self.lay.cidr, "host": self.lay.host, "cpus": self.lay.cpus,
                  "shared_cpus": self.lay.shared_cpus, "ovs_kpps": self.lay.ovs_kpps,
-                 "computes": self.lay.computes,
+                 "computes": self.lay.computes, "release": self.lay.release, "ml2": self.lay.ml2,
+                 **({"root": str(root)} if root else {}),
                  **({"registration": str(registration)} if registration else {})}))
             self.journal.record("aio", run_id=self.lay.run_id, domains=self.lay.instance_prefix)
             for path, text in conf.files(self.lay).items():
@@ -126,10 +134,13 @@ class Aio(Nodes, Services, Resources):
             for name in conf.SERVICES:
                 (self.lay.data(name) / "lock").mkdir(parents=True, exist_ok=True)
             for node in self.lay.nodes:
+                (node.dir / "neutron" / "lock").mkdir(parents=True, exist_ok=True)
+            for node in self.lay.nodes:
                 (node.nova_data / "instances").mkdir(parents=True, exist_ok=True)
                 (node.nova_data / "lock").mkdir(parents=True, exist_ok=True)
             steps = (("mariadb", self._mariadb), ("databases", self._db_sync_start),
                      ("nodes", self._nodes), ("rabbitmq", self._rabbitmq), ("ovs", self._ovs),
+                     *((("ovn", self._ovn),) if self.lay.ml2 == "ovn" else ()),
                      ("keystone", self._keystone), ("identity", self._identity),
                      ("databases-wait", self._db_sync_wait), ("services", self._services), ("resources", lambda: self._resources(image)),
                      ("compute", self._wait_compute), ("tunnels", self._tunnel_neighbours))
@@ -142,6 +153,19 @@ class Aio(Nodes, Services, Resources):
             self._write_clouds_yaml()
             (self.state / "timings.json").write_text(json.dumps(self.timings))
             return self.clouds_yaml
+
+    def _root(self, progress) -> Path | None:
+        """The release's root from the cache, built into it first if missing (Zed: none,
+        the machine's packages)."""
+        if self.lay.release == "zed":
+            return None
+        from vnetbench.aio import release, rootbuild, rootcache
+        rel = release.load(self.lay.release)
+        cache = rootcache.default_cache()
+        if rootcache.cached(cache, rel) is None:
+            progress(f"aio: building the {rel.name} root into {cache} (cached for the next up)")
+            rootbuild.build(rel, cache, progress=progress)
+        return rootcache.entry(cache, rel) / "root"
 
     def _preflight(self, image: Path) -> None:
         if os.geteuid() != 0:
@@ -186,7 +210,7 @@ class Aio(Nodes, Services, Resources):
                                          "halves: underlay and management links)")
 
     def _start(self, name, argv, env=None, port=None, timeout_s=120):
-        entry = self.daemons.start(name, argv, env=env)
+        entry = self.daemons.start(name, self.rx(argv), env=env)
         if port:
             wait_port(port, name, timeout_s, entry, self.lay.logs)
         return entry
@@ -248,7 +272,7 @@ class Aio(Nodes, Services, Resources):
                         # peers with it: one can vanish between the look and the delete
                         if Path("/sys/class/net", e["name"]).exists():
                             problems.append(str(exc))
-            for sub in ("data", "etc", "ovs", "netns", "nodes", "sockets"):
+            for sub in ("data", "etc", "ovs", "ovn", "netns", "nodes", "sockets"):
                 shutil.rmtree(self.state / sub, ignore_errors=True)
             for f in ("clouds.yaml", "mysql.sock", "mariadb.pid", "timings.json"):
                 (self.state / f).unlink(missing_ok=True)

@@ -13,7 +13,26 @@ from vnetbench.testbed.model import NetType
 SERVICES = ("keystone", "glance", "placement", "nova", "neutron", "heat")
 DATABASES = ("keystone", "glance", "placement", "nova_api", "nova", "nova_cell0", "neutron", "heat")
 PORT_NAMES = ("keystone", "glance", "placement", "nova", "neutron", "heat", "mysql", "rabbit",
-              "epmd", "rabbit_dist", "openflow")
+              "epmd", "rabbit_dist", "openflow", "metadata")
+# the mechanism drivers an AIO runs (--ml2), and the releases each runs on: ML2/OVN on the
+# netdev datapath needs the binding's datapath_type (Launchpad #2045889, fixed in 2024.1),
+# so not on Zed
+ML2_DRIVERS = {"ovs": ("zed", "epoxy"), "ovn": ("epoxy",)}
+RELEASES = ("zed", "epoxy")
+SERIES = {"zed": "2022.2 Zed", "epoxy": "2025.1 Epoxy"}
+MECHANISM_DRIVER = {"ovs": "openvswitch", "ovn": "ovn"}
+
+
+def check_release(release: str, ml2: str) -> str:
+    """'' if RELEASE and ML2 make an AIO, else the one line saying what to pass."""
+    if release not in RELEASES:
+        return f"--release {release[:40]!r}: unknown; use one of: {', '.join(RELEASES)}"
+    if ml2 not in ML2_DRIVERS:
+        return f"--ml2 {ml2[:40]!r}: unknown; use one of: {', '.join(ML2_DRIVERS)}"
+    if release not in ML2_DRIVERS[ml2]:
+        return (f"--ml2 {ml2} runs on --release {' or '.join(ML2_DRIVERS[ml2])}, not {release}: "
+                "Zed's OVN driver binds ports without the netdev datapath (Launchpad #2045889)")
+    return ""
 PHYSNET = "physnet1"
 # every tenant network type (heat-templates/ offers the same; one node: a tunnel type has
 # no peer to tunnel to, but Neutron and the agent hold networks of it all the same)
@@ -44,6 +63,8 @@ class Layout:
     # profile (vnetbench.capacity.openstack); None: no packet-processing inventory
     ovs_kpps: int | None = None
     computes: int = 1                  # compute nodes: this machine's, then emulated ones
+    release: str = "zed"               # zed: the machine's packages; epoxy: its root's
+    ml2: str = "ovs"                   # the mechanism driver: ovs (agents) or ovn
 
     def port(self, name: str) -> int:
         return self.port_base + PORT_NAMES.index(name)
@@ -69,6 +90,20 @@ class Layout:
     @property
     def ovsdb(self) -> str:
         return f"unix:{self.ovs_run / 'db.sock'}"
+
+    @property
+    def ovn_run(self) -> Path:
+        """OVN's central databases, their sockets and ovn-northd's control socket."""
+        return self.state / "ovn"
+
+    def ovn_db(self, which: str) -> str:
+        """The NB or SB database's connection string (WHICH: nb, sb)."""
+        return f"unix:{self.ovn_run / f'ovn{which}_db.sock'}"
+
+    @property
+    def hosts_file(self) -> Path:
+        """/etc/hosts inside the root: every node's host name on loopback (sudo, privsep)."""
+        return self.etc / "hosts"
 
     # bridge names carry the run id (the netdev datapath makes each a tap in the root netns)
     @property
@@ -418,6 +453,14 @@ NOVA_FILTERS = ("ComputeFilter", "ComputeCapabilitiesFilter", "ImagePropertiesFi
                 "AvailabilityZoneFilter", "NUMATopologyFilter")
 
 
+def nova_filters(lay: Layout) -> tuple[str, ...]:
+    """The scheduler's filters: Nova 29 (2024.1) removed AvailabilityZoneFilter, whose work
+    Placement does (query_placement_for_availability_zone, on by default)."""
+    if lay.release == "zed":
+        return NOVA_FILTERS
+    return tuple(f for f in NOVA_FILTERS if f != "AvailabilityZoneFilter")
+
+
 def nova(lay: Layout, node: "Node | None" = None) -> str:
     """nova.conf of NODE's nova-compute (node 1's file serves the API, conductor and
     scheduler too): its host, libvirtd, OVS, CPUs and files."""
@@ -429,7 +472,7 @@ def nova(lay: Layout, node: "Node | None" = None) -> str:
         "state_path": node.nova_data,
         # one path on every node (a disk keeps its path across a migration); node 2..'s
         # mount namespace binds its own dir there (Node.hidden)
-        "instances_path": lay.nodes[0].nova_data / "instances", "enabled_apis": "osapi_compute",
+        "instances_path": lay.nodes[0].nova_data / "instances", **_metadata_api(lay),
         "osapi_compute_listen": "127.0.0.1", "osapi_compute_listen_port": lay.port("nova"),
         "osapi_compute_workers": 1, "compute_driver": "libvirt.LibvirtDriver",
         "instance_name_template": f"{lay.instance_prefix}%08x",
@@ -445,7 +488,7 @@ def nova(lay: Layout, node: "Node | None" = None) -> str:
         "wsgi": {"api_paste_config": "/etc/nova/api-paste.ini"},
         "conductor": {"workers": 1},
         "scheduler": {"workers": 1, "discover_hosts_in_cells_interval": 2},
-        "filter_scheduler": {"enabled_filters": ",".join(NOVA_FILTERS)},
+        "filter_scheduler": {"enabled_filters": ",".join(nova_filters(lay))},
         # pinned guests take whole host CPUs (PCPU inventory), unpinned ones share the
         # others (VCPU): a host offers only what is set, and the two sets may not overlap
         "compute": {k: v for k, v in (("cpu_dedicated_set", node.cpus),
@@ -457,7 +500,8 @@ def nova(lay: Layout, node: "Node | None" = None) -> str:
         "vnc": {"enabled": False},
         "serial_console": {"enabled": False},
         "placement": _auth(lay, "placement"),
-        "neutron": _auth(lay, "neutron"),
+        "neutron": {**_auth(lay, "neutron"), **({"service_metadata_proxy": True,
+                    "metadata_proxy_shared_secret": lay.password} if lay.ml2 == "ovn" else {})},
         "glance": {"region_name": REGION},
         "service_user": {"send_service_user_token": True, **_auth(lay, "nova")},
         "os_vif_ovs": {"ovsdb_connection": node.ovsdb},
@@ -470,6 +514,18 @@ def nova(lay: Layout, node: "Node | None" = None) -> str:
         "oslo_messaging_notifications": {"driver": "noop"},
     })
     return ini(c)
+
+
+def _metadata_api(lay: Layout) -> dict[str, object]:
+    """Nova's APIs: with ML2/OVN also the metadata API its agents proxy the guests to (the
+    guests' config drive stays: the suite's image reads it). Emulated nodes' agents reach
+    it from their namespaces over the management links, so with more nodes it listens on
+    every address of this machine."""
+    if lay.ml2 != "ovn":
+        return {"enabled_apis": "osapi_compute"}
+    return {"enabled_apis": "osapi_compute,metadata", "metadata_workers": 1,
+            "metadata_listen": "127.0.0.1" if lay.computes == 1 else "0.0.0.0",
+            "metadata_listen_port": lay.port("metadata")}
 
 
 def _migration(lay: Layout, node: Node) -> dict[str, object]:
@@ -486,13 +542,17 @@ def _migration(lay: Layout, node: Node) -> dict[str, object]:
             "remote_filesystem_transport": "rsync"}
 
 
+# placement: the OVS agent's resource providers (bandwidth, packet rate) in Placement, so
+# Nova schedules a port's QoS minimum guarantees (vnetbench.capacity.openstack); ML2/OVN
+# reports no packet-rate inventory, and routers are OVN's own (ovn-router)
+SERVICE_PLUGINS = {"ovs": "router,qos,placement", "ovn": "ovn-router,qos"}
+
+
 def neutron(lay: Layout) -> str:
     c = _common(lay, "neutron")
     c["DEFAULT"].update({
         "host": lay.host, "bind_host": "127.0.0.1", "bind_port": lay.port("neutron"),
-        # placement: the OVS agent's resource providers (bandwidth, packet rate) in Placement,
-        # so Nova schedules a port's QoS minimum guarantees (vnetbench.capacity.openstack)
-        "core_plugin": "ml2", "service_plugins": "router,qos,placement", "auth_strategy": "keystone",
+        "core_plugin": "ml2", "service_plugins": SERVICE_PLUGINS[lay.ml2], "auth_strategy": "keystone",
         "api_workers": 1, "rpc_workers": 1, "rpc_state_report_workers": 1,
         "state_path": lay.data("neutron"), "api_paste_config": "/etc/neutron/api-paste.ini",
         "notify_nova_on_port_status_changes": True, "notify_nova_on_port_data_changes": True})
@@ -503,7 +563,7 @@ def neutron(lay: Layout) -> str:
 
 
 def ml2(lay: Layout) -> str:
-    return ini({
+    return ml2_ovn(lay) if lay.ml2 == "ovn" else ini({
         "ml2": {"type_drivers": ",".join(NETWORK_TYPES), "tenant_network_types": "vxlan",
                 "mechanism_drivers": "openvswitch", "extension_drivers": "port_security,qos"},
         "ml2_type_flat": {"flat_networks": PHYSNET},
@@ -513,6 +573,46 @@ def ml2(lay: Layout) -> str:
         "ml2_type_gre": {"tunnel_id_ranges": "1:1000"},
         "ml2_type_geneve": {"vni_ranges": "1:1000"},
         "securitygroup": {"firewall_driver": "openvswitch", "enable_security_group": True}})
+
+
+# what ML2/OVN offers tenants: Geneve for tunnels (OVN's VXLAN serves only its gateways and
+# VTEPs, and GRE not at all), and the physnet's flat and VLAN networks
+OVN_NETWORK_TYPES = ("flat", "vlan", "geneve")
+
+
+def ml2_ovn(lay: Layout) -> str:
+    """ML2 with OVN's mechanism driver: Neutron writes the NB database, OVN's DHCP and L3
+    replace the agents; security groups become OVN ACLs (port groups)."""
+    return ini({
+        "ml2": {"type_drivers": ",".join(OVN_NETWORK_TYPES), "tenant_network_types": "geneve",
+                "mechanism_drivers": "ovn", "extension_drivers": "port_security,qos",
+                "overlay_ip_version": 4},
+        "ml2_type_flat": {"flat_networks": PHYSNET},
+        "ml2_type_vlan": {"network_vlan_ranges": PHYSNET},
+        # Geneve's header with OVN's options (38 bytes): the networks' MTU is 1442
+        "ml2_type_geneve": {"vni_ranges": "1:1000", "max_header_size": 38},
+        "securitygroup": {"enable_security_group": True},
+        "ovn": {"ovn_nb_connection": lay.ovn_db("nb"), "ovn_sb_connection": lay.ovn_db("sb"),
+                "ovn_l3_scheduler": "leastloaded", "ovn_metadata_enabled": True,
+                "enable_distributed_floating_ip": False, "ovn_emit_need_to_frag": False}})
+
+
+def ovn_metadata_agent(lay: Layout, node: "Node") -> str:
+    """NODE's OVN metadata agent: it plugs each network's metadata port into the node's
+    integration bridge (the one its OVS's external_ids:ovn-bridge names, which it reports
+    to Neutron in the SB's Chassis_Private, so bindings name that bridge) and proxies the
+    guests' requests to Nova's metadata API."""
+    at = "127.0.0.1" if node.primary else node.mgmt[0]
+    return ini({
+        "DEFAULT": {"host": node.host, "nova_metadata_host": at,
+                    "nova_metadata_port": lay.port("metadata"),
+                    "metadata_proxy_shared_secret": lay.password,
+                    "state_path": node.dir / "neutron" if not node.primary else lay.data("neutron"),
+                    "metadata_workers": 1},
+        "agent": {"root_helper": "env", "root_helper_daemon": ""},
+        "ovs": {"ovsdb_connection": node.ovsdb},
+        "ovn": {"ovn_sb_connection": lay.ovn_db("sb")},
+        "oslo_concurrency": {"lock_path": node.dir / "neutron" / "lock"}})
 
 
 def ovs_agent(lay: Layout, node: "Node | None" = None) -> str:
@@ -587,13 +687,29 @@ def libvirtd(node: Node) -> str:
                       'unix_sock_rw_perms = "0770"', 'auth_unix_rw = "none"', ""])
 
 
+def hosts(lay: Layout) -> str:
+    """The root's /etc/hosts: loopback, and every node's host name (sudo and privsep look
+    their own up)."""
+    return "\n".join(["127.0.0.1 localhost", *(f"127.0.1.1 {n.host}" for n in lay.nodes),
+                      "::1 localhost ip6-localhost ip6-loopback", ""])
+
+
 def files(lay: Layout) -> dict[Path, str]:
     """Every configuration file the AIO writes (all inside its state dir)."""
-    nodes = {}
+    nodes: dict[Path, str] = {}
     for node in lay.nodes[1:]:
         nodes.update({node.conf_path("nova"): nova(lay, node),
-                      node.conf_path("neutron"): ovs_agent(lay, node),
                       node.etc / "libvirtd.conf": libvirtd(node)})
+        if lay.ml2 == "ovs":
+            nodes[node.conf_path("neutron")] = ovs_agent(lay, node)
+    if lay.ml2 == "ovn":
+        nodes.update({node.etc / "ovn_metadata_agent.ini": ovn_metadata_agent(lay, node)
+                      for node in lay.nodes})
+    else:
+        nodes.update({lay.conf_path("neutron", "openvswitch_agent.ini"): ovs_agent(lay),
+                      lay.conf_path("neutron", "l3_agent.ini"): l3_agent(lay)})
+    if lay.release != "zed":
+        nodes[lay.hosts_file] = hosts(lay)
     return {**nodes, lay.conf_path("keystone"): keystone(lay),
             lay.data("rabbitmq") / "rabbitmq.conf": rabbitmq(lay),
             lay.conf_path("glance", "glance-api.conf"): glance(lay),
@@ -601,6 +717,4 @@ def files(lay: Layout) -> dict[Path, str]:
             lay.conf_path("nova"): nova(lay),
             lay.conf_path("neutron"): neutron(lay),
             lay.conf_path("neutron", "ml2_conf.ini"): ml2(lay),
-            lay.conf_path("neutron", "openvswitch_agent.ini"): ovs_agent(lay),
-            lay.conf_path("neutron", "l3_agent.ini"): l3_agent(lay),
             lay.conf_path("heat"): heat(lay)}

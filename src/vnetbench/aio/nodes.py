@@ -32,7 +32,7 @@ class Nodes:
 
     def vsctl(self, *args, what="ovs-vsctl", node: Node | None = None) -> str:
         node = node or self.lay.nodes[0]
-        return command(["ovs-vsctl", f"--db={node.ovsdb}", "--timeout=20", *args], what,
+        return command(self.rx(["ovs-vsctl", f"--db={node.ovsdb}", "--timeout=20", *args]), what,
                     env=self.ovs_env(node))
 
     def _in(self, node: Node, net: bool = True) -> list[str]:
@@ -46,7 +46,7 @@ class Nodes:
     def _node_start(self, node: Node, name: str, argv, env=None, port=None, net: bool = True):
         """A daemon of NODE, in its namespaces, journaled as '<node>-NAME' (node 1: NAME)."""
         full = name if node.primary else f"{node.name}-{name}"
-        return self._start(full, [*self._in(node, net), *argv], env=env, port=port)
+        return self._start(full, [*self._in(node, net), *self.rx(argv)], env=env, port=port)
 
     def _node_shell(self) -> Path:
         """The nova-computes' remote shell (RSYNC_RSH): 'HOST COMMAND...' runs COMMAND in
@@ -127,7 +127,7 @@ class Nodes:
         underlay bridge with its underlay link and tunnel endpoint address."""
         run = node.ovs_run
         run.mkdir(parents=True, exist_ok=True)
-        command(["ovsdb-tool", "create", run / "conf.db", OVS_SCHEMA], "ovsdb-tool create")
+        command(self.rx(["ovsdb-tool", "create", run / "conf.db", OVS_SCHEMA]), "ovsdb-tool create")
         self._start_ovs(node)
         self.vsctl("--no-wait", "set", "open_vswitch", ".",
                    f"external_ids:vnetbench-aio={self.lay.run_id}", node=node)
@@ -178,7 +178,7 @@ class Nodes:
             ctl = ["ovs-appctl", "-t", str(node.ovs_run / "ovs-vswitchd.ctl")]
             for peer in nodes:
                 if peer is not node:
-                    command([*ctl, "tnl/neigh/set", node.br_underlay, peer.underlay_ip, macs[peer.index]],
+                    command(self.rx([*ctl, "tnl/neigh/set", node.br_underlay, peer.underlay_ip, macs[peer.index]]),
                          f"tnl/neigh/set on node {node.name}")
 
     def _node_libvirt(self, node: Node) -> None:
@@ -203,7 +203,7 @@ class Nodes:
         run = self.lay.ovs_run
         run.mkdir(parents=True, exist_ok=True)
         db = run / "conf.db"
-        command(["ovsdb-tool", "create", db, OVS_SCHEMA], "ovsdb-tool create")
+        command(self.rx(["ovsdb-tool", "create", db, OVS_SCHEMA]), "ovsdb-tool create")
         self._start_ovs()
         for node in self.lay.nodes[1:]:
             self._node_ovs(node)
@@ -287,9 +287,9 @@ class Nodes:
             # with no bridge left the netdev datapath is usually gone already, and then
             # dump-dps answers with an error: nothing to delete
             ctl = ["ovs-appctl", "-t", str(run / "ovs-vswitchd.ctl")]
-            dps = subprocess.run([*ctl, "dpctl/dump-dps"], capture_output=True, text=True, timeout=30)
+            dps = subprocess.run(self.rx([*ctl, "dpctl/dump-dps"]), capture_output=True, text=True, timeout=30)
             for dp in dps.stdout.split() if dps.returncode == 0 else []:
-                command([*ctl, "dpctl/del-dp", dp], f"deleting datapath {dp}", timeout_s=30)
+                command(self.rx([*ctl, "dpctl/del-dp", dp]), f"deleting datapath {dp}", timeout_s=30)
         except VnetbenchError as exc:
             problems.append(str(exc))
         return problems + stop(ovs, marker=None)

@@ -17,6 +17,10 @@ from vnetbench.aio import conf
 from vnetbench.aio.procs import _tail, alive, command, log_lines
 from vnetbench.errors import VnetbenchError
 
+# the packages whose versions a record made on the AIO names
+FACT_PACKAGES = {"ovs": ("neutron-server", "nova-compute", "openvswitch-switch"),
+                 "ovn": ("neutron-server", "nova-compute", "openvswitch-switch", "ovn-host")}
+
 CLOUD, DEMO = "vnetbench-aio", "vnetbench-aio-demo"
 DEMO_PROJECT = DEMO_USER = "vnetbench-demo"
 FLAVOR = "vnetbench-pinned"
@@ -147,11 +151,7 @@ class Resources:
                 self._discover_hosts()
                 next_discover = time.monotonic() + 5
                 hyps = list(c.compute.hypervisors())
-            agents = list(c.network.agents())
-            ovs = {a.host for a in agents if a.agent_type == "Open vSwitch agent" and a.is_alive}
-            silent = [f"the OVS agent of {h}" for h in hosts if h not in ovs]
-            if not any(a.agent_type == "L3 agent" and a.is_alive for a in agents):
-                silent.append("the L3 agent")
+            silent = self._agents_silent(c, hosts)
             if len(hyps) < n:
                 last = f"{len(hyps)} of {n} hypervisors in the cell yet"
             elif silent:
@@ -167,18 +167,46 @@ class Resources:
             time.sleep(2)
         raise VnetbenchError(f"aio: compute not ready after {timeout_s:g} s: {last}")
 
+    def _agents_silent(self, c, hosts: list[str]) -> list[str]:
+        """The network agents Neutron has not heard from yet: ML2/OVS, each node's OVS agent
+        and the L3 agent; ML2/OVN, each node's ovn-controller (its SB chassis, which Neutron
+        lists as an agent) and metadata agent (the one that names the node's bridge)."""
+        alive = {(a.agent_type, a.host) for a in c.network.agents() if a.is_alive}
+        if self.lay.ml2 == "ovn":
+            want = [(f"the ovn-controller of {h}", ("OVN Controller agent", "OVN Controller Gateway agent"), h)
+                    for h in hosts]
+            want += [(f"the OVN metadata agent of {h}", ("OVN Metadata agent",), h) for h in hosts]
+        else:
+            want = [(f"the OVS agent of {h}", ("Open vSwitch agent",), h) for h in hosts]
+            want.append(("the L3 agent", ("L3 agent",), None))
+        return [what for what, types, host in want
+                if not any(t in types and (host is None or h == host) for t, h in alive)]
+
     @staticmethod
     def _computes_up(c) -> int:
         return sum(s.binary == "nova-compute" and s.state == "up" for s in c.compute.services())
 
     def _discover_hosts(self) -> None:
-        command(["nova-manage", "--config-file", self.lay.conf_path("nova"), "cell_v2",
-              "discover_hosts"], "nova-manage cell_v2 discover_hosts", timeout_s=120)
+        command(self.rx(["nova-manage", "--config-file", self.lay.conf_path("nova"), "cell_v2",
+              "discover_hosts"]), "nova-manage cell_v2 discover_hosts", timeout_s=120)
+
+    def facts(self) -> dict:
+        """The cloud's provenance (testbed.openstack.facts): its release and driver, and the
+        versions of the packages its nodes run (the root's, or this machine's for Zed)."""
+        lay = self.lay
+        pkgs = dict(line.split(" ", 1) for line in command(self.rx([
+            "dpkg-query", "-W", "-f", "${Package} ${Version}\n", *FACT_PACKAGES[lay.ml2]]),
+            "dpkg-query").splitlines() if " " in line)
+        return {"release": lay.release, "series": conf.SERIES[lay.release],
+                "mechanism_driver": conf.MECHANISM_DRIVER[lay.ml2],
+                "ovs": pkgs.get("openvswitch-switch"), "ovn": pkgs.get("ovn-host"),
+                "neutron": pkgs.get("neutron-server"), "nova": pkgs.get("nova-compute")}
 
     def _write_clouds_yaml(self) -> None:
         clouds = {}
         for name, user, project in ((CLOUD, "admin", "admin"), (DEMO, DEMO_USER, DEMO_PROJECT)):
             clouds[name] = {"auth": self._auth(user, project), "region_name": conf.REGION,
-                            "identity_api_version": 3, "interface": "public"}
+                            "identity_api_version": 3, "interface": "public",
+                            "vnetbench": self.facts()}
         self.clouds_yaml.write_text(yaml.safe_dump({"clouds": clouds}, sort_keys=False))
         self.clouds_yaml.chmod(0o644)

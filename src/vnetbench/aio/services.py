@@ -65,14 +65,14 @@ class Services:
     def _keystone(self) -> None:
         cfg = self.lay.conf_path("keystone")
         manage = ["keystone-manage", "--config-file", cfg]
-        command([*manage, "db_sync"], "keystone-manage db_sync")
+        command(self.rx([*manage, "db_sync"]), "keystone-manage db_sync")
         for what in ("fernet_setup", "credential_setup"):
-            command([*manage, what, "--keystone-user", "root", "--keystone-group", "root"],
+            command(self.rx([*manage, what, "--keystone-user", "root", "--keystone-group", "root"]),
                  f"keystone-manage {what}")
         url = self.lay.url("keystone", "/v3/")
-        command([*manage, "bootstrap", "--bootstrap-password", self.lay.password,
+        command(self.rx([*manage, "bootstrap", "--bootstrap-password", self.lay.password,
               "--bootstrap-admin-url", url, "--bootstrap-internal-url", url,
-              "--bootstrap-public-url", url, "--bootstrap-region-id", conf.REGION],
+              "--bootstrap-public-url", url, "--bootstrap-region-id", conf.REGION]),
              "keystone-manage bootstrap")
         self._uwsgi("keystone", "/usr/bin/keystone-wsgi-public",
                     {"OS_KEYSTONE_CONFIG_FILES": str(cfg)})
@@ -97,7 +97,7 @@ class Services:
             ["neutron-db-manage", "--config-file", lay.conf_path("neutron"), "--config-file",
              lay.conf_path("neutron", "ml2_conf.ini"), "upgrade", "heads"],
             ["heat-manage", "--config-file", lay.conf_path("heat"), "db_sync"],
-            ["sh", "-ec", " && ".join([
+            ["/bin/sh", "-ec", " && ".join([
                 " ".join(map(str, [*nova, "api_db", "sync"])),
                 " ".join(map(str, [*nova, "cell_v2", "map_cell0", "--database_connection",
                                    f"'{lay.db_url('nova_cell0')}'"])),
@@ -123,7 +123,7 @@ class Services:
                     break
             if job:
                 running.append((subprocess.Popen(
-                    list(map(str, job)), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                    self.rx(job), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                     text=True, env={**os.environ, MARKER: str(self.state)}), job))
 
     def _db_sync_start(self) -> None:
@@ -156,31 +156,37 @@ class Services:
         glance = ["--config-file", str(lay.conf_path("glance", "glance-api.conf"))]
         apis = {"glance": ["glance-api", *glance], "neutron": ["neutron-server", *ml2],
                 "nova": ["nova-api", *nova], "heat": ["heat-api", *heat]}
-        entries = {name: self.daemons.start(f"{name}-api", argv) for name, argv in apis.items()}
-        self.daemons.start("nova-conductor", ["nova-conductor", *nova])
-        self.daemons.start("nova-scheduler", ["nova-scheduler", *nova])
-        self.daemons.start("heat-engine", ["heat-engine", *heat])
-        self.daemons.start("neutron-openvswitch-agent", ["neutron-openvswitch-agent", *agent],
-                           env=self.ovs_env())
+        entries = {name: self._start(f"{name}-api", argv) for name, argv in apis.items()}
+        self._start("nova-conductor", ["nova-conductor", *nova])
+        self._start("nova-scheduler", ["nova-scheduler", *nova])
+        self._start("heat-engine", ["heat-engine", *heat])
+        if lay.ml2 == "ovs":
+            self._start("neutron-openvswitch-agent", ["neutron-openvswitch-agent", *agent],
+                        env=self.ovs_env())
         rsh = {"RSYNC_RSH": str(self._node_shell())} if len(self.lay.nodes) > 1 else {}
-        self._computes = {"nova-compute": (["nova-compute", *nova], {**self.ovs_env(), **rsh})}
+        self._computes = {"nova-compute": (self.rx(["nova-compute", *nova]), {**self.ovs_env(), **rsh})}
         for node in self.lay.nodes[1:]:
             self._node_libvirt(node)
-            self._node_start(node, "neutron-openvswitch-agent", [
-                "neutron-openvswitch-agent", *neutron, "--config-file", str(node.conf_path("neutron"))],
-                env=self.ovs_env(node))
+            if lay.ml2 == "ovs":
+                self._node_start(node, "neutron-openvswitch-agent", [
+                    "neutron-openvswitch-agent", *neutron, "--config-file", str(node.conf_path("neutron"))],
+                    env=self.ovs_env(node))
             # the node's mount and UTS namespaces (its instances dir, its hostname), this
             # machine's network namespace (the APIs on loopback); libvirtd and OVS by socket
             self._computes[f"{node.name}-nova-compute"] = (
-                [*self._in(node, net=False), "nova-compute", "--config-file", str(node.conf_path("nova"))],
+                [*self._in(node, net=False), *self.rx(["nova-compute", "--config-file", node.conf_path("nova")])],
                 {**self.ovs_env(node), **rsh})
+        if lay.ml2 == "ovn":
+            for node in lay.nodes:
+                self._metadata_agent(node, neutron)
         for name, (argv, env) in self._computes.items():
             self.daemons.start(name, argv, env=env)
         for name, entry in entries.items():
             wait_port(lay.port(name), f"{name}-api", 240, entry, lay.logs)
-        # after neutron-server: the agent's first call (get_host_ha_router_count) sent before
-        # the server consumes its L3 topic is lost, and waited for (rpc_response_timeout)
-        self._l3_agent([*neutron, "--config-file", str(lay.conf_path("neutron", "l3_agent.ini"))])
+        if lay.ml2 == "ovs":
+            # after neutron-server: the agent's first call (get_host_ha_router_count) sent before
+            # the server consumes its L3 topic is lost, and waited for (rpc_response_timeout)
+            self._l3_agent([*neutron, "--config-file", str(lay.conf_path("neutron", "l3_agent.ini"))])
 
     def _l3_agent(self, args: list[str]) -> None:
         """neutron-l3-agent in a mount namespace of its own whose /run/netns is the AIO's
@@ -192,4 +198,4 @@ class Services:
         self.daemons.start("neutron-l3-agent", [
             "unshare", "--mount", "--propagation", "private", "--", "sh", "-c",
             'mount --bind "$0" /run/netns && exec "$@"', str(self.lay.netns_dir),
-            "neutron-l3-agent", *args], env=self.ovs_env())
+            *self.rx(["neutron-l3-agent", *args])], env=self.ovs_env())

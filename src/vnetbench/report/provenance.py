@@ -11,6 +11,9 @@ FIELDS = (
     ("kernel", lambda r: r.provenance.get("kernel")),
     ("machine", lambda r: r.provenance.get("machine")),
     ("vSwitch", lambda r: _vswitch(r.labels["vswitch"], r.provenance)),
+    ("OpenStack", lambda r: _cloud(r, "series")),
+    ("Neutron ML2", lambda r: _cloud(r, "mechanism_driver")),
+    ("OVN", lambda r: _cloud(r, "ovn")),
     ("OVS datapath", lambda r: r.provenance.get("ovs_datapath")),
     ("OVS ports", lambda r: r.provenance.get("ovs_ports")),
     ("tenant MTU", lambda r: r.provenance.get("tenant_mtu")),
@@ -44,8 +47,16 @@ def _date(t: float) -> str:
     return time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(t))
 
 
+def _cloud(record, field: str):
+    """A field of the cloud's facts (records made on OpenStack; testbed.openstack.facts)."""
+    return (record.provenance.get("openstack") or {}).get(field)
+
+
 def _vswitch(label: str, provenance: dict):
-    """The vSwitch's version: ovs-vswitchd's for a kind on OVS, else the kernel's bridge."""
+    """The vSwitch's version: on a cloud, its nodes' OVS package; ovs-vswitchd's for a kind
+    on OVS, else the kernel's bridge."""
+    if (provenance.get("openstack") or {}).get("ovs"):
+        return f"Open vSwitch {provenance['openstack']['ovs']} (the cloud's nodes)"
     from vnetbench import kinds
     try:
         on_ovs = kinds.get(label).uses_ovs

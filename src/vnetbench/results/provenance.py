@@ -83,6 +83,8 @@ def collect(deployment, vms=()) -> dict:
         # False: task and softirq CPU time overlap (see vnetbench.cpu); None: unknown
         "irq_time_accounting": procfs.irq_time_accounting(Path("/proc")),
         "cpu": cpu.provenance(deployment),     # how cpu_pct was measured (docs/metrics.md)
+        # a cloud's series, mechanism driver, and its nodes' OVS and OVN (not the runner's)
+        **({"openstack": deployment.cloud_facts()} if hasattr(deployment, "cloud_facts") else {}),
         "tools": tool_versions(),
         "run_id": deployment.run_id,
         "collected": time.time(),

@@ -45,7 +45,9 @@ def aio_cloud(aio_image, tmp_path_factory, request):
     Ports and subnet: the first of 19000+100k / 198.19.(250-k).0/24 that nothing holds; one
     AIO per machine, so it first waits up to VNETBENCH_AIO_WAIT_S (300) s for another to go.
     VNETBENCH_AIO_CLOUDS=PATH uses a running AIO's clouds.yaml instead (left running).
-    VNETBENCH_AIO_COMPUTES=N: its compute nodes (aio up --computes, default 2). After
+    VNETBENCH_AIO_COMPUTES=N: its compute nodes (aio up --computes, default 2);
+    VNETBENCH_AIO_RELEASE and VNETBENCH_AIO_ML2: its release and mechanism driver (aio up
+    --release, --ml2; default epoxy and ovn, upstream's default driver). After
     `down`, nothing of it may be left (namespaces, links, processes, domains, its
     registration).
     It registers (vnetbench.aio.registry) in a state root of its own in the session's
@@ -66,7 +68,9 @@ def aio_cloud(aio_image, tmp_path_factory, request):
         for slot in range(8):   # another session's AIO may hold the first ports and subnet
             argv = [*AIO, "up", "--state", str(state), "--image", str(aio_image),
                     "--port-base", str(19000 + 100 * slot), "--cidr", f"198.19.{250 - slot}.0/24",
-                    "--ovs-kpps", str(handed_off_kpps()), "--computes", computes_wanted()]
+                    "--ovs-kpps", str(handed_off_kpps()), "--computes", computes_wanted(),
+                    "--release", os.environ.get("VNETBENCH_AIO_RELEASE", "epoxy"),
+                    "--ml2", os.environ.get("VNETBENCH_AIO_ML2", "ovn")]
             up = subprocess.run(argv, capture_output=True, text=True, timeout=1200, cwd=REPO, env=env)
             if up.returncode != 2 or not BUSY.search(up.stderr):
                 break

@@ -35,7 +35,8 @@ BUSY = re.compile(r"is in use; another AIO|inside the AIO subnet")
 
 @pytest.mark.own_aio
 def test_sigkill_of_up_with_two_computes_then_cleanup_leaves_nothing(request, tmp_path):
-    """`aio up --computes 2` registers the AIO in the state root before its first
+    """`aio up --computes 2` (Epoxy, ML2/OVS: node 2's OVS agent and nova-compute from the
+    root) registers the AIO in the state root before its first
     resource; a `vnetbench cleanup` while it runs leaves it alone (in use). SIGKILL of
     up's whole process group once node 2's namespace and daemons run (its daemons, in
     sessions of their own, outlive it), then `vnetbench cleanup` with the same state
@@ -112,18 +113,19 @@ def _up_until_node_2_runs(state: Path, image: Path, env: dict, log: Path,
     when something holds these (as aio_cloud)."""
     for slot in range(8):
         argv = [*AIO, "up", "--state", str(state), "--image", str(image), "--computes", "2",
+                "--release", "epoxy", "--ml2", "ovs",
                 "--port-base", str(19000 + 100 * slot), "--cidr", f"198.19.{250 - slot}.0/24"]
         with open(log, "w") as out:
             p = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
                                  cwd=REPO, env=env, start_new_session=True)
         started.append(p)
-        deadline = time.monotonic() + 900
+        deadline = time.monotonic() + 1500       # the Epoxy root built first on a new machine
         while p.poll() is None and time.monotonic() < deadline:
             if _node_2_runs(state):
                 return p
             time.sleep(0.5)
         if p.poll() is None:
-            pytest.fail(f"node 2 of the AIO not running after 900 s (log: {log})")
+            pytest.fail(f"node 2 of the AIO not running after 1500 s (log: {log})")
         said = log.read_text(errors="replace")
         if p.returncode != 2 or not BUSY.search(said):
             pytest.fail(f"aio up ended (exit {p.returncode}) before node 2 ran:\n{said[-3000:]}")

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from aio_nodes import layout_of, vnis
+from aio_nodes import layout_of, network_types, ovn_tunnel_key, root_of, skip_unless_offered, vnis
 from vnetbench.aio.conf import PHYSNET
 
 CLOUD, FLAT, IMAGE, FLAVOR = "vnetbench-aio", "vnetbench-flat", "vnetbench-guest", "vnetbench-pinned"
@@ -42,7 +42,9 @@ def lay(aio_cloud):
     return lay
 
 
-def test_two_computes_two_hypervisors_two_ovs_agents_one_cpu_each(lay, conn):
+def test_two_computes_two_hypervisors_two_ovs_agents_one_cpu_each(lay, conn, aio_cloud):
+    """ML2/OVN: two chassis (Neutron lists each ovn-controller as an agent) instead of two
+    OVS agents, each tunnelling from its node's underlay address (the SB's Encap rows)."""
     hosts = {n.host for n in lay.nodes}
     computes = [s for s in conn.compute.services() if s.binary == "nova-compute"]
     assert {s.host for s in computes} == hosts and {s.state for s in computes} == {"up"}, computes
@@ -50,16 +52,30 @@ def test_two_computes_two_hypervisors_two_ovs_agents_one_cpu_each(lay, conn):
     names = [h.name for h in hyps]
     # Placement names each provider after its libvirtd's hostname (the node's UTS namespace)
     assert len(names) == 2 and len(set(names)) == 2 and lay.nodes[1].host in names, names
-    agents = [a for a in conn.network.agents() if a.agent_type == "Open vSwitch agent"]
-    assert {a.host for a in agents} == hosts and all(a.is_alive for a in agents), agents
-    # each agent tunnels from its node's underlay address
-    assert {a.host: a.configuration["tunneling_ip"] for a in agents} == \
-        {n.host: n.local_ip for n in lay.nodes}
+    if lay.ml2 == "ovn":
+        _two_chassis(lay, conn, aio_cloud)
+    else:
+        agents = [a for a in conn.network.agents() if a.agent_type == "Open vSwitch agent"]
+        assert {a.host for a in agents} == hosts and all(a.is_alive for a in agents), agents
+        # each agent tunnels from its node's underlay address
+        assert {a.host: a.configuration["tunneling_ip"] for a in agents} == \
+            {n.host: n.local_ip for n in lay.nodes}
     # one dedicated CPU per node, as Placement has it
     for name in names:
         (rp,) = conn.placement.resource_providers(name=name)
         inv = {i.resource_class: i.total for i in conn.placement.resource_provider_inventories(rp)}
         assert inv.get("PCPU") == 1, (name, inv)
+
+
+def _two_chassis(lay, conn, aio_cloud) -> None:
+    hosts = {n.host for n in lay.nodes}
+    agents = [a for a in conn.network.agents() if a.agent_type.startswith("OVN Controller")]
+    assert {a.host for a in agents} == hosts and all(a.is_alive for a in agents), agents
+    encaps = subprocess.run(root_of(aio_cloud)([
+        "ovn-sbctl", f"--db={lay.ovn_db('sb')}", "--bare", "--columns=chassis_name,type,ip", "list", "Encap"]),
+        capture_output=True, text=True, timeout=60)
+    rows = [r.split() for r in encaps.stdout.strip().split("\n\n")]
+    assert sorted(map(tuple, rows)) == sorted((n.host, "geneve", n.local_ip) for n in lay.nodes), encaps
 
 
 def _ssh(key: Path, ip: str, *command: str, timeout: float = 60) -> subprocess.CompletedProcess:
@@ -94,7 +110,7 @@ def pair(lay, aio_cloud):
     servers, ports, nets, group, kp = [], [], {}, None, None
     try:
         kp = c.compute.create_keypair(name=tag, public_key=(tmp / "id.pub").read_text())
-        for kind, cidr in NETWORKS.items():
+        for kind, cidr in ((k, c) for k, c in NETWORKS.items() if k in network_types(lay)):
             provider = ({"provider_physical_network": PHYSNET,
                          "provider_segmentation_id": 2000 + secrets.randbelow(1000)} if kind == "vlan" else {})
             nets[kind] = c.network.create_network(name=f"{tag}-{kind}", provider_network_type=kind, **provider)
@@ -155,10 +171,13 @@ def test_the_pair_is_on_both_nodes(lay, pair):
 
 
 @pytest.mark.parametrize("kind", list(WIRE))
-def test_the_pair_pings_across_the_nodes_and_the_wire_carries_neutrons_segment(lay, pair, kind):
+def test_the_pair_pings_across_the_nodes_and_the_wire_carries_neutrons_segment(lay, kind, request):
     """VXLAN, GRE and Geneve on the underlay link between the nodes, the outer header
-    between the two tunnel endpoints and Neutron's VNI/key; VLAN on the provider trunk
-    with Neutron's tag; the inner echo between the guests' addresses in each."""
+    between the two tunnel endpoints and Neutron's VNI/key (ML2/OVN: Geneve only, its VNI
+    the tunnel key OVN gave the network's datapath); VLAN on the provider trunk with
+    Neutron's tag; the inner echo between the guests' addresses in each."""
+    skip_unless_offered(lay, kind)
+    pair = request.getfixturevalue("pair")
     net = pair["networks"][kind]
     assert net.provider_network_type == kind and net.provider_segmentation_id
     a_ip, b_ip, a_mgmt = pair["ips"]["a"][kind], pair["ips"]["b"][kind], pair["ips"]["a"]["mgmt"]
@@ -183,8 +202,11 @@ def test_the_pair_pings_across_the_nodes_and_the_wire_carries_neutrons_segment(l
     # (tcpdump prints the inner packet on the line after a UDP tunnel's header)
     assert f"{a_ip} > {b_ip}: ICMP echo request" in out, out
     assert f"{b_ip} > {a_ip}: ICMP echo reply" in out, out
-    assert segments(out) == {net.provider_segmentation_id}, out
-    print(f"{kind} on {link}: segment {net.provider_segmentation_id}; {ping.stdout.strip().splitlines()[-1]}")
+    wire_id = (ovn_tunnel_key(request.getfixturevalue("aio_cloud"), lay, net.id)
+               if lay.ml2 == "ovn" and kind == "geneve" else net.provider_segmentation_id)
+    assert segments(out) == {wire_id}, out
+    print(f"{kind} on {link}: segment {net.provider_segmentation_id}, on the wire {wire_id}; "
+          f"{ping.stdout.strip().splitlines()[-1]}")
 
 
 PROBE_S = 90.0          # the probe stream: the migration (TCG, block) runs inside it (45 s was

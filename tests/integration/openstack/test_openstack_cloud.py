@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from aio_nodes import layout_of
+from aio_nodes import kind_of, layout_of, root_of
 from vnetbench.rally_plugins.context import testbed_yaml as make_testbed
 
 REPO = Path(__file__).resolve().parents[3]
@@ -49,9 +49,9 @@ def placement(aio_cloud) -> str:
     return "cross-host" if layout_of(aio_cloud).computes >= 2 else "same-host"
 
 
-def _testbed(tmp_path, placement) -> Path:
+def _testbed(tmp_path, placement, kind) -> Path:
     f = tmp_path / "tb.yaml"
-    f.write_text(make_testbed("ovs", "flat", None, [placement]))
+    f.write_text(make_testbed(kind, "flat", None, [placement]))
     return f
 
 
@@ -69,7 +69,7 @@ def pinned_pair(aio_cloud, aio_prometheus, placement, tmp_path_factory):
     tmp = tmp_path_factory.mktemp("pinned-pair")
     env = {**os.environ, "OS_CLIENT_CONFIG_FILE": str(aio_cloud),
            "VNETBENCH_STATE_DIR": str(tmp / "state")}
-    done = subprocess.run([*_up_argv(_testbed(tmp, placement)), "--prometheus", aio_prometheus, "--json"],
+    done = subprocess.run([*_up_argv(_testbed(tmp, placement, kind_of(aio_cloud))), "--prometheus", aio_prometheus, "--json"],
                           env=env, capture_output=True, text=True, timeout=1200)
     assert done.returncode == 0, done.stderr[-3000:]
     st = json.loads(done.stdout)
@@ -121,7 +121,7 @@ def test_pinned_pair_verified(pinned_pair, placement, aio_cloud, conn):
     assert ping.returncode == 0 and " 0% packet loss" in ping.stdout, ping.stdout + ping.stderr
 
 
-def test_rally_tasks_run_on_the_cloud(pinned_pair, placement, conn, tmp_path):
+def test_rally_tasks_run_on_the_cloud(pinned_pair, placement, conn, tmp_path, aio_cloud):
     """icmp-rtt and tcp-mss, unchanged, with the cloud's running pinned pair as task
     arguments (run: its id; the contexts borrow it and leave it up, as compare --run
     does), few points each, across the nodes. The TCP windows' host CPU comes from the
@@ -142,7 +142,7 @@ def test_rally_tasks_run_on_the_cloud(pinned_pair, placement, conn, tmp_path):
     rally("db", "create")
     rally("env", "create", "--name", "vnetbench", "--no-use")
     records = tmp_path / "records.jsonl"
-    args = {"vswitch": "ovs", "network": "flat", "backend": "openstack", "run": st["run_id"],
+    args = {"vswitch": kind_of(aio_cloud), "network": "flat", "backend": "openstack", "run": st["run_id"],
             "placements": [placement], "repetitions": 1, "deferred_count": 3,
             "flood_count": 30, "flood_interval_s": 0.01, "sweep_count": 5, "payloads": [64, 1400],
             "seconds": 3, "results": str(records),
@@ -215,7 +215,9 @@ def test_neutron_qos_ingress_bandwidth_limit_on_a_real_port(pinned_pair, placeme
     matrix's rate_compliance verdict); its peer's port, without the policy, is not held
     to it; after the policy is taken off, the port is free again. Egress (from the VM)
     is not tried: the agent realises it with tc police, which this kernel lacks
-    (tools/aio/README.md)."""
+    (tools/aio/README.md). ML2/OVN: Neutron writes an NB QoS row (to-lport, its rate and
+    burst) and ovn-controller meters the port's traffic in OVS (a meter of the userspace
+    datapath): the same rate is measured."""
     from vnetbench.functional import measure, verdict
     from vnetbench.testbed import deployment
     st, env = pinned_pair
@@ -233,8 +235,9 @@ def test_neutron_qos_ingress_bandwidth_limit_on_a_real_port(pinned_pair, placeme
                                                      max_burst_kbps=LIMIT_MBPS * 100,
                                                      direction="ingress")
         conn.network.update_port(port, qos_policy_id=policy.id)
-        node = next(n for n in layout_of(aio_cloud).nodes if n.host == st["placement"]["hosts"][b])
-        qos = _ovs_qos_of(node, aio_cloud, port.id)
+        lay = layout_of(aio_cloud)
+        node = next(n for n in lay.nodes if n.host == st["placement"]["hosts"][b])
+        qos = _ovn_qos_of(lay, aio_cloud, port.id) if lay.ml2 == "ovn" else _ovs_qos_of(node, aio_cloud, port.id)
         m = measure.receiver_rate(dep, b, a, seconds=8)
         v = verdict.rate_compliance({**m, "limit_mbps": LIMIT_MBPS})
         other = measure.receiver_rate(dep, a, b, seconds=4)["mbps"]     # the peer's port
@@ -246,6 +249,21 @@ def test_neutron_qos_ingress_bandwidth_limit_on_a_real_port(pinned_pair, placeme
           f"{v.value:.2f} ({v.detail}); peer {other:.1f}; policy removed {after:.1f} Mbit/s")
     assert v.status is verdict.Status.PASS, v.detail
     assert other > (1 + verdict.TOLERANCE) * LIMIT_MBPS and after > (1 + verdict.TOLERANCE) * LIMIT_MBPS
+
+
+def _ovn_qos_of(lay, aio_cloud, port_id: str, timeout_s: float = 60) -> str:
+    """The NB QoS row Neutron's OVN driver wrote for the port (match on its outport),
+    waited for."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        rows = subprocess.run(root_of(aio_cloud)([
+            "ovn-nbctl", f"--db={lay.ovn_db('nb')}", "--bare", "--columns=direction,match,bandwidth",
+            "list", "QoS"]), capture_output=True, text=True, timeout=60).stdout.strip().split("\n\n")
+        mine = [r.replace("\n", " ") for r in rows if port_id in r]
+        if mine:
+            return "OVN QoS " + "; ".join(mine)
+        assert time.monotonic() < deadline, f"no NB QoS row for port {port_id} within {timeout_s:.0f} s"
+        time.sleep(1)
 
 
 def _ovs_qos_of(node, aio_cloud, port_id: str, timeout_s: float = 60) -> str:
@@ -268,14 +286,14 @@ def _ovs_qos_of(node, aio_cloud, port_id: str, timeout_s: float = 60) -> str:
         time.sleep(1)
 
 
-def test_sigkill_during_stack_creation_then_cleanup(cloud_env, placement, conn, tmp_path):
+def test_sigkill_during_stack_creation_then_cleanup(cloud_env, placement, conn, tmp_path, aio_cloud):
     decoy = "vnb-ffffff"             # our naming and tags, not a run of this state dir
     template = tmp_path / "decoy.yaml"
     template.write_text(DECOY_TEMPLATE)
     conn.create_stack(decoy, tags="vnetbench,run-ffffff", template_file=str(template), wait=True)
     try:
         state = Path(cloud_env["VNETBENCH_STATE_DIR"])
-        p = subprocess.Popen(_up_argv(_testbed(tmp_path, placement)) + ["-q"], env=cloud_env,
+        p = subprocess.Popen(_up_argv(_testbed(tmp_path, placement, kind_of(aio_cloud))) + ["-q"], env=cloud_env,
                              start_new_session=True, stdout=subprocess.DEVNULL,
                              stderr=subprocess.DEVNULL)
         name, t0 = None, time.monotonic()

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from aio_nodes import layout_of
+from aio_nodes import kind_of, layout_of
 from vnetbench.rally_plugins.context import testbed_yaml as make_testbed
 
 VNETBENCH = str(Path(sys.executable).parent / "vnetbench")
@@ -121,9 +121,9 @@ def gateway(aio_cloud, member, tmp_path):
             subprocess.run(undo, capture_output=True, timeout=60)
 
 
-def _up(as_runner, env, tmp_path, placement: str, *extra) -> subprocess.CompletedProcess:
+def _up(as_runner, env, tmp_path, placement: str, *extra, kind: str = "ovs") -> subprocess.CompletedProcess:
     tb = tmp_path / f"{placement}.yaml"
-    tb.write_text(make_testbed("ovs", "flat", None, [placement]))
+    tb.write_text(make_testbed(kind, "flat", None, [placement]))
     return subprocess.run([*as_runner, VNETBENCH, "testbed", "up", str(tb), "--backend", "openstack",
                            "--cloud", MEMBER, "--existing-network", NETWORK, "--flavor", FLAVOR,
                            "--json", *extra], env=env, capture_output=True, text=True, timeout=1200)
@@ -139,7 +139,7 @@ def test_member_pair_by_host_id_through_an_ssh_gateway(aio_cloud, member, gatewa
     pre = "cross" if cross else "same"
     t0 = time.monotonic()
     done = _up(as_runner, env, tmp_path, f"{pre}-host", "--gateway", jump,
-               *(["--no-server-groups"] if cross else []))
+               *(["--no-server-groups"] if cross else []), kind=kind_of(aio_cloud))
     assert done.returncode == 0, done.stderr[-3000:]
     print(f"member pair through the gateway up in {time.monotonic() - t0:.0f} s:", done.stderr)
     st = json.loads(done.stdout)
@@ -190,7 +190,7 @@ def test_member_cross_host_fallback_refused_on_one_node(aio_cloud, member, tmp_p
     env = {**os.environ, "OS_CLIENT_CONFIG_FILE": str(aio_cloud),
            "VNETBENCH_STATE_DIR": str(tmp_path / "state")}
     before = _stacks(member)
-    done = _up([], env, tmp_path, "cross-host", "--no-server-groups")
+    done = _up([], env, tmp_path, "cross-host", "--no-server-groups", kind=kind_of(aio_cloud))
     assert done.returncode == 2, done.stdout + done.stderr
     assert "only 0 of 1 cross-host pairs landed on distinct hosts" in done.stderr, done.stderr
     assert _stacks(member) == before

@@ -21,7 +21,7 @@ import time
 import pytest
 import yaml
 
-from aio_nodes import layout_of
+from aio_nodes import kind_of, layout_of
 from vnetbench.scale import plan, run as scale_run
 from vnetbench.testbed import deployment
 from vnetbench.testbed.loader import loads
@@ -42,7 +42,7 @@ def test_a_two_step_progression_on_the_cloud(aio_cloud, aio_prometheus, conn, tm
     placement = "cross-host" if nodes >= 2 else "same-host"
     acc = plan.accommodation(words, hosts=min(nodes, 2), density=2)
     cpus = sorted(os.sched_getaffinity(0))
-    tb = loads(yaml.safe_dump(plan.testbed(acc, "ovs", "flat", cpus, name="scale-cloud")),
+    tb = loads(yaml.safe_dump(plan.testbed(acc, kind_of(aio_cloud), "flat", cpus, name="scale-cloud")),
                source="<scale on the cloud>", online_cpus=cpus)
     t0 = time.monotonic()
     dep = deployment.build("openstack", tb, cloud_name=CLOUD, network=NETWORK, image=IMAGE,

@@ -8,7 +8,9 @@ the router's gateway address (SNAT) and from b's floating IP, the battery measur
 the floating IP, and a router interface removed through Neutron stops east-west.
 Two pinned guests, one per compute node (each node's one dedicated CPU), each with a
 management NIC on the flat network the runner reaches them on: the one on node 2 reaches
-the router through the VXLAN tunnel to node 1, whose L3 agent (the network node) holds it."""
+the router through the VXLAN tunnel to node 1, whose L3 agent (the network node) holds it.
+On ML2/OVN the networks are Geneve and the router is OVN's: distributed east-west, its
+gateway (SNAT, the floating IP) on node 1, the one chassis that may host gateways."""
 
 from __future__ import annotations
 
@@ -19,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from aio_nodes import layout_of
+from aio_nodes import kind_of, layout_of, tenant_type
 from aio_testbed import up_on_the_aio
 from vnetbench.battery import session
 
@@ -44,7 +46,10 @@ STOP_S = 15.0           # the L3 agent unplugs after Neutron answered (an RPC, t
 
 @pytest.fixture(scope="module")
 def routed(aio_cloud, aio_outside, tmp_path_factory):
-    with up_on_the_aio(aio_cloud, tmp_path_factory.mktemp("routers-cloud"), TESTBED,
+    # the tenant networks' type: the AIO's (ML2/OVN offers Geneve, not VXLAN)
+    testbed = TESTBED.replace("vxlan", tenant_type(layout_of(aio_cloud))).replace(
+        "vswitch: ovs", f"vswitch: {kind_of(aio_cloud)}")
+    with up_on_the_aio(aio_cloud, tmp_path_factory.mktemp("routers-cloud"), testbed,
                             "--mgmt-network", "vnetbench-flat", "--external-network",
                             "vnetbench-public", "--outside", aio_outside) as (dep, _):
         yield dep

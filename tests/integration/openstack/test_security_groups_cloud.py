@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from aio_nodes import layout_of
+from aio_nodes import kind_of, layout_of
 from aio_testbed import up_on_the_aio
 from vnetbench.functional import sgmeasure as sg
 from vnetbench.functional import verdict
@@ -38,10 +38,11 @@ def secured(aio_cloud, tmp_path_factory):
     """The testbed up as admin on the flat network the runner reaches (a pinned flavor;
     SSH on the test NIC, admitted by the run's control group), attached in this process;
     torn down after."""
-    text = TESTBED
+    text = TESTBED.replace("vswitch: ovs", f"vswitch: {kind_of(aio_cloud)}")
     if layout_of(aio_cloud).computes >= 2:      # one dedicated CPU per node: one guest each
-        text = TESTBED.replace("{name: def-1, host: h1}", "{name: def-1, host: h2}")
-        assert text != TESTBED
+        moved = text.replace("{name: def-1, host: h1}", "{name: def-1, host: h2}")
+        assert moved != text
+        text = moved
     with up_on_the_aio(aio_cloud, tmp_path_factory.mktemp("sg-cloud"), text,
                             "--existing-network", NETWORK) as (dep, st):
         servers = [sg.serve(dep, vm, (OPEN, CLOSED, *KNOCK_PORTS)) for vm in ("web-1", "def-1")]

@@ -30,10 +30,11 @@ def up(testbed, cloud_name: str = "", progress=lambda msg: None, caps=None,
                       **options)
     conn = cloud.connect(opts.cloud, opts.clouds_yaml)
     admin = is_admin(conn)
+    found = _facts_agree(testbed, conn)
     run = Run(new_run_id(), state_root())
     run.create(status="building", name=testbed.name, backend="openstack", created=time.time(),
                builder_pid=os.getpid(), testbed=to_dict(testbed), cloud=opts.cloud,
-               admin=admin, options=dataclasses.asdict(opts))
+               admin=admin, options=dataclasses.asdict(opts), cloud_facts=found)
     try:
         with signals.deferred():
             try:
@@ -45,6 +46,19 @@ def up(testbed, cloud_name: str = "", progress=lambda msg: None, caps=None,
         run.unlock()
         conn.close()
     return OpenstackDeployment(run, tb)
+
+
+def _facts_agree(testbed, conn) -> dict:
+    """The cloud's facts (testbed.openstack.facts), once the testbed's kind is known to be
+    the cloud's driver: refused before anything is made otherwise."""
+    from vnetbench import kinds
+    from vnetbench.testbed.openstack import facts
+    found = facts.collect(conn)
+    kind = kinds.of(testbed)
+    if problem := facts.mismatch(kind.name, kind.openstack_environment or "", found):
+        conn.close()
+        raise VnetbenchError(f"{testbed.source}: {problem}")
+    return found
 
 
 def is_admin(conn) -> bool:

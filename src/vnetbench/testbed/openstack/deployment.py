@@ -151,6 +151,21 @@ class OpenstackDeployment(SshGuests, RunDeployment):
 
     # -- VM migration through Nova (admin; nova_migration.py) ---------------------------
 
+    def cloud_facts(self) -> dict:
+        """The cloud's series, mechanism driver and the nodes' OVS/OVN versions (facts.py),
+        asked once per run and kept in its meta: every record of the run names the same."""
+        meta = self.run.meta()
+        if isinstance(meta.get("cloud_facts"), dict):
+            return meta["cloud_facts"]
+        from vnetbench.testbed.openstack import facts
+        conn = self._connect()
+        try:
+            found = facts.collect(conn)
+        finally:
+            conn.close()
+        self.run.write_meta(cloud_facts=found)
+        return found
+
     def _connect(self):
         from vnetbench.testbed.openstack import cloud
         meta = self.run.meta()
