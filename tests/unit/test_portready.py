@@ -120,3 +120,30 @@ def test_libvirt_refuses_ports_with_the_reason():
                  lambda: dep.ports_ready("h1", ["p0"])):
         with pytest.raises(UnsupportedError, match="libvirt: no ports without a VM: .*backend: netns"):
             call()
+
+
+def step_record(existing, chassis=None, **samples):
+    """A port_ready step's record as run() writes it (figures given as SAMPLES)."""
+    from vnetbench.results.record import Result
+    params = {"ports": 10, "existing": existing, **({"chassis": chassis} if chassis else {})}
+    return Result(test="port_ready", samples={k: [v] for k, v in samples.items()},
+                  labels={"test": "port_ready", "vswitch": "ovn", "network": "geneve",
+                          "placement": "cross-host", "pair": "new-ports", "params": params,
+                          "point": f"{existing} existing"},
+                  extra={"never_ready": [], "existing_ports": existing})
+
+
+def test_rally_output_draws_each_daemons_memory_against_the_existing_ports():
+    from vnetbench.rally_plugins import scenarios_portready as scenario
+    steps = [step_record(2, not_ready=0, first_packet_p95_ms=9.0, rss_ovn_controller_mib=30.0,
+                         rss_ovn_controller_growth_mib=1.5, rss_ovsdb_server_sb_mib=8.0,
+                         rss_controller_mib=38.0, rss_controller_growth_mib=2.0),
+             step_record(12, not_ready=0, first_packet_p95_ms=11.0, rss_ovn_controller_mib=31.5,
+                         rss_ovn_controller_growth_mib=1.5, rss_ovsdb_server_sb_mib=8.5,
+                         rss_controller_mib=40.0, rss_controller_growth_mib=2.0)]
+    outs = scenario.outputs(steps)
+    mem, = [o["complete"] for o in outs if "memory" in o["complete"]["title"]]
+    assert dict(mem["data"]) == {"ovn-controller": [[2, 30.0], [12, 31.5]],
+                                 "ovsdb-server-sb": [[2, 8.0], [12, 8.5]]}
+    table = outs[0]["additive"]["data"]
+    assert ["cross-host 12 existing rss_controller_growth_mib", 2.0] in table

@@ -19,10 +19,13 @@ the moment it is requested (t0):
 A port that has not both within DEADLINE_MS is never ready, named in the record. Per
 step: min/p50/p95/p99/max of each stage, ``not_ready``, and the control plane's CPU over
 the step (vnetbench.cpu's window: ``cpu_controller_pct`` northd and databases or the
-SDN controller, ``cpu_vswitch_pct`` the hosts' daemons, ovn-controller and agents among
-them; disjoint parts, nothing counted twice; and per daemon, ``cpu_ovn_northd_pct``,
-``cpu_ovsdb_server_sb_pct``, ``cpu_ovn_controller_pct`` (all hosts') ...: a breakdown
-of those parts). The added ports are removed at the end.
+SDN controller and the hosts' ovn-controllers and agents, ``cpu_vswitch_pct`` the hosts'
+ovs-vswitchd and ovsdb-server; disjoint parts, nothing counted twice; and per
+daemon, ``cpu_ovn_northd_pct``, ``cpu_ovsdb_server_sb_pct``, ``cpu_ovn_controller_pct``
+(all hosts') ...: a breakdown of those parts), and the same daemons' resident memory
+(vnetbench.memory: MiB at the step's end, ``rss_<daemon>_mib``, and its growth over the
+step, ``rss_<daemon>_growth_mib``, per daemon summed over the hosts and per part,
+``rss_controller_mib``, ``rss_vswitch_mib``). The added ports are removed at the end.
 """
 
 from __future__ import annotations
@@ -34,7 +37,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from types import SimpleNamespace
 
-from vnetbench import cpu, kinds
+from vnetbench import cpu, kinds, memory
 from vnetbench.battery.common import labels
 from vnetbench.errors import VnetbenchError
 from vnetbench.results import provenance
@@ -195,17 +198,19 @@ def _one(dep, poller, host, vnet, peer, deadline_ms, probe_ms, peers_set) -> dic
             "programmed_by": "signal" if poller.said.get(name) else "poll"}
 
 
-def step(dep, plan, ports, concurrency, deadline_ms, probe_ms, peers_set) -> tuple[list, dict, list]:
+def step(dep, plan, ports, concurrency, deadline_ms, probe_ms, peers_set) -> tuple[list, dict, list, dict]:
     """PORTS new ports at CONCURRENCY, placed round-robin on PLAN; their timelines, the
-    CPU window's metrics and poll periods."""
-    with cpu.Window(dep) as window, Poller(dep) as poller:
+    control plane's CPU and memory over the step, the poll periods, and how the memory
+    was read (its RSS is read outside the CPU window: our reads are not the daemons' CPU)."""
+    with memory.Window(dep) as mem, cpu.Window(dep) as window, Poller(dep) as poller:
         with ThreadPoolExecutor(max_workers=concurrency) as pool:
             futs = [pool.submit(_one, dep, poller, *plan[i % len(plan)], deadline_ms, probe_ms, peers_set)
                     for i in range(ports)]
             timelines = [f.result() for f in futs]
     if poller.errors:
         raise VnetbenchError(f"port_ready: readiness query failed: {poller.errors[0]}")
-    return timelines, {**window.metrics(), **cpu.daemon_metrics(window.split)}, poller.periods
+    figures = {**window.metrics(), **cpu.daemon_metrics(window.split), **mem.metrics()}
+    return timelines, figures, poller.periods, mem.result
 
 
 def run(dep, ports=20, steps=2, concurrency=8, deadline_ms=10000, probe_interval_ms=1.0,
@@ -221,8 +226,8 @@ def run(dep, ports=20, steps=2, concurrency=8, deadline_ms=10000, probe_interval
     try:
         for k in range(steps):
             started = now()
-            timelines, cpu_metrics, periods = step(dep, plan, ports, concurrency, deadline_ms,
-                                                   probe_interval_ms, peers_set)
+            timelines, cpu_metrics, periods, mem = step(dep, plan, ports, concurrency, deadline_ms,
+                                                        probe_interval_ms, peers_set)
             added += [t["name"] for t in timelines]
             stats = summary(timelines, deadline_ms)
             existing = base + k * ports
@@ -236,7 +241,8 @@ def run(dep, ports=20, steps=2, concurrency=8, deadline_ms=10000, probe_interval
                        provenance=provenance.collect(dep, []), started=started, finished=now(),
                        extra={"never_ready": never, "timelines": timelines, "signal": kinds.of(dep.testbed).port_ready_signal,
                               "poll_period_ms": 1000 * sum(periods) / len(periods) if periods else None,
-                              "probe_resolution_ms": probe_interval_ms, "existing_ports": existing})
+                              "probe_resolution_ms": probe_interval_ms, "existing_ports": existing,
+                              "memory": mem})
             r.labels["point"] = f"{existing} existing"
             results.append(r)
     finally:
