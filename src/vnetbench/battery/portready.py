@@ -215,39 +215,64 @@ def step(dep, plan, ports, concurrency, deadline_ms, probe_ms, peers_set) -> tup
 
 def run(dep, ports=20, steps=2, concurrency=8, deadline_ms=10000, probe_interval_ms=1.0,
         hosts=None) -> list[Result]:
-    """STEPS steps of PORTS new ports; one Result per step (point: the existing ports)."""
+    """STEPS steps of PORTS new ports; one Result per step (point: the existing ports and
+    the chassis)."""
     plan = placement(dep.testbed, hosts)
     free = min(_free(dep, vnet) for _, vnet, _ in plan)
     check(ports, steps, concurrency, deadline_ms, probe_interval_ms, capacity=free)
-    kind = dep.testbed.vswitch.kind.value
+    args = {"ports": ports, "steps": steps, "concurrency": concurrency, "deadline_ms": deadline_ms,
+            "probe_interval_ms": probe_interval_ms}
     results, added, peers_set = [], [], []
     base = sum(len(v.nics) for v in dep.testbed.vms)
     before = set(dep.run.meta().get("ports", {}))
     try:
         for k in range(steps):
             started = now()
-            timelines, cpu_metrics, periods, mem = step(dep, plan, ports, concurrency, deadline_ms,
-                                                        probe_interval_ms, peers_set)
+            timelines, figures, periods, mem = step(dep, plan, ports, concurrency, deadline_ms,
+                                                    probe_interval_ms, peers_set)
             added += [t["name"] for t in timelines]
-            stats = summary(timelines, deadline_ms)
-            existing = base + k * ports
-            pair = SimpleNamespace(name="new-ports", placement="cross-host", path=L2)
-            params = {"ports": ports, "steps": steps, "concurrency": concurrency,
-                      "deadline_ms": deadline_ms, "probe_interval_ms": probe_interval_ms,
-                      "existing": existing}
-            never = [f"{t['name']}@{t['host']}" for t in timelines if not _in_time(t, deadline_ms)]
-            r = Result(test=TEST, labels=labels(dep, pair, TEST, **params),
-                       samples={k2: [v] for k2, v in {**stats, **cpu_metrics}.items() if v is not None},
-                       provenance=provenance.collect(dep, []), started=started, finished=now(),
-                       extra={"never_ready": never, "timelines": timelines, "signal": kinds.of(dep.testbed).port_ready_signal,
-                              "poll_period_ms": 1000 * sum(periods) / len(periods) if periods else None,
-                              "probe_resolution_ms": probe_interval_ms, "existing_ports": existing,
-                              "memory": mem})
-            r.labels["point"] = f"{existing} existing"
-            results.append(r)
+            results.append(record(dep, args, base + k * ports, timelines, figures,
+                                  {"poll_periods": periods, "memory": mem, "started": started,
+                                   "port_hosts": [h for h, _, _ in plan]}))
     finally:
         _unwind(dep, added + _stray(dep, before | set(added)), peers_set)
     return results
+
+
+def chassis(testbed) -> dict:
+    """How many hosts a step ran against: each runs the kind's agent (on OVN a chassis,
+    what ovn-controller registers; the testbed's light ones among them), and every one
+    follows every change, so a step's figures grow with their count (docs/control-plane.md,
+    "Many chassis"). ``chassis`` is a parameter of the record, hence of its history cell
+    and its report row: steps on 8 and on 50 chassis are never one cell."""
+    return {"chassis": len(testbed.hosts), "light_chassis": sum(1 for h in testbed.hosts if h.light)}
+
+
+def record(dep, args: dict, existing: int, timelines: list, figures: dict, how: dict) -> Result:
+    """One step's Result: ARGS (the family's arguments) and the chassis as its
+    parameters, the summary and FIGURES (CPU, memory) as samples; HOW: the poll periods,
+    the memory window's description, the start time and the hosts the ports went to."""
+    counts = chassis(dep.testbed)
+    params = {**args, "existing": existing, "chassis": counts["chassis"]}
+    pair = SimpleNamespace(name="new-ports", placement="cross-host", path=L2)
+    never = [f"{t['name']}@{t['host']}" for t in timelines if not _in_time(t, args["deadline_ms"])]
+    periods = how["poll_periods"]
+    figures = {**summary(timelines, args["deadline_ms"]), **figures}
+    r = Result(test=TEST, labels=labels(dep, pair, TEST, **params),
+               samples={k: [v] for k, v in figures.items() if v is not None},
+               provenance=provenance.collect(dep, []), started=how["started"], finished=now(),
+               extra={"never_ready": never, "timelines": timelines,
+                      "signal": kinds.of(dep.testbed).port_ready_signal,
+                      "poll_period_ms": 1000 * sum(periods) / len(periods) if periods else None,
+                      "probe_resolution_ms": args["probe_interval_ms"], "existing_ports": existing,
+                      **counts, "port_hosts": how["port_hosts"], "memory": how["memory"]})
+    r.labels["point"] = point(existing, counts["chassis"])
+    return r
+
+
+def point(existing: int, chassis_count: int) -> str:
+    """A step's point, as rows and series name it: the ports that exist and the chassis."""
+    return f"{existing} existing, {chassis_count} chassis"
 
 
 def _free(dep, vnet) -> int:

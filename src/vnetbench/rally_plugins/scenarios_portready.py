@@ -59,13 +59,15 @@ def outputs(results) -> list[dict]:
                 for stage in ("programmed", "first_packet") for q in ("p50", "p95", "max")}
     never = [f"{r.labels['point']}: {', '.join(r.extra['never_ready'])}" for r in results
              if r.extra["never_ready"]]
+    on = chassis(results)
     return [{"additive": charts.metrics_table(results, PORT_KEYS),
              "complete": charts.results_table("Port readiness per step (ms from the request)",
-                                              results, PORT_KEYS)},
-            {"complete": charts.lines("Port readiness vs existing ports", by_stage, "ms", "existing ports")},
-            {"complete": charts.lines("Control-plane memory vs existing ports (RSS at each step's end, "
-                                      "MiB; per daemon, summed over the hosts)", memory_series(results),
-                                      "MiB", "existing ports")},
+                                              results, PORT_KEYS, params=("chassis",))},
+            {"complete": charts.lines(f"Port readiness vs existing ports{on}", by_stage, "ms",
+                                      "existing ports")},
+            {"complete": charts.lines(f"Control-plane memory vs existing ports{on} (RSS at each step's "
+                                      "end, MiB; per daemon, summed over the hosts)",
+                                      memory_series(results), "MiB", "existing ports")},
             {"complete": {"title": "Ports never ready within the deadline", "chart_plugin": "TextArea",
                           "data": never or ["none"]}}]
 
@@ -80,3 +82,9 @@ def memory_series(results) -> dict:
                     and k not in ("rss_controller_mib", "rss_vswitch_mib") and v.get("mean") is not None:
                 out.setdefault(k[4:-4].replace("_", "-"), []).append([r.extra["existing_ports"], v["mean"]])
     return out
+
+
+def chassis(results) -> str:
+    """' on N chassis' for the charts' titles: their lines join the steps of one testbed."""
+    counts = sorted({r.labels.get("params", {}).get("chassis") for r in results} - {None})
+    return f" on {' / '.join(map(str, counts))} chassis" if counts else ""
