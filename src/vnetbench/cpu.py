@@ -43,8 +43,7 @@ def fields(res: dict | None) -> dict:
 def host_collector(deployment, host, proc: Path = Path("/proc"),
                    probe_file: Path | None = None) -> vc.VSwitchCollector:
     """The collector of one emulated host: its own daemons (by pidfile) and CPUs."""
-    daemons = tuple(sorted(set(deployment.vswitch_pids(host.name).values())))
-    return _collector(host.name, deployment.testbed.vswitch.kind.value, daemons,
+    return _collector(host.name, deployment.testbed.vswitch.kind.value, host_daemons(deployment, host),
                       tuple(host.cpus), proc, probe_file)
 
 
@@ -52,12 +51,23 @@ def controller_collector(deployment, proc: Path = Path("/proc"),
                          probe_file: Path | None = None) -> vc.VSwitchCollector | None:
     """The controller namespace's daemons (OVN databases and northd, an SDN controller),
     host "controller", no CPUs of its own (they are the hosts'); None without them."""
-    # (pid, pidfile stem): OVN's NB and SB ovsdb-servers are told apart by their pidfiles
-    daemons = tuple(sorted({pid: name for name, pid in deployment.controller_pids().items()}.items()))
+    daemons = controller_daemons(deployment)
     if not daemons:
         return None
     return _collector(CONTROLLER, deployment.testbed.vswitch.kind.value, daemons, (), proc,
                       probe_file, controller=True)
+
+
+def host_daemons(deployment, host) -> tuple:
+    """The pids of HOST's own daemons, from the run's pidfiles (never found by name):
+    what its collector splits, and what vnetbench.memory reads."""
+    return tuple(sorted(set(deployment.vswitch_pids(host.name).values())))
+
+
+def controller_daemons(deployment) -> tuple:
+    """(pid, pidfile stem) of the controller namespace's daemons: OVN's NB and SB
+    ovsdb-servers are told apart by their pidfiles (``procfs.qualified``)."""
+    return tuple(sorted({pid: name for name, pid in deployment.controller_pids().items()}.items()))
 
 
 @functools.lru_cache(maxsize=64)

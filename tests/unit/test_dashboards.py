@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from vnetbench.dashboards import generate, overlay_comparison, queries, schema
+from vnetbench.dashboards import generate, overlay_comparison, port_ready, queries, schema
 
 ROOT = Path(__file__).resolve().parents[2]
 BOARDS = generate.dashboards()
@@ -200,3 +200,59 @@ def test_every_dashboard_marks_faults_at_their_own_time(uid):
     used = set(re.findall(r"\{\{(\w+)\}\}", anno["titleFormat"] + anno["textFormat"]))
     used |= set(anno["tagKeys"].split(","))
     assert used and used <= carried, used - carried
+
+
+def port_ready_steps():
+    """Two port_ready steps as the battery records them: 10 chassis, then 52 (12 ports on
+    the first: a count of two digits and of three sort as numbers, not as text)."""
+    from vnetbench.results.record import Result
+    out = []
+    for existing, chassis, p95 in ((12, 10, 640.0), (102, 52, 1400.0)):
+        samples = {"ports": 50, "not_ready": 1, "cpu_controller_pct": 30.0, "cpu_vswitch_pct": 9.0,
+                   "rss_controller_mib": 900.0, "rss_controller_growth_mib": 3.5,
+                   "rss_vswitch_mib": 2000.0, "rss_vswitch_growth_mib": 1.0}
+        samples.update({f"{s}_{q}_ms": p95 for s, _ in port_ready.STAGES for q in port_ready.QUANTILES})
+        out.append(Result(test="port_ready", samples={k: [v] for k, v in samples.items()},
+                          labels={"test": "port_ready", "run_id": "r1", "testbed": "t", "vswitch": "ovn",
+                                  "network": "geneve", "placement": "cross-host", "pair": "new-ports",
+                                  "point": f"{existing} existing, {chassis} chassis",
+                                  "params": {"ports": 50, "existing": existing, "chassis": chassis}}))
+    return out
+
+
+def test_port_ready_panels_read_what_the_battery_pushes(tmp_path):
+    """Every port_ready panel's query, evaluated by Prometheus's own engine (promtool test
+    rules) on the series vnetbench.monitor.publish makes of two recorded steps: one bar
+    per step, named by its existing ports and chassis, in numeric order."""
+    from vnetbench.monitor import publish
+    board = BOARDS[port_ready.UID]
+    steps = port_ready_steps()
+    series = [{"series": "vnetbench_result{" + ",".join(f'{k}="{v}"' for k, v in sorted(s.labels.items()))
+               + "}", "values": f"{s.value} {s.value}"}
+              for fam in publish.families(steps, None) if fam.name == "vnetbench_result"
+              for s in fam.samples]
+    exprs = [queries.expand(q.expr, {n: "$__all" for n in variables(board)}, 3600)
+             for q in queries.panel_queries(board) if not q.panel.startswith("annotation: ")]
+    assert len(exprs) == 3 * 3 + 2 + 2 + 4
+    rules = {"groups": [{"name": "board", "rules": [{"record": f"q{i}", "expr": e} for i, e in enumerate(exprs)]}]}
+    (tmp_path / "rules.yaml").write_text(yaml.safe_dump(rules))
+    x = ["0012 existing · 0010 chassis · ovn/geneve · cross-host · r1",
+         "0102 existing · 0052 chassis · ovn/geneve · cross-host · r1"]
+    tests = [{"expr": f"q{i}", "eval_time": "1m",
+              "exp_samples": [{"labels": f'q{i}{{x="{c}"}}',
+                               "value": step.samples[re.search(r'metric="(\w+)"', e).group(1)][0]}
+                              for c, step in zip(x, steps)]}
+             for i, e in enumerate(exprs)]
+    # the chassis variable narrows the bars to the steps on that many chassis
+    one = queries.expand(port_ready.by_step("first_packet_p95_ms"),
+                         {**{n: "$__all" for n in variables(board)}, "chassis": "52"}, 3600)
+    rules["groups"][0]["rules"].append({"record": "only52", "expr": one})
+    (tmp_path / "rules.yaml").write_text(yaml.safe_dump(rules))
+    tests.append({"expr": "only52", "eval_time": "1m",
+                  "exp_samples": [{"labels": f'only52{{x="{x[1]}"}}', "value": 1400.0}]})
+    (tmp_path / "test.yaml").write_text(yaml.safe_dump(
+        {"rule_files": ["rules.yaml"], "evaluation_interval": "1m",
+         "tests": [{"interval": "1m", "input_series": series, "promql_expr_test": tests}]}))
+    done = subprocess.run(["promtool", "test", "rules", str(tmp_path / "test.yaml")],
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stdout + done.stderr

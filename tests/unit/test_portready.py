@@ -120,3 +120,105 @@ def test_libvirt_refuses_ports_with_the_reason():
                  lambda: dep.ports_ready("h1", ["p0"])):
         with pytest.raises(UnsupportedError, match="libvirt: no ports without a VM: .*backend: netns"):
             call()
+
+
+def step_record(existing, chassis=None, **samples):
+    """A port_ready step's record as run() writes it (figures given as SAMPLES)."""
+    from vnetbench.results.record import Result
+    params = {"ports": 10, "existing": existing, **({"chassis": chassis} if chassis else {})}
+    return Result(test="port_ready", samples={k: [v] for k, v in samples.items()},
+                  labels={"test": "port_ready", "vswitch": "ovn", "network": "geneve",
+                          "placement": "cross-host", "pair": "new-ports", "params": params,
+                          "point": f"{existing} existing"},
+                  extra={"never_ready": [], "existing_ports": existing})
+
+
+def test_rally_output_draws_each_daemons_memory_against_the_existing_ports():
+    from vnetbench.rally_plugins import scenarios_portready as scenario
+    steps = [step_record(2, not_ready=0, first_packet_p95_ms=9.0, rss_ovn_controller_mib=30.0,
+                         rss_ovn_controller_growth_mib=1.5, rss_ovsdb_server_sb_mib=8.0,
+                         rss_controller_mib=38.0, rss_controller_growth_mib=2.0),
+             step_record(12, not_ready=0, first_packet_p95_ms=11.0, rss_ovn_controller_mib=31.5,
+                         rss_ovn_controller_growth_mib=1.5, rss_ovsdb_server_sb_mib=8.5,
+                         rss_controller_mib=40.0, rss_controller_growth_mib=2.0)]
+    outs = scenario.outputs(steps)
+    mem, = [o["complete"] for o in outs if "memory" in o["complete"]["title"]]
+    assert dict(mem["data"]) == {"ovn-controller": [[2, 30.0], [12, 31.5]],
+                                 "ovsdb-server-sb": [[2, 8.0], [12, 8.5]]}
+    table = outs[0]["additive"]["data"]
+    assert ["cross-host 12 existing rss_controller_growth_mib", 2.0] in table
+
+
+# -- the chassis a step ran against: in the record, its cell, the report and Rally ---------
+
+def ovn_deployment(light: int):
+    from vnetbench.testbed.loader import loads
+    text = "name: pr\nvswitch: ovn\nnetwork: {type: geneve}\n" + (f"chassis: {{count: {light}}}\n" if light else "")
+    tb = loads(text, source="t.yaml", online_cpus=[0, 1])
+    from types import SimpleNamespace
+    return SimpleNamespace(testbed=tb, run_id="ab12cd", run=SimpleNamespace(meta=dict))
+
+
+def step_of(dep, existing, monkeypatch):
+    monkeypatch.setattr(portready.provenance, "collect", lambda dep, vms: {})
+    lines = [{"name": "p0", "host": "ch1", "requested_ms": 3.0, "programmed_ms": 40.0,
+              "first_packet_ms": 55.0}]
+    args = {"ports": 1, "steps": 1, "concurrency": 1, "deadline_ms": 1000, "probe_interval_ms": 1.0}
+    return portready.record(dep, args, existing, lines, {"cpu_controller_pct": 12.0, "rss_controller_mib": 50.0},
+                            {"poll_periods": [0.005], "memory": {"unit": "MiB"}, "started": 1.0,
+                             "port_hosts": ["ch1"]})
+
+
+def test_a_step_record_names_the_chassis_it_ran_against(monkeypatch):
+    r = step_of(ovn_deployment(8), 4, monkeypatch)
+    assert r.labels["params"]["chassis"] == 10 and r.labels["point"] == "4 existing, 10 chassis"
+    assert r.extra["chassis"] == 10 and r.extra["light_chassis"] == 8 and r.extra["port_hosts"] == ["ch1"]
+    assert r.samples["first_packet_p95_ms"] == [55.0] and r.samples["rss_controller_mib"] == [50.0]
+    assert r.extra["memory"] == {"unit": "MiB"}
+    plain = step_of(ovn_deployment(0), 4, monkeypatch)
+    assert plain.labels["params"]["chassis"] == 2 and plain.extra["light_chassis"] == 0
+
+
+def test_steps_on_8_and_50_chassis_are_two_history_cells(monkeypatch):
+    from vnetbench.history import cells
+    a, b = step_of(ovn_deployment(6), 2, monkeypatch), step_of(ovn_deployment(48), 2, monkeypatch)
+    assert cells.cell_of(a.test, a.labels) != cells.cell_of(b.test, b.labels)
+    again = step_of(ovn_deployment(6), 2, monkeypatch)
+    again.labels["run_id"] = "ff00ee"                   # another run of the same configuration
+    assert cells.cell_of(a.test, a.labels) == cells.cell_of(again.test, again.labels)
+
+
+def test_compare_table_and_chart_keep_chassis_counts_apart(monkeypatch):
+    from vnetbench.report import charts, text
+    from vnetbench.report import table as model
+    from vnetbench.results.load import Run
+    few, many = step_of(ovn_deployment(6), 2, monkeypatch), step_of(ovn_deployment(48), 2, monkeypatch)
+    t = model.build([Run("", None, (few, many))])
+    heads = [row.label for row in t.rows if row.metric == "first_packet_p95_ms"]
+    assert heads == ["port_ready 2 existing, 8 chassis", "port_ready 2 existing, 50 chassis"]
+    assert "2 existing, 50 chassis" in text.plain(t)
+    lines = charts._port_ready(t, "first_packet")
+    assert sorted(lines["p95"]) == ["ovn/geneve, 50 chassis", "ovn/geneve, 8 chassis"]
+    assert lines["p95"]["ovn/geneve, 8 chassis"] == [(2, charts.Point(55.0))]     # once, not per row
+    assert [c.id for c in charts.charts(t)] == ["fig-port-ready"]      # drawn with the new names
+
+
+def test_rally_output_has_a_chassis_column_and_says_it_in_the_titles(monkeypatch):
+    from vnetbench.rally_plugins import scenarios_portready as scenario
+    outs = scenario.outputs([step_of(ovn_deployment(8), 2, monkeypatch),
+                             step_of(ovn_deployment(8), 3, monkeypatch)])
+    table = outs[0]["complete"]["data"]
+    at = table["cols"].index("chassis")
+    assert table["cols"][:at + 1] == ["placement", "path", "point", "chassis"]
+    assert [row[at] for row in table["rows"]] == [10, 10]
+    assert outs[1]["complete"]["title"] == "Port readiness vs existing ports on 10 chassis"
+
+
+def test_a_step_record_with_its_chassis_and_memory_loads_against_the_published_schema(monkeypatch):
+    import json
+
+    from vnetbench.results import load
+    r = step_of(ovn_deployment(8), 4, monkeypatch)
+    back = load.record(Path("records.jsonl"), 1, json.dumps(r.to_dict()))
+    assert back.labels["params"]["chassis"] == 10 and back.samples["rss_controller_mib"] == [50.0]
+    assert back.extra["light_chassis"] == 8 and back.labels["point"] == "4 existing, 10 chassis"

@@ -19,10 +19,13 @@ the moment it is requested (t0):
 A port that has not both within DEADLINE_MS is never ready, named in the record. Per
 step: min/p50/p95/p99/max of each stage, ``not_ready``, and the control plane's CPU over
 the step (vnetbench.cpu's window: ``cpu_controller_pct`` northd and databases or the
-SDN controller, ``cpu_vswitch_pct`` the hosts' daemons, ovn-controller and agents among
-them; disjoint parts, nothing counted twice; and per daemon, ``cpu_ovn_northd_pct``,
-``cpu_ovsdb_server_sb_pct``, ``cpu_ovn_controller_pct`` (all hosts') ...: a breakdown
-of those parts). The added ports are removed at the end.
+SDN controller and the hosts' ovn-controllers and agents, ``cpu_vswitch_pct`` the hosts'
+ovs-vswitchd and ovsdb-server; disjoint parts, nothing counted twice; and per
+daemon, ``cpu_ovn_northd_pct``, ``cpu_ovsdb_server_sb_pct``, ``cpu_ovn_controller_pct``
+(all hosts') ...: a breakdown of those parts), and the same daemons' resident memory
+(vnetbench.memory: MiB at the step's end, ``rss_<daemon>_mib``, and its growth over the
+step, ``rss_<daemon>_growth_mib``, per daemon summed over the hosts and per part,
+``rss_controller_mib``, ``rss_vswitch_mib``). The added ports are removed at the end.
 """
 
 from __future__ import annotations
@@ -34,7 +37,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from types import SimpleNamespace
 
-from vnetbench import cpu, kinds
+from vnetbench import cpu, kinds, memory
 from vnetbench.battery.common import labels
 from vnetbench.errors import VnetbenchError
 from vnetbench.results import provenance
@@ -195,53 +198,81 @@ def _one(dep, poller, host, vnet, peer, deadline_ms, probe_ms, peers_set) -> dic
             "programmed_by": "signal" if poller.said.get(name) else "poll"}
 
 
-def step(dep, plan, ports, concurrency, deadline_ms, probe_ms, peers_set) -> tuple[list, dict, list]:
+def step(dep, plan, ports, concurrency, deadline_ms, probe_ms, peers_set) -> tuple[list, dict, list, dict]:
     """PORTS new ports at CONCURRENCY, placed round-robin on PLAN; their timelines, the
-    CPU window's metrics and poll periods."""
-    with cpu.Window(dep) as window, Poller(dep) as poller:
+    control plane's CPU and memory over the step, the poll periods, and how the memory
+    was read (its RSS is read outside the CPU window: our reads are not the daemons' CPU)."""
+    with memory.Window(dep) as mem, cpu.Window(dep) as window, Poller(dep) as poller:
         with ThreadPoolExecutor(max_workers=concurrency) as pool:
             futs = [pool.submit(_one, dep, poller, *plan[i % len(plan)], deadline_ms, probe_ms, peers_set)
                     for i in range(ports)]
             timelines = [f.result() for f in futs]
     if poller.errors:
         raise VnetbenchError(f"port_ready: readiness query failed: {poller.errors[0]}")
-    return timelines, {**window.metrics(), **cpu.daemon_metrics(window.split)}, poller.periods
+    figures = {**window.metrics(), **cpu.daemon_metrics(window.split), **mem.metrics()}
+    return timelines, figures, poller.periods, mem.result
 
 
 def run(dep, ports=20, steps=2, concurrency=8, deadline_ms=10000, probe_interval_ms=1.0,
         hosts=None) -> list[Result]:
-    """STEPS steps of PORTS new ports; one Result per step (point: the existing ports)."""
+    """STEPS steps of PORTS new ports; one Result per step (point: the existing ports and
+    the chassis)."""
     plan = placement(dep.testbed, hosts)
     free = min(_free(dep, vnet) for _, vnet, _ in plan)
     check(ports, steps, concurrency, deadline_ms, probe_interval_ms, capacity=free)
-    kind = dep.testbed.vswitch.kind.value
+    args = {"ports": ports, "steps": steps, "concurrency": concurrency, "deadline_ms": deadline_ms,
+            "probe_interval_ms": probe_interval_ms}
     results, added, peers_set = [], [], []
     base = sum(len(v.nics) for v in dep.testbed.vms)
     before = set(dep.run.meta().get("ports", {}))
     try:
         for k in range(steps):
             started = now()
-            timelines, cpu_metrics, periods = step(dep, plan, ports, concurrency, deadline_ms,
-                                                   probe_interval_ms, peers_set)
+            timelines, figures, periods, mem = step(dep, plan, ports, concurrency, deadline_ms,
+                                                    probe_interval_ms, peers_set)
             added += [t["name"] for t in timelines]
-            stats = summary(timelines, deadline_ms)
-            existing = base + k * ports
-            pair = SimpleNamespace(name="new-ports", placement="cross-host", path=L2)
-            params = {"ports": ports, "steps": steps, "concurrency": concurrency,
-                      "deadline_ms": deadline_ms, "probe_interval_ms": probe_interval_ms,
-                      "existing": existing}
-            never = [f"{t['name']}@{t['host']}" for t in timelines if not _in_time(t, deadline_ms)]
-            r = Result(test=TEST, labels=labels(dep, pair, TEST, **params),
-                       samples={k2: [v] for k2, v in {**stats, **cpu_metrics}.items() if v is not None},
-                       provenance=provenance.collect(dep, []), started=started, finished=now(),
-                       extra={"never_ready": never, "timelines": timelines, "signal": kinds.of(dep.testbed).port_ready_signal,
-                              "poll_period_ms": 1000 * sum(periods) / len(periods) if periods else None,
-                              "probe_resolution_ms": probe_interval_ms, "existing_ports": existing})
-            r.labels["point"] = f"{existing} existing"
-            results.append(r)
+            results.append(record(dep, args, base + k * ports, timelines, figures,
+                                  {"poll_periods": periods, "memory": mem, "started": started,
+                                   "port_hosts": [h for h, _, _ in plan]}))
     finally:
         _unwind(dep, added + _stray(dep, before | set(added)), peers_set)
     return results
+
+
+def chassis(testbed) -> dict:
+    """How many hosts a step ran against: each runs the kind's agent (on OVN a chassis,
+    what ovn-controller registers; the testbed's light ones among them), and every one
+    follows every change, so a step's figures grow with their count (docs/control-plane.md,
+    "Many chassis"). ``chassis`` is a parameter of the record, hence of its history cell
+    and its report row: steps on 8 and on 50 chassis are never one cell."""
+    return {"chassis": len(testbed.hosts), "light_chassis": sum(1 for h in testbed.hosts if h.light)}
+
+
+def record(dep, args: dict, existing: int, timelines: list, figures: dict, how: dict) -> Result:
+    """One step's Result: ARGS (the family's arguments) and the chassis as its
+    parameters, the summary and FIGURES (CPU, memory) as samples; HOW: the poll periods,
+    the memory window's description, the start time and the hosts the ports went to."""
+    counts = chassis(dep.testbed)
+    params = {**args, "existing": existing, "chassis": counts["chassis"]}
+    pair = SimpleNamespace(name="new-ports", placement="cross-host", path=L2)
+    never = [f"{t['name']}@{t['host']}" for t in timelines if not _in_time(t, args["deadline_ms"])]
+    periods = how["poll_periods"]
+    figures = {**summary(timelines, args["deadline_ms"]), **figures}
+    r = Result(test=TEST, labels=labels(dep, pair, TEST, **params),
+               samples={k: [v] for k, v in figures.items() if v is not None},
+               provenance=provenance.collect(dep, []), started=how["started"], finished=now(),
+               extra={"never_ready": never, "timelines": timelines,
+                      "signal": kinds.of(dep.testbed).port_ready_signal,
+                      "poll_period_ms": 1000 * sum(periods) / len(periods) if periods else None,
+                      "probe_resolution_ms": args["probe_interval_ms"], "existing_ports": existing,
+                      **counts, "port_hosts": how["port_hosts"], "memory": how["memory"]})
+    r.labels["point"] = point(existing, counts["chassis"])
+    return r
+
+
+def point(existing: int, chassis_count: int) -> str:
+    """A step's point, as rows and series name it: the ports that exist and the chassis."""
+    return f"{existing} existing, {chassis_count} chassis"
 
 
 def _free(dep, vnet) -> int:

@@ -8,9 +8,9 @@ from pathlib import Path
 
 from grafana_foundation_sdk.cog.encoder import JSONEncoder
 
-from . import efficiency, history, overlay_comparison, scale_steps, vswitch_cpu
+from . import efficiency, history, overlay_comparison, port_ready, scale_steps, vswitch_cpu
 
-MODULES = (overlay_comparison, vswitch_cpu, efficiency, scale_steps)
+MODULES = (overlay_comparison, vswitch_cpu, efficiency, scale_steps, port_ready)
 #: dashboards over another datasource than Prometheus (the history's PostgreSQL), written beside them
 OTHER_MODULES = (history,)
 JSON_DIR = Path(__file__).resolve().parents[3] / "dashboards" / "json"

@@ -2,8 +2,11 @@
 
 Two records of different runs are the same cell, and so one series, when their test and
 labels agree once what names the run (``RUN_LABELS``, ``RUN_PARAMS``) and what the run
-measured (``RUN_PARAMS``) are left out. Below ``db`` and ``ingest``: the schema's migrations
-recompute cells with it.
+measured (``RUN_PARAMS``) are left out. What configures the measurement stays in, even
+where the run's testbed decides it: port_ready's ``chassis`` (the hosts its steps ran
+against: every one follows every change) makes 8 and 50 chassis two cells, as do its
+``existing`` ports. Below ``db`` and ``ingest``: the schema's migrations recompute cells
+with it.
 """
 
 from __future__ import annotations

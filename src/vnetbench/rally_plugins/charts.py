@@ -23,17 +23,21 @@ def metrics_table(results, keys) -> dict:
             "description": "means over repetitions; CPU% = vSwitch processes of all hosts, 100% = one CPU"}
 
 
-def results_table(title, results, keys) -> dict:
+def results_table(title, results, keys, params=()) -> dict:
     """Complete Table: one row per measured point, each value with the spread the report
-    shows (vnetbench.results.spread: ±sd for RTT, CI / range / nothing by repetitions)."""
-    cols = ["placement", "path", "point"] + [f"{k} (mean, spread)" for k in keys]
+    shows (vnetbench.results.spread: ±sd for RTT, CI / range / nothing by repetitions);
+    PARAMS: parameters of the records shown as columns of their own after the point
+    (port_ready's ``chassis``: figures on 8 and on 50 chassis are not read as one)."""
+    cols = ["placement", "path", "point", *params] + [f"{k} (mean, spread)" for k in keys]
     rows = []
     for r in results:
         cells = []
         for k in keys:
             s = spread.of(r, k) if k in r.samples else None
             cells.append("-" if s is None else s.text() + (" !" if s.unstable else ""))
-        rows.append([r.labels["placement"], r.labels.get("path", "l2"), r.labels.get("point", "")] + cells)
+        given = [r.labels.get("params", {}).get(p, "-") for p in params]
+        rows.append([r.labels["placement"], r.labels.get("path", "l2"), r.labels.get("point", ""),
+                     *given] + cells)
     return {"title": title, "chart_plugin": "Table", "data": {"cols": cols, "rows": rows},
             "description": spread.NOTES[0]}
 

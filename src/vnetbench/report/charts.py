@@ -53,6 +53,7 @@ def charts(table: Table) -> list[Chart]:
         return []
     colors = {c.label: matplotlib.colormaps["tab20" if len(table.columns) > 10 else "tab10"](i % 20)
               for i, c in enumerate(table.columns)}
+    colors.update(_port_ready_colors(table, colors))
     made = [
         _bars("fig-rtt", "ICMP RTT per configuration (mean over all echoes; time-deferred = "
               f"first packet of a flow, flood = steady state); {BARS}", "RTT (ms)",
@@ -73,7 +74,8 @@ def charts(table: Table) -> list[Chart]:
               _by_row(table, "rfc2544_throughput", "ndr_fps")),
         _lines("fig-port-ready", "New ports: ms from the request to programmed (the kind's own "
                "signal, top) and to the first packet both ways (bottom), p50 / p95 / max of a step, "
-               "vs the ports that already exist (docs/control-plane.md)", "programmed (ms)",
+               "vs the ports that already exist, a line per configuration and chassis count "
+               "(docs/control-plane.md)", "programmed (ms)",
                "existing ports", colors, _port_ready(table, "programmed"),
                ("first packet (ms)", _port_ready(table, "first_packet"))),
         _bars("fig-cpu", "Host-side vSwitch CPU% per test (mean over the test's points; "
@@ -121,13 +123,30 @@ def _series(table, test, param, metric) -> dict:
 
 
 def _port_ready(table, stage) -> dict:
-    """{quantile: {column: [(existing ports, Point)]}} of one port_ready stage."""
-    out = {}
-    for q in ("p50", "p95", "max"):
-        for cols in _series(table, "port_ready", "existing", f"{stage}_{q}_ms").values():
-            for col, xy in cols.items():
-                out.setdefault(q, {}).setdefault(col, []).extend(xy)
-    return out
+    """{quantile: {line: [(existing ports, Point)]}} of one port_ready stage, a line per
+    configuration and chassis count ("ovn/geneve, 50 chassis"): steps on 8 and on 50
+    chassis are never one line."""
+    out: dict = {}
+    for row in (r for r in table.rows if r.test == "port_ready"):
+        for c in table.columns:
+            cell = table.cell(row, c)
+            params = cell.record.labels.get("params", {}) if cell.record else {}
+            for q in ("p50", "p95", "max") if params.get("existing") is not None else ():
+                s = cell.spread(f"{stage}_{q}_ms")
+                if s is not None and s.mean is not None:     # a beside-row holds the same record
+                    line = out.setdefault(q, {}).setdefault(_port_ready_line(c.label, params), {})
+                    line[params["existing"]] = _point(s)
+    return {q: {name: sorted(xy.items()) for name, xy in lines.items()} for q, lines in out.items()}
+
+
+def _port_ready_line(column: str, params: dict) -> str:
+    return f"{column}, {params['chassis']} chassis" if params.get("chassis") else column
+
+
+def _port_ready_colors(table, colors: dict) -> dict:
+    """Each port_ready line in its configuration's colour."""
+    return {_port_ready_line(c.label, r.labels.get("params", {})): colors[c.label]
+            for c in table.columns for r in c.records if r.test == "port_ready"}
 
 
 def _cpu(table) -> dict:
