@@ -23,6 +23,7 @@ ROOT = Path(__file__).resolve().parents[2]
 SCANNED = (ROOT / "src" / "vnetbench", ROOT / "collectors")
 KINDS_DIR = ROOT / "src" / "vnetbench" / "kinds"
 
+AIO_ML2 = ("the all-in-one cloud's --ml2 values, Neutron's mechanism drivers (ovs: the OVS and L3 agents; ovn: OVN's databases, northd and ovn-controllers), not testbed kinds")
 # (path from the repository root, the flagged text) -> why it is not a kind named
 ALLOWED = {
     ("src/vnetbench/aio/cloud.py", "ovs"):
@@ -37,6 +38,32 @@ ALLOWED = {
         "the key of the hypervisor's OVS bridge in the run's bridge names (a technology)",
     ("src/vnetbench/testbed/libvirt/remote_builder.py", "ovs"):
         "the key of the hypervisor's OVS bridge in the run's bridge names (a technology)",
+    ("src/vnetbench/aio/__main__.py", "ovs"):
+        AIO_ML2,
+    ("src/vnetbench/aio/cloud.py", "ovn"):
+        AIO_ML2,
+    ("src/vnetbench/aio/conf.py", "ovn"):
+        AIO_ML2,
+    ("src/vnetbench/aio/ovn.py", "ovn"):
+        AIO_ML2,
+    ("src/vnetbench/aio/resources.py", "ovs"):
+        AIO_ML2,
+    ("src/vnetbench/aio/resources.py", "ovn"):
+        AIO_ML2,
+    ("src/vnetbench/aio/services.py", "ovs"):
+        AIO_ML2,
+    ("src/vnetbench/aio/services.py", "ovn"):
+        AIO_ML2,
+    ("src/vnetbench/report/provenance.py", "ovs"):
+        "the key of the cloud's OVS package version in a record's provenance (testbed.openstack.facts)",
+    ("src/vnetbench/report/provenance.py", "ovn"):
+        "the key of the cloud's OVN package version in a record's provenance (testbed.openstack.facts)",
+    ("src/vnetbench/testbed/openstack/facts.py", "ovs"):
+        "the key of the cloud's OVS package version in its facts, not a testbed kind",
+    ("src/vnetbench/testbed/openstack/facts.py", "ovn"):
+        "Neutron's mechanism driver ovn (and the key of the cloud's OVN version); a driver's kind is asked of vnetbench.kinds",
+    ("src/vnetbench/testbed/openstack/facts.py", "linuxbridge"):
+        "Neutron's mechanism driver linuxbridge; a driver's kind is asked of vnetbench.kinds",
     ("collectors/vnetbench_collector/__main__.py", "ovs"):
         "the collector is installed alone on cloud hypervisors (no vnetbench to ask); its "
         "--vswitch label and the OVS kinds whose datapath counters it reads are its own CLI's",

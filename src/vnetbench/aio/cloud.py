@@ -20,7 +20,7 @@ import socket
 import time
 from pathlib import Path
 
-from vnetbench.aio import conf
+from vnetbench.aio import conf, release, rootbuild, rootcache
 from vnetbench.aio.conf import Layout
 from vnetbench.aio.nodes import OVS_DAEMONS, Nodes
 from vnetbench.aio.ovn import Ovn
@@ -159,7 +159,6 @@ class Aio(Nodes, Ovn, Services, Resources):
         the machine's packages)."""
         if self.lay.release == "zed":
             return None
-        from vnetbench.aio import release, rootbuild, rootcache
         rel = release.load(self.lay.release)
         cache = rootcache.default_cache()
         if rootcache.cached(cache, rel) is None:

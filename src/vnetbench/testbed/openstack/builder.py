@@ -11,13 +11,13 @@ import subprocess
 import sys
 import time
 
-from vnetbench import signals
+from vnetbench import kinds, signals
 from vnetbench.errors import BuildError, VnetbenchError
 from vnetbench.linux import proc
 from vnetbench.state import Run, new_run_id, state_root
 from vnetbench.testbed.codec import to_dict
 from vnetbench.testbed.deployment import unwind
-from vnetbench.testbed.openstack import cloud, secgroups, stack as st, verify
+from vnetbench.testbed.openstack import cloud, facts, secgroups, stack as st, verify
 from vnetbench.testbed.openstack.deployment import OpenstackDeployment, mux_dir
 
 POLL_S = 3.0
@@ -51,8 +51,6 @@ def up(testbed, cloud_name: str = "", progress=lambda msg: None, caps=None,
 def _facts_agree(testbed, conn) -> dict:
     """The cloud's facts (testbed.openstack.facts), once the testbed's kind is known to be
     the cloud's driver: refused before anything is made otherwise."""
-    from vnetbench import kinds
-    from vnetbench.testbed.openstack import facts
     found = facts.collect(conn)
     kind = kinds.of(testbed)
     if problem := facts.mismatch(kind.name, kind.openstack_environment or "", found):

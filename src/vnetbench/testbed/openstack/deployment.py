@@ -11,6 +11,7 @@ from vnetbench.errors import UnsupportedError
 from vnetbench.image.channel import Ssh
 from vnetbench.linux import proc
 from vnetbench.testbed.base import RunDeployment
+from vnetbench.testbed.openstack import facts
 from vnetbench.testbed.sshguests import SshGuests
 
 NOT_OURS = "the cloud's compute nodes are not vnetbench's"
@@ -157,7 +158,6 @@ class OpenstackDeployment(SshGuests, RunDeployment):
         meta = self.run.meta()
         if isinstance(meta.get("cloud_facts"), dict):
             return meta["cloud_facts"]
-        from vnetbench.testbed.openstack import facts
         conn = self._connect()
         try:
             found = facts.collect(conn)

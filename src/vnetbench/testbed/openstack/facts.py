@@ -15,6 +15,8 @@ Where each comes from, best source first:
 
 from __future__ import annotations
 
+from vnetbench import kinds
+
 # Nova's newest compute microversion -> the series that shipped it, as read from
 # _MAX_API_VERSION in the packages at hand (others: the microversion is recorded as it is)
 SERIES_BY_MICROVERSION = {"2.93": "2022.2 Zed", "2.100": "2025.1 Epoxy"}
@@ -27,7 +29,6 @@ FIELDS = ("series", "release", "mechanism_driver", "ovs", "ovn", "neutron", "nov
 
 # a kind's Heat environment (heat-templates/env) -> the ML2 driver of the clouds it is for
 DRIVER_OF_ENVIRONMENT = {"ml2-ovs": "openvswitch", "ml2-ovn": "ovn", "linuxbridge": "linuxbridge"}
-KIND_OF_DRIVER = {"openvswitch": "ovs", "ovn": "ovn", "linuxbridge": "linuxbridge"}
 
 
 def mismatch(kind_name: str, environment: str, found: dict) -> str:
@@ -37,10 +38,15 @@ def mismatch(kind_name: str, environment: str, found: dict) -> str:
     want, have = DRIVER_OF_ENVIRONMENT.get(environment), (found or {}).get("mechanism_driver")
     if not want or not have or want in have.split(","):
         return ""
-    fix = f"set the testbed's vswitch to {KIND_OF_DRIVER[have]}" if have in KIND_OF_DRIVER else \
-        "use a cloud of the testbed's driver"
+    fix = next((f"set the testbed's vswitch to {k}" for k in kinds_of(have)), "use a cloud of the testbed's driver")
     return (f"vswitch {kind_name} is ML2 {want}, and the cloud runs ML2 {have}: its records would "
             f"name the wrong vSwitch; {fix}")
+
+
+def kinds_of(driver: str) -> list[str]:
+    """The kinds whose Heat environment is for clouds of the ML2 DRIVER (asked of the kinds)."""
+    return [name for name in kinds.names()
+            if DRIVER_OF_ENVIRONMENT.get(kinds.get(name).openstack_environment or "") == driver]
 
 
 def from_clouds_yaml(cloud_config: dict) -> dict | None:
@@ -66,7 +72,7 @@ def drivers_of(agent_types) -> str | None:
 
 def collect(conn) -> dict:
     """The facts of the cloud CONN reaches."""
-    own = from_clouds_yaml(getattr(conn.config, "config", {}))
+    own = from_clouds_yaml(getattr(getattr(conn, "config", None), "config", {}))
     if own:
         return own
     try:
