@@ -94,3 +94,9 @@ def test_root_exec_wraps_the_releases_programs_only():
     for prog in sorted(HOST_PROGRAMS):
         assert rx([prog, "a"]) == [prog, "a"]
     assert RootExec(None, LAY.state, LAY.hosts_file)(["nova-compute", 1]) == ["nova-compute", "1"]
+
+
+def test_ovs_kpps_with_ovn_is_refused(capsys, tmp_path):
+    argv = ["up", "--state", str(tmp_path / "s"), "--release", "epoxy", "--ml2", "ovn", "--ovs-kpps", "100"]
+    assert main(argv) == 2
+    assert "--ovs-kpps: ML2/OVN" in capsys.readouterr().err and not (tmp_path / "s").exists()

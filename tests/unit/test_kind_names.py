@@ -40,6 +40,8 @@ ALLOWED = {
         "the key of the hypervisor's OVS bridge in the run's bridge names (a technology)",
     ("src/vnetbench/aio/__main__.py", "ovs"):
         AIO_ML2,
+    ("src/vnetbench/aio/__main__.py", "ovn"):
+        AIO_ML2,
     ("src/vnetbench/aio/cloud.py", "ovn"):
         AIO_ML2,
     ("src/vnetbench/aio/conf.py", "ovn"):

@@ -69,3 +69,32 @@ def test_a_testbed_of_another_driver_is_refused_by_name():
     assert "ML2 openvswitch" in said and "ML2 ovn" in said and "vswitch to ovn" in said
     assert facts.mismatch("ovs", "ml2-ovs", {"mechanism_driver": None}) == ""
     assert facts.mismatch("vrouter", "tungsten-fabric", found) == ""
+
+
+NODES = {"vm": {"ovsdb": "unix:/var/tmp/vnbaio-x/ovs/db.sock", "netns": None, "bridge": "vnbabc123-int"},
+         "c2.vnbaioabc123.test": {"ovsdb": "unix:/var/tmp/vnbaio-x/nodes/c2/ovs/db.sock",
+                                  "netns": "vnbaioabc123-c2", "bridge": "vnbabc123-int"}}
+
+
+def test_the_nodes_block_is_read_checked():
+    got = facts.from_clouds_yaml({"vnetbench": {**AIO_BLOCK, "nodes": NODES}})
+    assert got["nodes"] == NODES
+
+
+@given(st.one_of(st.none(), st.integers(), st.text(max_size=20),
+                 st.dictionaries(st.text(max_size=30), st.one_of(
+                     st.none(), st.text(max_size=30),
+                     st.fixed_dictionaries({"ovsdb": st.one_of(st.none(), st.text(max_size=40)),
+                                            "netns": st.one_of(st.none(), st.text(max_size=70)),
+                                            "bridge": st.one_of(st.none(), st.text(max_size=20))})),
+                     max_size=4)))
+def test_any_nodes_block_is_accepted_checked_or_one_line(value):
+    from vnetbench.errors import VnetbenchError
+    try:
+        got = facts.nodes_of(value)
+    except VnetbenchError as exc:
+        assert "\n" not in str(exc) and str(exc).startswith("clouds.yaml: vnetbench.nodes")
+        return
+    for node in got.values():
+        assert node["ovsdb"].startswith("unix:/") and len(node["bridge"]) <= 15
+        assert node["netns"] is None or "/" not in node["netns"]

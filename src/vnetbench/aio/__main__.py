@@ -70,6 +70,10 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     if args.computes < 1:
         ap.error("--computes: at least 1")
+    if args.ovs_kpps is not None and args.ml2 == "ovn":
+        print("aio: --ovs-kpps: ML2/OVN reports no packet-rate inventory (the OVS agent's); "
+              "drop it, or use --ml2 ovs", file=sys.stderr)
+        return 2
     if problem := conf.check_release(args.release, args.ml2):
         print(f"aio: {problem}", file=sys.stderr)
         return 2

@@ -200,7 +200,10 @@ class Resources:
         return {"release": lay.release, "series": conf.SERIES[lay.release],
                 "mechanism_driver": conf.MECHANISM_DRIVER[lay.ml2],
                 "ovs": pkgs.get("openvswitch-switch"), "ovn": pkgs.get("ovn-host"),
-                "neutron": pkgs.get("neutron-server"), "nova": pkgs.get("nova-compute")}
+                "neutron": pkgs.get("neutron-server"), "nova": pkgs.get("nova-compute"),
+                # where the runner plugs a port without a VM as os-vif would (port_ready)
+                "nodes": {n.host: {"ovsdb": n.ovsdb, "netns": n.netns, "bridge": n.br_int}
+                          for n in lay.nodes}}
 
     def _write_clouds_yaml(self) -> None:
         clouds = {}

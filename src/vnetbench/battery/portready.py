@@ -224,7 +224,7 @@ def run(dep, ports=20, steps=2, concurrency=8, deadline_ms=10000, probe_interval
             "probe_interval_ms": probe_interval_ms}
     results, added, peers_set = [], [], []
     base = sum(len(v.nics) for v in dep.testbed.vms)
-    before = set(dep.run.meta().get("ports", {}))
+    before = set(dep.added_ports())
     try:
         for k in range(steps):
             started = now()
@@ -280,13 +280,13 @@ def _free(dep, vnet) -> int:
     is the backend's: ask the run's count from its meta)."""
     tb = dep.testbed
     used = {str(n.ip) for v in tb.vms for n in v.nics if n.vnet == vnet}
-    used |= {p["ip"] for p in dep.run.meta().get("ports", {}).values() if p["vnet"] == vnet}
+    used |= {p["ip"] for p in dep.added_ports().values() if p["vnet"] == vnet}
     return max(0, tb.vnet(vnet).cidr.num_addresses - 3 - len(used) - len(tb.routers) - 1)
 
 
 def _stray(dep, known) -> list:
     """Ports this family added but no step returned (a step that failed half-way)."""
-    return [n for n in dep.run.meta().get("ports", {}) if n not in known]
+    return [n for n in dep.added_ports() if n not in known]
 
 
 def _unwind(dep, names, peers_set) -> None:

@@ -119,6 +119,10 @@ class RunDeployment:
     def remove_port(self, name: str) -> None:
         self.add_port("", "")                                # refuses
 
+    def added_ports(self) -> dict:
+        """The ports added to the running testbed: name -> its record (add_port's)."""
+        return {}
+
     def ports_ready(self, host: str, names) -> dict:
         return self.add_port(host, "")                       # refuses
 

@@ -59,6 +59,8 @@ def aio_cloud(aio_image, tmp_path_factory, request):
         yield Path(os.environ["VNETBENCH_AIO_CLOUDS"])
         return
     aio_alone.wait_for_other_aio(float(os.environ.get("VNETBENCH_AIO_WAIT_S", "300")))
+    release = os.environ.get("VNETBENCH_AIO_RELEASE", "epoxy")
+    ml2 = os.environ.get("VNETBENCH_AIO_ML2", "ovn")
     state = Path(tempfile.mkdtemp(prefix="vnbaio-", dir="/var/tmp"))
     registered = tmp_path_factory.mktemp("aio-registration")
     env = {**os.environ, "VNETBENCH_STATE_DIR": str(registered)}
@@ -68,9 +70,9 @@ def aio_cloud(aio_image, tmp_path_factory, request):
         for slot in range(8):   # another session's AIO may hold the first ports and subnet
             argv = [*AIO, "up", "--state", str(state), "--image", str(aio_image),
                     "--port-base", str(19000 + 100 * slot), "--cidr", f"198.19.{250 - slot}.0/24",
-                    "--ovs-kpps", str(handed_off_kpps()), "--computes", computes_wanted(),
-                    "--release", os.environ.get("VNETBENCH_AIO_RELEASE", "epoxy"),
-                    "--ml2", os.environ.get("VNETBENCH_AIO_ML2", "ovn")]
+                    "--computes", computes_wanted(), "--release", release, "--ml2", ml2,
+                    # the OVS agent's packet-rate inventory: ML2/OVN has none
+                    *(["--ovs-kpps", str(handed_off_kpps())] if ml2 == "ovs" else [])]
             up = subprocess.run(argv, capture_output=True, text=True, timeout=1200, cwd=REPO, env=env)
             if up.returncode != 2 or not BUSY.search(up.stderr):
                 break

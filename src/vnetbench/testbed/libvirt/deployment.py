@@ -31,6 +31,7 @@ class LibvirtDeployment(SshGuests, NetnsDeployment):
                 "netns backend (backend: netns)")
     add_port = RunDeployment.add_port
     remove_port = RunDeployment.remove_port
+    added_ports = RunDeployment.added_ports
     ports_ready = RunDeployment.ports_ready
     port_popen = RunDeployment.port_popen
 

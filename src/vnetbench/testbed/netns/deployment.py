@@ -205,6 +205,9 @@ class Deployment(RunDeployment):
     def remove_port(self, name: str) -> None:
         ports.remove(self, name)
 
+    def added_ports(self) -> dict:
+        return self.run.meta().get("ports", {})
+
     def ports_ready(self, host: str, names) -> dict:
         return ports.ready(self, host, names)
 

@@ -11,7 +11,7 @@ from vnetbench.errors import UnsupportedError
 from vnetbench.image.channel import Ssh
 from vnetbench.linux import proc
 from vnetbench.testbed.base import RunDeployment
-from vnetbench.testbed.openstack import facts
+from vnetbench.testbed.openstack import facts, ports
 from vnetbench.testbed.sshguests import SshGuests
 
 NOT_OURS = "the cloud's compute nodes are not vnetbench's"
@@ -151,6 +151,24 @@ class OpenstackDeployment(SshGuests, RunDeployment):
             conn.close()
 
     # -- VM migration through Nova (admin; nova_migration.py) ---------------------------
+
+    no_ports = ("a port without a VM is plugged on its compute node as os-vif would: the cloud's "
+                "clouds.yaml must name its nodes (the all-in-one cloud's does)")
+
+    def add_port(self, host: str, vnet: str) -> dict:
+        return ports.add(self, host, vnet)
+
+    def remove_port(self, name: str) -> None:
+        ports.remove(self, name)
+
+    def ports_ready(self, host: str, names) -> dict:
+        return ports.ready(self, host, names)
+
+    def added_ports(self) -> dict:
+        return self.run.meta().get("added_ports", {})
+
+    def port_popen(self, name: str, argv, **kwargs):
+        return ports.popen(self, name, argv, **kwargs)
 
     def cloud_facts(self) -> dict:
         """The cloud's series, mechanism driver and the nodes' OVS/OVN versions (facts.py),

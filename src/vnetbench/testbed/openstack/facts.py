@@ -15,7 +15,11 @@ Where each comes from, best source first:
 
 from __future__ import annotations
 
+import re
+
 from vnetbench import kinds
+from vnetbench.errors import VnetbenchError
+from vnetbench.inputs import excerpt
 
 # Nova's newest compute microversion -> the series that shipped it, as read from
 # _MAX_API_VERSION in the packages at hand (others: the microversion is recorded as it is)
@@ -51,12 +55,48 @@ def kinds_of(driver: str) -> list[str]:
 
 def from_clouds_yaml(cloud_config: dict) -> dict | None:
     """The ``vnetbench`` block of a cloud's clouds.yaml entry, its known fields as text
-    (None when there is none, or it is not a mapping)."""
+    (None when there is none, or it is not a mapping), and its ``nodes`` checked
+    (``nodes_of``)."""
     block = cloud_config.get("vnetbench") if isinstance(cloud_config, dict) else None
     if not isinstance(block, dict):
         return None
-    return {k: (str(block[k])[:120] if block.get(k) is not None else None)
-            for k in FIELDS if k != "source"} | {"source": "clouds.yaml (the cloud's own)"}
+    out = {k: (str(block[k])[:120] if block.get(k) is not None else None)
+           for k in FIELDS if k != "source"} | {"source": "clouds.yaml (the cloud's own)"}
+    return out | ({"nodes": nodes_of(block["nodes"])} if "nodes" in block else {})
+
+
+NODE_FIELDS = {"ovsdb", "netns", "bridge"}
+_OVSDB = re.compile(r"^unix:/[A-Za-z0-9._/+-]{1,200}\Z")
+_NETNS = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}\Z")
+_IFNAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,14}\Z")
+_HOST = re.compile(r"^[A-Za-z0-9][A-Za-z0-9.-]{0,252}\Z")
+
+
+def nodes_of(value) -> dict:
+    """The compute nodes a cloud lets the runner plug ports on (the all-in-one cloud's:
+    each host's OVSDB socket, network namespace, integration bridge), checked: one line
+    naming the field and the fix otherwise. Ports without a VM need them."""
+    def bad(field, why):
+        return VnetbenchError(f"clouds.yaml: vnetbench.nodes{field} {why}; fix the cloud's entry "
+                              "(the all-in-one cloud writes it: aio up again)")
+    if not isinstance(value, dict) or not 1 <= len(value) <= 256:
+        raise bad("", "must map 1-256 compute hosts to {ovsdb, netns, bridge}")
+    out = {}
+    for host, node in value.items():
+        where = f".{excerpt(str(host))}"
+        if not isinstance(host, str) or not _HOST.match(host):
+            raise bad(where, "is not a host name")
+        if not isinstance(node, dict) or set(node) != NODE_FIELDS:
+            raise bad(where, f"must have exactly {', '.join(sorted(NODE_FIELDS))}")
+        for field, pattern, none_ok in (("ovsdb", _OVSDB, False), ("netns", _NETNS, True),
+                                        ("bridge", _IFNAME, False)):
+            v = node[field]
+            if not ((v is None and none_ok) or (isinstance(v, str) and pattern.match(v))):
+                raise bad(f"{where}.{field}", f"is {excerpt(repr(v))}, not "
+                          + {"ovsdb": "unix:/ABSOLUTE/PATH", "netns": "a namespace name or null",
+                             "bridge": "an interface name"}[field])
+        out[host] = dict(node)
+    return out
 
 
 def series_of(max_microversion: str | None) -> str | None:

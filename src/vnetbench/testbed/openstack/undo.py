@@ -4,8 +4,10 @@ teardown defers signals until it returns)."""
 
 from __future__ import annotations
 
+import subprocess
 import time
 
+from vnetbench.testbed.openstack import cloud, ports
 from vnetbench.testbed.unwind import Step
 
 DELETE_TIMEOUT_S = 600         # Heat deletes servers, ports, networks, flavor, key in turn
@@ -14,7 +16,6 @@ DELETE_ATTEMPTS = 3            # a DELETE_FAILED is deleted again (DeleteFailed)
 
 
 def undo_stack(run, entry, conn=None, sleep=time.sleep, clock=time.monotonic) -> None:
-    from vnetbench.testbed.openstack import cloud
     conn = conn or cloud.connect(entry["cloud"], entry.get("clouds_yaml"))
     name, tag = entry["name"], f"run-{run.run_id}"
     try:
@@ -63,4 +64,25 @@ def wait_deleted(conn, stack_id: str, name: str, timeout_s: float = DELETE_TIMEO
         sleep(POLL_S)
 
 
-STEPS = {"stack": Step(undo_stack)}
+def undo_cloud_port(run, entry, conn=None) -> None:
+    """A port added to a running testbed (openstack/ports.py): off its node's bridge (when
+    that OVSDB still answers), then out of Neutron -- found by its name, which carries the
+    run id, so nothing else is ever deleted."""
+    name = entry["name"]
+    if not name.startswith(f"vnb-{run.run_id}-p"):
+        raise ValueError(f"port {name}: its name does not carry run {run.run_id}; left alone")
+    conn = conn or cloud.connect(entry["cloud"], entry.get("clouds_yaml"))
+    try:
+        found = list(conn.network.ports(name=name))
+    except Exception as exc:
+        raise cloud.error(exc, f"port {name} (cloud {entry['cloud']})") from None
+    for port in found:
+        subprocess.run(["ovs-vsctl", f"--db={entry['ovsdb']}", "--timeout=10", "--if-exists",
+                        "del-port", ports.tap(port.id)], capture_output=True, timeout=20)
+        try:
+            conn.network.delete_port(port.id, ignore_missing=True)
+        except Exception as exc:
+            raise cloud.error(exc, f"deleting port {name} ({port.id})") from None
+
+
+STEPS = {"stack": Step(undo_stack), "cloud_port": Step(undo_cloud_port)}
