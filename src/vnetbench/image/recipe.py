@@ -107,15 +107,10 @@ for arg in $(cat /proc/cmdline); do
   esac
 done
 configdrive() {  # mount the config drive (ISO 9660, label config-2) if the VM has one
-  # a Nova guest (its SMBIOS product) has one here, which a loaded TCG host may show late:
-  # up to 60 s for it rather than 3 s, else DHCP on a NIC whose subnet may have none
-  n=30; [ "$(cat /sys/class/dmi/id/product_name 2>/dev/null)" = "OpenStack Nova" ] && n=600
+  i=0; while [ ! -b /dev/sr0 ] && [ $i -lt 30 ]; do sleep 0.1; i=$((i+1)); done
   mkdir -p /run/config
-  i=0; until [ -b /dev/sr0 ] && mount -t iso9660 -o ro /dev/sr0 /run/config 2>/dev/null; do
-    [ $i -ge $n ] && return 1; sleep 0.1; i=$((i+1))
-  done
-  [ $i -ge 30 ] && echo "config drive after $((i / 10)) s"
-  [ -f /run/config/openstack/latest/network_data.json ]
+  [ -b /dev/sr0 ] && mount -t iso9660 -o ro /dev/sr0 /run/config 2>/dev/null && \
+    [ -f /run/config/openstack/latest/network_data.json ]
 }
 last=eth${mgmt:-0}      # the management NIC is the last one
 i=0; while [ ! -e /sys/class/net/$last ] && [ $i -lt 50 ]; do sleep 0.1; i=$((i+1)); done
