@@ -209,7 +209,10 @@ def step(dep, plan, ports, concurrency, deadline_ms, probe_ms, peers_set) -> tup
             timelines = [f.result() for f in futs]
     if poller.errors:
         raise VnetbenchError(f"port_ready: readiness query failed: {poller.errors[0]}")
-    figures = {**window.metrics(), **cpu.daemon_metrics(window.split), **mem.metrics()}
+    # per daemon where the window read this machine's processes (a cloud's nodes: their
+    # collectors' host CPU only)
+    split = getattr(window, "split", None)
+    figures = {**window.metrics(), **(cpu.daemon_metrics(split) if split else {}), **mem.metrics()}
     return timelines, figures, poller.periods, mem.result
 
 
