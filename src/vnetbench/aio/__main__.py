@@ -46,7 +46,7 @@ def main(argv=None) -> int:
                     help="state dir (default: $VNETBENCH_STATE_DIR/aio = %(default)s)")
     ap.add_argument("--image", help="guest disk image for Glance (default: vm-images/build/disk.qcow2, "
                                     "else built into the cache)")
-    ap.add_argument("--port-base", type=int, default=19000, help="first of 11 TCP ports on 127.0.0.1")
+    ap.add_argument("--port-base", type=int, default=19000, help="first of 12 TCP ports on 127.0.0.1")
     ap.add_argument("--cidr", default="198.19.250.0/24", help="the flat provider subnet")
     ap.add_argument("--pinned-cpus", default="0-1", help="nova's cpu_dedicated_set: host CPUs "
                     "for pinned guests ('' = none; default %(default)s)")
@@ -61,12 +61,13 @@ def main(argv=None) -> int:
                     help="compute nodes: this machine, then N-1 emulated ones (a network, mount and "
                          "UTS namespace each with its own OVS, libvirtd, OVS agent and nova-compute; "
                          "the CPU sets are shared out between them; default %(default)s)")
-    ap.add_argument("--release", default="zed", help="the OpenStack release: zed (this machine's "
-                    "Debian 12 packages) or epoxy (Debian 13's, in a root of its own built into the "
-                    "cache on first use; tools/aio/README.md); default %(default)s")
-    ap.add_argument("--ml2", default="ovs", help="Neutron's mechanism driver: ovs (the OVS and L3 "
-                    "agents) or ovn (OVN's databases, northd and an ovn-controller per node; "
-                    "epoxy only); default %(default)s")
+    ap.add_argument("--release", default="epoxy", help="the OpenStack release: epoxy (Debian 13's "
+                    "packages, in a root of its own built into the cache on first use: make install "
+                    "does) or zed (this machine's Debian 12 packages: make install-zed); "
+                    "tools/aio/README.md; default %(default)s")
+    ap.add_argument("--ml2", default="ovn", help="Neutron's mechanism driver: ovn (OVN's databases, "
+                    "northd and an ovn-controller per node; epoxy only) or ovs (the OVS and L3 "
+                    "agents); default %(default)s")
     args = ap.parse_args(argv)
     if args.computes < 1:
         ap.error("--computes: at least 1")

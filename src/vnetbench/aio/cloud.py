@@ -67,7 +67,9 @@ class Aio(Nodes, Ovn, Services, Resources):
                           cpus=meta.get("cpus", cpus), shared_cpus=meta.get("shared_cpus", shared_cpus),
                           ovs_kpps=meta.get("ovs_kpps", ovs_kpps),
                           computes=int(meta.get("computes", computes)),
-                          release=meta.get("release", release), ml2=meta.get("ml2", ml2))
+                          # an AIO from before releases were chosen is Zed's, ML2/OVS
+                          release=meta.get("release", "zed" if meta else release),
+                          ml2=meta.get("ml2", "ovs" if meta else ml2))
         root = meta.get("root")
         self.rx = RootExec(Path(root) if root else None, self.state, self.lay.hosts_file)
         self.daemons = Daemons(self.journal, self.lay.logs, str(self.state))

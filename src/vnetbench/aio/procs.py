@@ -60,7 +60,8 @@ class Daemons:
                 p = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=log,
                                      env=full_env, cwd=cwd, start_new_session=True)
             except FileNotFoundError:
-                raise VnetbenchError(f"aio: {argv[0]} not found; run 'make install'") from None
+                raise VnetbenchError(f"aio: {argv[0]} not found; run 'make install' (Zed's "
+                                     "OpenStack packages: 'make install-zed')") from None
         entry = {"name": name, "pid": p.pid, "start": start_time(p.pid)}
         self.journal.record("process", **entry)
         return entry
