@@ -38,8 +38,6 @@ ALLOWED = {
         "the key of the hypervisor's OVS bridge in the run's bridge names (a technology)",
     ("src/vnetbench/testbed/libvirt/remote_builder.py", "ovs"):
         "the key of the hypervisor's OVS bridge in the run's bridge names (a technology)",
-    ("src/vnetbench/aio/__main__.py", "ovs"):
-        AIO_ML2,
     ("src/vnetbench/aio/__main__.py", "ovn"):
         AIO_ML2,
     ("src/vnetbench/aio/cloud.py", "ovn"):
