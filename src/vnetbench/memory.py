@@ -101,7 +101,10 @@ def metrics(start: dict, end: dict) -> tuple[dict, list[str]]:
     """The record's figures from two ``read``s (see the module's docstring), and the
     components without growth because their processes changed in between."""
     out, changed = {}, []
-    groups = {**_groups(start, end, by_part=False), **_groups(start, end, by_part=True)}
+    # both parts whenever anything was read, as cpu_controller_pct and cpu_vswitch_pct
+    # are: a kind without a controller holds 0 MiB there (no process), not an absent figure
+    parts = {p: (set(), set(), 0, 0) for p in PARTS} if (start or end) else {}
+    groups = {**_groups(start, end, by_part=False), **parts, **_groups(start, end, by_part=True)}
     for key, (pids_a, pids_b, kib_a, kib_b) in sorted(groups.items()):
         out[f"rss_{key}_mib"] = kib_b / MIB
         if pids_a == pids_b:

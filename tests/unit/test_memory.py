@@ -140,3 +140,9 @@ def test_no_daemons_no_figures(tmp_path):
     with memory.Window(dep, tmp_path) as w:
         pass
     assert w.metrics() == {} and w.result == {"unit": "MiB", "processes": 0, "method": None}
+
+
+def test_a_part_without_processes_is_zero_not_absent():
+    got, changed = memory.metrics({1: ("vswitch", "ovs-vswitchd", 2048)}, {1: ("vswitch", "ovs-vswitchd", 3072)})
+    assert got["rss_controller_mib"] == 0 and got["rss_controller_growth_mib"] == 0
+    assert got["rss_vswitch_mib"] == 3.0 and got["rss_vswitch_growth_mib"] == 1.0 and changed == []
