@@ -218,20 +218,12 @@ def test_cold_migration_to_the_other_node(lay, pair, conn):
     the guest is powered off, its disk copied into the target node's own storage and booted
     there. Downtime = the longest gap between the runner's ping replies (every 0.2 s, so
     that is its resolution): for a cold migration, the boot is in it."""
-    left = [(n, conn.compute.get_server(s.id)) for n, s in zip("ab", pair["servers"])
-            if conn.compute.find_server(s.id, ignore_missing=True)]             # where they are now, not at boot
     # one guest moves, the other goes (each node has one dedicated CPU): the one on node 1.
     # Cold before live: Epoxy's Nova leaves a block live migration's destination the empty
     # disk.config it pre-creates (its ISO copy, the workaround of bug 1246201, is gone, and
     # read-only disks are not block-copied), so a guest live-migrated there would boot here
     # without its configuration; a cold migration copies the drive with the disk
-    left.sort(key=lambda ns: ns[1].compute_host != lay.nodes[0].host)
-    assert left, "neither guest of the pair is left"
-    for n, s in left[1:]:
-        conn.compute.delete_server(s.id)
-        conn.compute.wait_for_delete(s, wait=120)
-    name, a = left[0]
-    a = _settled(conn, a, time.monotonic() + COLD_S)    # a live migration may still be running
+    name, a = _one_guest_left(lay, pair, conn)      # a live migration may still be running
     source = a.compute_host
     target = next(n.host for n in lay.nodes if n.host != source)
     mgmt = pair["ips"][name]["mgmt"]
@@ -296,15 +288,7 @@ def test_live_migration_between_the_nodes_under_5ms_probes(lay, pair, conn):
     guest sends nothing and loses nothing.) One guest is left (the cold migration test
     deleted the other): each node has one dedicated CPU, and a pinned guest needs one on
     arrival."""
-    left = [(n, conn.compute.get_server(s.id)) for n, s in zip("ab", pair["servers"])
-            if conn.compute.find_server(s.id, ignore_missing=True)]
-    left.sort(key=lambda ns: ns[1].compute_host != lay.nodes[0].host)
-    assert left, "neither guest of the pair is left"
-    for _, s in left[1:]:
-        conn.compute.delete_server(s.id)
-        conn.compute.wait_for_delete(s, wait=120)
-    name, a = left[0]
-    a = _settled(conn, a, time.monotonic() + COLD_S)
+    name, a = _one_guest_left(lay, pair, conn)
     home = a.compute_host
     away = next(n.host for n in lay.nodes if n.host != home)
     for source, target in ((home, away), (away, home)):     # there, then back
@@ -367,6 +351,21 @@ def _migrate_under_probes(lay, pair, conn, name, a, source, target) -> None:
           f"{INTERVAL_MS:g} ms, {res['outages']} outage(s))")
     assert res["received"] > 0 and res["outages"] >= 1, res        # a live migration pauses it
     assert res["downtime_ms"] < 20_000, res
+
+
+def _one_guest_left(lay, pair, conn):
+    """(its name, the server) of the pair's one guest kept, the one on node 1 if any, once
+    Nova has no task on it; the other deleted (each node has one dedicated CPU, and a
+    pinned guest needs one on arrival)."""
+    left = [(n, conn.compute.get_server(s.id)) for n, s in zip("ab", pair["servers"])
+            if conn.compute.find_server(s.id, ignore_missing=True)]   # where they are now, not at boot
+    left.sort(key=lambda ns: ns[1].compute_host != lay.nodes[0].host)
+    assert left, "neither guest of the pair is left"
+    for _, s in left[1:]:
+        conn.compute.delete_server(s.id)
+        conn.compute.wait_for_delete(s, wait=120)
+    name, a = left[0]
+    return name, _settled(conn, a, time.monotonic() + COLD_S)
 
 
 def _settled(conn, server, deadline: float):
